@@ -1,0 +1,180 @@
+// The segment-block caching pool: serves device allocations from segments it keeps, instead
+// of asking the driver each time. Pure address arithmetic: it never touches the memory.
+//
+// Vocabulary
+//   segment  one upstream allocation (upstream::map), the unit obtained from and returned to
+//            the driver.
+//   block    a sub-range of one segment, live (handed out) or free. A block never spans two
+//            segments; the blocks of a segment tile it exactly.
+//   pending  a block freed without a stream (cuMemFree) that device work issued before the free
+//            may still touch. It becomes free only after a fence that started after the free
+//            has completed.
+//   stream-free  a block freed on a stream (cuMemFreeAsync): reusable at once on that stream;
+//            on other streams only once the event recorded at free time has completed or has
+//            been made a dependency of the allocating stream.
+//   fence    a synchronization of all streams: issued by the pool (fences::synchronize) or made
+//            by the program (begin_external_fence / end_external_fence).
+//   trim     returning whole free segments to the driver.
+//
+// Policy
+//   Sizes are rounded up to 512 bytes. Blocks start at segment base + a multiple of 512 (the
+//   driver's segments are 512-byte aligned or better, so blocks are too; 256 at the least).
+//   Requests up to small_max_bytes (1 MiB) are packed into small segments (2 MiB); requests up
+//   to oversize_bytes (10 MiB) into large segments (20 MiB); bigger ones get a segment of
+//   their own, rounded up to segment_granule_bytes (2 MiB, as the driver would), which later
+//   serves any large request. Small and large blocks never share a segment.
+//   Free blocks are found by good fit in O(1): segregated size bins (exact below 16 KiB, 32
+//   per power of two above) with bitmaps; within the first candidate bin the best of a few
+//   fitting blocks wins. A block is split when the remainder is worth keeping (>= 512 B in
+//   small segments, >= large_split_min_bytes in large ones); freed blocks merge with free
+//   neighbours of the same segment and the same safety (never across segments).
+//   When no safe free block fits: (1) if pending or stream-free blocks could cover the request,
+//   one fence (or event queries) makes them free first (a fence costs ~1 us on an idle
+//   device, and the program's own cuMemFree would have synchronized anyway); (2) grow: map a
+//   segment, first unmapping wholly free segments if reserved would exceed
+//   (1 + grow_slack) x (live + request); (3) at the memory limit, or when the driver is out
+//   of memory: fence, trim every free segment, retry; (4) report out_of_memory (on_oom).
+//   Free bytes beyond max_cached_bytes are trimmed when a segment becomes wholly free.
+//
+// Threads: every public function is thread-safe. One lock (a short spin, then sleep) guards
+// the structures; upstream, fences and the observer are always called without it. Two threads
+// may both grow at once; the second segment stays cached.
+#pragma once
+
+#include "pool/fences.h"
+#include "pool/stats.h"
+#include "pool/upstream.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace gmem {
+
+inline constexpr std::size_t k_block_granule = 512; // size rounding and block alignment
+
+struct pool_options {
+  std::size_t limit_bytes = 0;             // reserved bytes never exceed this; 0 = no limit
+  std::size_t max_cached_bytes = SIZE_MAX; // free bytes kept beyond this are trimmed
+  std::size_t small_segment_bytes = std::size_t{2} << 20;   // segment size for small requests
+  std::size_t large_segment_bytes = std::size_t{20} << 20;  // segment size for large requests
+  std::size_t small_max_bytes = std::size_t{1} << 20;       // requests up to this are small
+  std::size_t oversize_bytes = std::size_t{10} << 20;       // requests above: own segment
+  std::size_t segment_granule_bytes = std::size_t{2} << 20; // oversize segments rounded to it
+  std::size_t large_split_min_bytes = std::size_t{1} << 20; // smaller remainders stay attached
+  std::size_t warmup_bytes = 0; // mapped at construction (small + large segments)
+  bool reuse_safety = true;     // false: frees are reusable at once (hazard tests only)
+  // Growth: before mapping, unmap wholly free segments while reserved + new segment would
+  // exceed (1 + grow_slack) x (live + request). Negative: never release before growing.
+  double grow_slack = 0.125;
+};
+
+enum class pool_status {
+  ok,
+  out_of_memory,
+  not_owned, // address in no segment: the caller forwards it to the driver
+  invalid,   // inside a segment but not the start of a live block: double or bad free
+};
+
+struct alloc_result {
+  std::uintptr_t address = 0;
+  pool_status status = pool_status::ok;
+  std::size_t size = 0; // rounded size of the block
+};
+
+// A live block, as find() reports it.
+struct block_info {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;      // rounded
+  std::size_t requested = 0; // as asked
+  std::uintptr_t segment_base = 0;
+  std::size_t segment_size = 0;
+  stream_handle stream = k_no_stream; // stream it was allocated on
+};
+
+enum class block_state : std::uint8_t { live, free, pending, stream_free };
+enum class segment_kind : std::uint8_t { small, large, oversize };
+
+struct block_view {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested = 0; // live blocks only
+  block_state state = block_state::free;
+  stream_handle stream = k_no_stream; // live: allocating stream; stream_free: freeing stream
+};
+
+// One segment and its blocks in address order, for fragmentation reports.
+struct segment_view {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  segment_kind kind = segment_kind::small;
+  std::vector<block_view> blocks;
+};
+
+// Optional; called without the pool lock.
+class pool_observer {
+public:
+  virtual ~pool_observer() = default;
+  virtual void on_segment_map(std::uintptr_t /*base*/, std::size_t /*bytes*/) noexcept {}
+  virtual void on_segment_unmap(std::uintptr_t /*base*/, std::size_t /*bytes*/) noexcept {}
+  virtual void on_fence(std::uint64_t /*duration_ns*/, std::size_t /*released_bytes*/) noexcept {}
+  virtual void on_trim(std::size_t /*released_bytes*/) noexcept {}
+  virtual void on_oom(std::size_t /*requested_bytes*/) noexcept {}
+};
+
+class pool_impl;
+
+class pool {
+public:
+  // Maps options.warmup_bytes at once. upstream, fences and observer must outlive the pool.
+  pool(upstream& up, fences& fe, const pool_options& options, pool_observer* observer = nullptr);
+  ~pool(); // unmaps every segment unless abandon() was called
+  pool(const pool&) = delete;
+  pool& operator=(const pool&) = delete;
+
+  // A block of at least `bytes` (rounded up to 512) usable by work on `s`; k_no_stream: usable
+  // by any stream. bytes == 0 is the caller's business (the pool serves 512).
+  alloc_result allocate(std::size_t bytes, stream_handle s = k_no_stream);
+  // k_no_stream: the block becomes pending until a fence; a stream: stream-free on `s`.
+  // Trace the free before calling this: the block may be reused before it returns.
+  pool_status deallocate(std::uintptr_t address, stream_handle s = k_no_stream);
+
+  std::optional<block_info> find(std::uintptr_t any_address_inside) const; // live blocks only
+  bool owns(std::uintptr_t any_address) const; // inside one of our segments
+
+  // The program synchronizes all streams itself (cuCtxSynchronize): call begin before it and
+  // end with the ticket after it returned successfully (a failed one: just don't call end).
+  std::uint64_t begin_external_fence();
+  void end_external_fence(std::uint64_t ticket);
+  // cuStreamSynchronize(s) returned: blocks freed on s are safe for all streams. Exact form:
+  // ticket = begin_stream_sync() before the synchronize, end_stream_sync(s, ticket) after it
+  // returned successfully; only blocks freed before begin become safe (a free on s racing with
+  // the synchronize on another thread stays stream-free). stream_synchronized(s) is the short
+  // form for when no other thread frees on s meanwhile.
+  void stream_synchronized(stream_handle s);
+  std::uint64_t begin_stream_sync();
+  void end_stream_sync(stream_handle s, std::uint64_t ticket);
+
+  std::size_t trim(std::size_t keep_free_bytes = 0); // unmaps free segments; bytes released
+  void set_limit(std::size_t bytes);                 // 0 = none
+  void abandon(); // forget all segments without unmapping (context gone, exit)
+
+  pool_stats stats() const;
+  void reset_peaks();
+  // Calls f once per segment, in address order, with a snapshot taken under the lock; f runs
+  // without the lock and may call the pool.
+  void for_each_segment(const std::function<void(const segment_view&)>& f) const;
+  // Walks every structure: indexes agree, blocks tile each segment, no two free blocks of the
+  // same safety touch, stats match. Debug builds (GMEM_DEBUG) call it after each mutation.
+  bool is_valid() const;
+
+  const pool_options& options() const;
+
+private:
+  std::unique_ptr<pool_impl> impl_;
+};
+
+} // namespace gmem
