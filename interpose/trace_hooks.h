@@ -1,0 +1,47 @@
+// The recorder's entry points, called by the interposer's hooks (and by the pool observer
+// glue). Implemented in trace_hooks.cpp on top of profiler/trace_writer.h.
+//
+// Every function is noexcept, never throws, never blocks on a reader, and costs one
+// predictable branch when tracing is off (GMEM_TRACE=0, init() not called yet, or the
+// shared-memory object could not be created). Hooks keep working after shutdown().
+//
+// Ordering rules the callers follow:
+// - capture_stack() runs BEFORE the caller takes any lock (libunwind may take its own).
+// - free() is recorded BEFORE the block becomes reusable, so the trace never shows an alloc
+//   of an address ahead of the free that released it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "pool/stats.h"
+#include "profiler/trace_types.h" // alloc_kind
+
+namespace gmem::trace {
+
+struct device_stats {
+  int device; // CUdevice ordinal; host pools use -1
+  pool_stats stats;
+};
+
+// Fills up to `max` entries of `out`, returns how many it filled. Called from the recorder's
+// sampler thread every GMEM_SAMPLE_MS and at shutdown; must not call back into trace::.
+using stats_source = std::size_t (*)(device_stats* out, std::size_t max) noexcept;
+
+void init(int argc_unused = 0) noexcept;      // once, after options are read
+void set_stats_source(stats_source) noexcept; // sampled for the timeline and the heartbeat
+std::uint32_t capture_stack() noexcept;       // call BEFORE taking any lock; 0 = none/off
+void alloc(std::uintptr_t addr, std::size_t requested, std::size_t rounded, int device,
+           std::uintptr_t stream, alloc_kind kind, std::uint32_t stack) noexcept;
+void free(std::uintptr_t addr, int device, std::uintptr_t stream, alloc_kind kind) noexcept;
+void segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device) noexcept;
+void fence(int device, std::uint64_t duration_ns, std::size_t released_bytes) noexcept;
+void trim(int device, std::size_t released_bytes) noexcept;
+void oom(int device, std::size_t requested, const pool_stats& at_failure) noexcept;
+void marker(const char* label) noexcept;
+void modules_changed() noexcept; // after a successful dlopen / dlclose
+// Extension: an option changed at run time (client API, e.g. the limit); name = "GMEM_LIMIT".
+void option_changed(const char* name, const char* value) noexcept;
+void shutdown() noexcept;        // at exit (saves to a file if asked); hooks keep working after
+
+} // namespace gmem::trace

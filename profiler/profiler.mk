@@ -1,0 +1,28 @@
+# profiler/: trace recording into shared memory (writer) and the trace reader the tools use.
+#   PROFILER_READER_LIB  decode/open/list/save traces (no writer, no libunwind): for tools
+#   PROFILER_LIB         the writer (recorder, stacks, module map) + the reader; for libgmem.so
+#   PROFILER_LDLIBS      what a program or .so linking PROFILER_LIB needs next
+# Stacks: Debian's libunwind.a is not PIC, so it cannot go into libgmem.so. The recorder
+# dlopen()s libunwind.so.8 at init (first the copy in $(BUILD)/lib next to libgmem.so, then the
+# system's) and falls back to libgcc's unwinder when there is none (slower: see
+# docs/trace-format.md, "Stacks").
+PROFILER_READER_SRCS := profiler/trace_types.cpp profiler/trace_reader.cpp \
+                        profiler/trace_objects.cpp
+PROFILER_WRITER_SRCS := $(filter-out $(PROFILER_READER_SRCS),$(wildcard profiler/*.cpp))
+PROFILER_READER_LIB := $(BUILD)/lib/libgmem_trace_reader.a
+PROFILER_LIB := $(BUILD)/lib/libgmem_profiler.a
+PROFILER_LDLIBS := -ldl -pthread
+# Bundled unwinder for machines without libunwind (copied, never linked).
+PROFILER_UNWIND_COPY := $(BUILD)/lib/libunwind.so.8 $(BUILD)/lib/liblzma.so.5
+
+$(PROFILER_READER_LIB): $(PROFILER_READER_SRCS:%.cpp=$(BUILD)/%.o)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+$(PROFILER_LIB): $(PROFILER_READER_SRCS:%.cpp=$(BUILD)/%.o) $(PROFILER_WRITER_SRCS:%.cpp=$(BUILD)/%.o)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+$(BUILD)/lib/%.so.8 $(BUILD)/lib/%.so.5: | deps-build
+	@mkdir -p $(@D)
+	@src=$$(ls /usr/lib/*/$(@F) /usr/lib/$(@F) 2>/dev/null | head -1); \
+	 if [ -n "$$src" ]; then cp -L "$$src" $@; else echo "profiler: no $(@F) to bundle; stacks use libgcc's unwinder" >&2; fi
+LIBS_ALL += $(PROFILER_READER_LIB) $(PROFILER_LIB) $(PROFILER_UNWIND_COPY)

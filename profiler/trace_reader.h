@@ -1,0 +1,74 @@
+// Reading traces: from bytes, from a saved file, from a live shared-memory object. The reader
+// never trusts the bytes: every offset, count and length is checked, seqlocked records are read
+// with bounded retries, and any malformed input becomes a read_error naming the byte offset.
+// Nothing here asserts, throws across the API, or can hang on a writer killed mid-update.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_model.h"
+
+namespace gmem::trace {
+
+struct read_error {
+  std::uint64_t offset = 0; // byte offset in the trace where the problem is
+  std::string message;      // e.g. "trace format version 3, this gmem reads version 1"
+  std::string to_string() const; // "byte 4096: <message>"
+};
+
+struct read_result {
+  bool ok = false;
+  trace value;      // valid when ok
+  read_error error; // valid when !ok
+  explicit operator bool() const { return ok; }
+};
+
+struct read_options {
+  bool events = true;  // decode the event ring
+  bool samples = true; // decode the counter sample ring
+};
+
+// Decodes a trace image (a saved file's bytes, or a copy of the object). `bytes` may be
+// unaligned and may be concurrently modified by a writer (live mapping).
+read_result decode(std::span<const std::byte> bytes, const read_options& = {});
+
+// A saved trace file (gmem save, GMEM_TRACE_SAVE).
+read_result open_file(const std::string& path, const read_options& = {});
+
+// The live object "gmem.<pid>.<ticks>" (name without "/dev/shm/").
+read_result open_shm(const std::string& name, const read_options& = {});
+
+// The newest trace object of `pid` on this host (live or left by a dead process).
+read_result open_pid(std::uint32_t pid, const read_options& = {});
+
+// One trace object found in /dev/shm, without decoding it fully.
+struct trace_entry {
+  std::string name; // "gmem.<pid>.<ticks>"
+  std::uint32_t pid = 0;
+  std::uint64_t proc_start_ticks = 0;
+  std::uint64_t bytes = 0;
+  trace_state state = trace_state::crashed;
+  bool readable = false; // header decoded (false: other user's, other version, garbage)
+  std::string problem;   // why not readable
+  std::uint64_t start_realtime_ns = 0;
+  std::uint64_t heartbeat_realtime_ns = 0;
+  std::string command_line;
+};
+// Every gmem trace object on this host, oldest start first.
+std::vector<trace_entry> list_traces();
+
+// Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?
+bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);
+
+// Copies a live object to `path` in the trace format (readable with open_file). Returns false
+// and fills `error` on failure.
+bool save_shm(const std::string& name, const std::string& path, std::string* error);
+
+// Removes the object (gmem clean). Returns false and fills `error` on failure.
+bool remove_shm(const std::string& name, std::string* error);
+
+} // namespace gmem::trace

@@ -1,0 +1,49 @@
+// Small enums shared by the trace writer, the reader and the interposer's hooks. Their numeric
+// values are part of the trace format (docs/trace-format.md): never renumber, only append.
+#pragma once
+
+#include <cstdint>
+
+namespace gmem::trace {
+
+// How an allocation reached us (which driver entry point), so reports can group by it.
+enum class alloc_kind : std::uint8_t {
+  device = 0,      // cuMemAlloc_v2 and friends, pooled
+  async = 1,       // cuMemAllocAsync, pooled
+  host_pinned = 2, // cuMemHostAlloc / cuMemAllocHost_v2, pooled
+  managed = 3,     // cuMemAllocManaged, passed through
+  pitched = 4,     // cuMemAllocPitch_v2
+  vmm = 5,         // cuMemCreate / cuMemMap
+  ipc = 6,         // cuIpcOpenMemHandle
+  mempool = 7,     // cuMemAllocFromPoolAsync on an explicit pool
+  capture = 8,     // allocated while a stream was capturing a graph
+  passthrough = 9, // anything else handed straight to the driver
+};
+inline constexpr std::uint8_t k_alloc_kind_count = 10;
+const char* to_string(alloc_kind kind) noexcept; // "device", ...; "unknown" if out of range
+
+// Event records in the ring (trace-format.md, "Event record").
+enum class event_type : std::uint8_t {
+  alloc = 1,
+  free = 2,
+  segment_map = 3,
+  segment_unmap = 4,
+  fence = 5,
+  trim = 6,
+  oom = 7,
+  option = 8, // label = "GMEM_NAME=value"
+  marker = 9, // label set by the program (client API) or the tool
+};
+inline constexpr std::uint8_t k_event_type_max = 9;
+const char* to_string(event_type type) noexcept; // "alloc", ...; "unknown" if out of range
+
+// Why a counter sample was taken (sample ring).
+enum class sample_reason : std::uint8_t {
+  periodic = 0, // sampler thread, every GMEM_SAMPLE_MS
+  oom = 1,      // the fragmentation snapshot of an OOM event
+  final = 2,    // at shutdown()
+};
+inline constexpr std::uint8_t k_sample_reason_max = 2;
+const char* to_string(sample_reason reason) noexcept;
+
+} // namespace gmem::trace
