@@ -6,7 +6,9 @@ namespace gmem::trace {
 
 void init(int) noexcept {}
 void set_stats_source(stats_source) noexcept {}
-std::uint32_t capture_stack() noexcept { return 0; }
+std::uint32_t capture_stack() noexcept {
+  return 0;
+}
 void alloc(std::uintptr_t, std::size_t, std::size_t, int, std::uintptr_t, alloc_kind,
            std::uint32_t) noexcept {}
 void free(std::uintptr_t, int, std::uintptr_t, alloc_kind) noexcept {}

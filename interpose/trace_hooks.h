@@ -42,6 +42,6 @@ void marker(const char* label) noexcept;
 void modules_changed() noexcept; // after a successful dlopen / dlclose
 // Extension: an option changed at run time (client API, e.g. the limit); name = "GMEM_LIMIT".
 void option_changed(const char* name, const char* value) noexcept;
-void shutdown() noexcept;        // at exit (saves to a file if asked); hooks keep working after
+void shutdown() noexcept; // at exit (saves to a file if asked); hooks keep working after
 
 } // namespace gmem::trace

@@ -39,13 +39,13 @@ struct trace_info {
   std::vector<std::pair<std::string, std::string>> options; // GMEM_* variables at start
   std::uint32_t stack_depth = 0;                            // frames captured per stack; 0 = off
   std::uint64_t sample_interval_ns = 0;                     // sampler period
-  std::string source;       // "shm gmem.<pid>.<ticks>" or the file's path
-  bool saved_file = false;  // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
+  std::string source;      // "shm gmem.<pid>.<ticks>" or the file's path
+  bool saved_file = false; // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
   trace_state state = trace_state::crashed;
-  std::uint64_t total_bytes = 0; // size of the object / file
-  std::uint64_t live_capacity = 0;    // slots of the live allocation table
-  std::uint64_t event_capacity = 0;   // events the ring holds
-  std::uint64_t sample_capacity = 0;  // counter samples the sample ring holds
+  std::uint64_t total_bytes = 0;     // size of the object / file
+  std::uint64_t live_capacity = 0;   // slots of the live allocation table
+  std::uint64_t event_capacity = 0;  // events the ring holds
+  std::uint64_t sample_capacity = 0; // counter samples the sample ring holds
 };
 
 // The pool's counters for one device as last sampled (GMEM_POOL_STATS). Counters this build
@@ -136,11 +136,12 @@ struct trace_losses {
 struct trace {
   trace_info info;
   std::vector<device_counters> devices;
-  std::vector<live_allocation> live; // sorted by address
+  std::vector<live_allocation> live;  // sorted by address
   std::vector<live_segment> segments; // sorted by base
   std::vector<event> events;          // sorted by seq
   std::vector<stat_sample> samples;   // sorted by seq
-  std::unordered_map<std::uint32_t, std::vector<std::uintptr_t>> stacks; // id -> ips, innermost first
+  std::unordered_map<std::uint32_t, std::vector<std::uintptr_t>>
+      stacks; // id -> ips, innermost first
   std::vector<module> modules;
   trace_losses losses;
 

@@ -15,8 +15,8 @@
 namespace gmem::trace {
 
 struct read_error {
-  std::uint64_t offset = 0; // byte offset in the trace where the problem is
-  std::string message;      // e.g. "trace format version 3, this gmem reads version 1"
+  std::uint64_t offset = 0;      // byte offset in the trace where the problem is
+  std::string message;           // e.g. "trace format version 3, this gmem reads version 1"
   std::string to_string() const; // "byte 4096: <message>"
 };
 
