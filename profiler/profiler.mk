@@ -21,8 +21,13 @@ $(PROFILER_READER_LIB): $(PROFILER_READER_SRCS:%.cpp=$(BUILD)/%.o)
 $(PROFILER_LIB): $(PROFILER_READER_SRCS:%.cpp=$(BUILD)/%.o) $(PROFILER_WRITER_SRCS:%.cpp=$(BUILD)/%.o)
 	@mkdir -p $(@D)
 	$(AR) rcs $@ $^
-$(BUILD)/lib/%.so.8 $(BUILD)/lib/%.so.5: | deps-build
+define profiler_bundle
 	@mkdir -p $(@D)
 	@src=$$(ls /usr/lib/*/$(@F) /usr/lib/$(@F) 2>/dev/null | head -1); \
-	 if [ -n "$$src" ]; then cp -L "$$src" $@; else echo "profiler: no $(@F) to bundle; stacks use libgcc's unwinder" >&2; fi
+	 if [ -n "$$src" ]; then cp -L "$$src" $@; else echo "profiler: no $(@F) to bundle; stacks use libgcc's unwinder" >&2; touch $@; fi
+endef
+$(BUILD)/lib/libunwind.so.8: | deps-build
+	$(profiler_bundle)
+$(BUILD)/lib/liblzma.so.5: | deps-build
+	$(profiler_bundle)
 LIBS_ALL += $(PROFILER_READER_LIB) $(PROFILER_LIB) $(PROFILER_UNWIND_COPY)
