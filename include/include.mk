@@ -1,0 +1,30 @@
+# Client API (api engineer): libgmem_client.so, its tests. The examples and `make demo` live in
+# examples/examples.mk. include/gmem/ itself is header-only.
+CLIENT_SRCS := client/client.cpp client/driver.cpp
+CLIENT_OBJS := $(CLIENT_SRCS:%.cpp=$(BUILD)/%.o)
+CLIENT_LIB  := $(BUILD)/lib/libgmem_client.so
+$(BUILD)/client/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(CLIENT_LIB): $(CLIENT_OBJS) $(COMMON_LIB) client/client.map
+	@mkdir -p $(@D)
+	$(CXX) -shared $(GMEM_LDFLAGS) -Wl,-soname,libgmem_client.so -Wl,--version-script=client/client.map \
+	  -o $@ $(CLIENT_OBJS) $(COMMON_LIB) -ldl
+LIBS_ALL += $(CLIENT_LIB)
+
+# Unit tests of planning and retries (no driver needed: availability is passed in or faked).
+API_TEST := $(BUILD)/tests/api_test
+API_TEST_SRCS := $(wildcard tests/api/*_test.cpp)
+$(API_TEST): $(API_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(CLIENT_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD)/lib -lgmem_client \
+	  -Wl,-rpath,'$$ORIGIN/../lib' $(GTEST_LIBS)
+UNIT_TESTS += $(API_TEST)
+SAN_TESTS += $(API_TEST)
+
+# End-to-end: the C API with and without the shim, over the fake driver; the Python package.
+API_PROBE := $(BUILD)/tests/api/api_probe
+$(BUILD)/tests/api/api_probe.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(API_PROBE): $(BUILD)/tests/api/api_probe.o $(CLIENT_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $< -L$(BUILD)/lib -lgmem_client -Wl,-rpath,'$$ORIGIN/../../lib' -ldl
+TEST_SCRIPTS += tests/api/api_e2e.sh tests/api/python_test.sh
+TEST_SCRIPT_DEPS += $(API_PROBE) $(CLIENT_LIB)
