@@ -1,0 +1,55 @@
+# bench/: the GPU benchmark suite (make bench-gpu) and gmem_replay, the trace replay tool that
+# needs no GPU. bench/pool_bench is built by pool/pool.mk; bench/trace_bench by the profiler's
+# fragment.
+#   make bench-build   build the benchmark programs (nvcc; no GPU needed)
+#   make bench-gpu     run every part on this machine's GPU and write
+#                      bench/results/<date>-<gpu>.{md,csv,json} (skips without a GPU)
+#   make bench-report  rebuild the report from raw results: make bench-report RAW=dir
+BENCH_CUDA_ARCH ?= sm_90
+BENCH_NVCC_FLAGS := -arch=$(BENCH_CUDA_ARCH) -O2 -std=c++17 -Xcompiler -Wall,-Wextra
+BENCH_OUT ?= $(BUILD)/bench/out
+
+# --- gmem_replay (CPU) -------------------------------------------------------------------
+REPLAY_SRCS := bench/replay/alloc_trace.cpp bench/replay/replay_policy.cpp \
+               bench/replay/torch_like_policy.cpp
+REPLAY_OBJS := $(REPLAY_SRCS:%.cpp=$(BUILD)/%.o)
+REPLAY_POOL :=
+ifneq ($(POOL_LIB),)
+REPLAY_OBJS += $(BUILD)/bench/replay/gmem_policy.o
+REPLAY_POOL := $(POOL_LIB)
+$(BUILD)/bench/replay/replay_policy.o: EXTRA_CPPFLAGS += -DGMEM_BENCH_WITH_POOL=1
+$(BUILD)/bench/replay/replay_test.o: EXTRA_CPPFLAGS += -DGMEM_BENCH_WITH_POOL=1
+endif
+GMEM_REPLAY := $(BUILD)/bench/gmem_replay
+$(GMEM_REPLAY): $(BUILD)/bench/replay/gmem_replay_main.o $(REPLAY_OBJS) $(REPLAY_POOL) \
+                $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -pthread
+LIBS_ALL += $(GMEM_REPLAY)
+
+BENCH_REPLAY_TEST := $(BUILD)/tests/bench_replay_test
+$(BENCH_REPLAY_TEST): $(BUILD)/bench/replay/replay_test.o $(REPLAY_OBJS) $(REPLAY_POOL)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS)
+UNIT_TESTS += $(BENCH_REPLAY_TEST)
+SAN_TESTS += $(BENCH_REPLAY_TEST)
+
+# --- GPU programs (nvcc, static runtime: see bench/alloc_bench.cu) ----------------------
+$(BUILD)/bench/alloc_bench: bench/alloc_bench.cu bench/alloc_harness.h
+	@mkdir -p $(@D)
+	$(NVCC) $(BENCH_NVCC_FLAGS) $< -o $@ -L$(CUDA_HOME)/lib64/stubs -lcuda
+$(BUILD)/bench/replay_gpu: bench/replay_gpu.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(BENCH_NVCC_FLAGS) $< -o $@
+BENCH_GPU_PROGS := $(BUILD)/bench/alloc_bench $(BUILD)/bench/replay_gpu
+
+.PHONY: bench-build bench-gpu bench-report
+bench-build: $(BENCH_GPU_PROGS) $(GMEM_REPLAY)
+bench-gpu: bench-build
+	@$(MAKE) --no-print-directory $(BUILD)/lib/libgmem.so || \
+	  echo "bench-gpu: $(BUILD)/lib/libgmem.so did not build; the gmem rows will be missing"
+	BUILD=$(BUILD) bench/run_gpu.sh $(BENCH_OUT)
+	@if [ -f $(BENCH_OUT)/env.json ]; then $(MAKE) --no-print-directory bench-report RAW=$(BENCH_OUT); fi
+RAW ?= $(BENCH_OUT)
+bench-report: $(GMEM_REPLAY)
+	python3 bench/report.py --raw $(RAW) --replay $(GMEM_REPLAY) --results bench/results

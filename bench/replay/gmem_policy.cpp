@@ -1,0 +1,74 @@
+// gmem's own pool (pool/pool.h, linked from libgmem_pool.a) under trace replay. The upstream
+// places segments back to back in a fake address space and counts what is mapped; fences
+// complete at once (the replay has no device work in flight). Allocations and frees are
+// stream-less (cuMemAlloc_v2 / cuMemFree_v2): that is what PyTorch with
+// PYTORCH_NO_CUDA_MEMORY_CACHING=1 sends gmem, through cudaMalloc/cudaFree.
+#include "bench/replay/replay_policy.h"
+#include "pool/pool.h"
+
+#include <cstdio>
+#include <vector>
+
+namespace gmem_bench {
+namespace {
+
+class counting_upstream final : public gmem::upstream {
+public:
+  std::uintptr_t map(std::size_t bytes) noexcept override {
+    const std::uintptr_t base = next_;
+    next_ += (bytes + k_align - 1) / k_align * k_align;
+    mapped_ += bytes;
+    return base;
+  }
+  void unmap(std::uintptr_t, std::size_t bytes) noexcept override { mapped_ -= bytes; }
+  std::size_t mapped() const { return mapped_; }
+
+private:
+  static constexpr std::size_t k_align = std::size_t{2} << 20;
+  std::uintptr_t next_ = std::uintptr_t{1} << 40;
+  std::size_t mapped_ = 0;
+};
+
+class instant_fences final : public gmem::fences {
+public:
+  bool synchronize() noexcept override { return true; }
+  gmem::event_handle record(gmem::stream_handle) noexcept override { return ++next_; }
+  bool query(gmem::event_handle) noexcept override { return true; }
+  bool wait(gmem::stream_handle, gmem::event_handle) noexcept override { return true; }
+  void release(gmem::event_handle) noexcept override {}
+
+private:
+  gmem::event_handle next_ = 0;
+};
+
+class gmem_policy final : public replay_policy {
+public:
+  gmem_policy() : pool_(up_, fe_, gmem::pool_options{}) {}
+  std::string name() const override { return "gmem"; }
+  bool allocate(std::uint32_t id, std::size_t bytes, std::uint64_t) override {
+    gmem::alloc_result r = pool_.allocate(bytes == 0 ? 1 : bytes, gmem::k_no_stream);
+    if (r.status != gmem::pool_status::ok) return false;
+    if (id >= addr_.size()) addr_.resize(id + 1u, 0);
+    addr_[id] = r.address;
+    return true;
+  }
+  void deallocate(std::uint32_t id) override {
+    if (pool_.deallocate(addr_[id], gmem::k_no_stream) != gmem::pool_status::ok)
+      std::fprintf(stderr, "gmem_replay: gmem pool refused the free of allocation %u\n", id);
+  }
+  std::size_t reserved_bytes() const override { return up_.mapped(); }
+
+private:
+  counting_upstream up_;
+  instant_fences fe_;
+  gmem::pool pool_;
+  std::vector<std::uintptr_t> addr_;
+};
+
+} // namespace
+
+std::unique_ptr<replay_policy> make_gmem_policy() {
+  return std::make_unique<gmem_policy>();
+}
+
+} // namespace gmem_bench

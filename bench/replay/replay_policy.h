@@ -1,0 +1,46 @@
+// An allocator policy the replay tool can drive without a GPU: address arithmetic only, with
+// a simulated upstream that counts the bytes it has handed out ("reserved").
+#pragma once
+
+#include "bench/replay/alloc_trace.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace gmem_bench {
+
+class replay_policy {
+public:
+  virtual ~replay_policy() = default;
+  virtual std::string name() const = 0;
+  // false = the policy could not serve the request (counted as a failure; the replay goes on).
+  virtual bool allocate(std::uint32_t id, std::size_t bytes, std::uint64_t stream) = 0;
+  virtual void deallocate(std::uint32_t id) = 0;
+  virtual std::size_t reserved_bytes() const = 0; // obtained from the simulated driver now
+};
+
+struct replay_result {
+  std::string policy;
+  std::size_t events = 0;
+  std::size_t failures = 0;
+  std::size_t peak_live_bytes = 0;     // highest sum of live requested bytes
+  std::size_t peak_reserved_bytes = 0; // highest reserved_bytes() seen after any event
+  std::size_t final_reserved_bytes = 0;
+  double ns_per_event = 0; // host time of the policy, per event
+  double ratio() const {
+    return peak_live_bytes ? double(peak_reserved_bytes) / double(peak_live_bytes) : 0.0;
+  }
+};
+
+replay_result replay(const alloc_trace& trace, replay_policy& policy);
+
+// Policies by name: "gmem" (pool/pool.h when built with it), "torch-like", "pow2-bins",
+// "exact" (every request its own upstream allocation rounded to 2 MiB pages, like cudaMalloc
+// of large blocks; a floor for "no caching"). Unknown names give nullptr.
+std::unique_ptr<replay_policy> make_policy(const std::string& name);
+std::vector<std::string> policy_names();
+
+} // namespace gmem_bench

@@ -1,0 +1,145 @@
+#include "bench/replay/alloc_trace.h"
+#include "bench/replay/replay_policy.h"
+#include "bench/replay/simple_policies.h"
+#include "bench/replay/torch_like_policy.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+
+namespace gmem_bench {
+namespace {
+
+constexpr std::size_t k_mib = std::size_t{1} << 20;
+
+TEST(alloc_trace, parses_events_and_peak_live) {
+  trace_error err;
+  auto t = parse_trace("# header\na 10 100 0\na 20 300\nf 10\nf 99\na 10 50 7\n", err);
+  ASSERT_TRUE(t) << err.message;
+  EXPECT_EQ(t->allocations, 3u);
+  EXPECT_EQ(t->events.size(), 4u);
+  EXPECT_EQ(t->skipped_frees, 1u);
+  EXPECT_EQ(t->peak_live_bytes, 400u);
+  EXPECT_EQ(t->events[3].stream, 7u);
+  EXPECT_EQ(t->events[3].id, 2u);
+}
+
+TEST(alloc_trace, allocation_at_a_live_address_frees_the_old_block) {
+  trace_error err;
+  auto t = parse_trace("a 10 100\na 10 200\n", err);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->implicit_frees, 1u);
+  EXPECT_EQ(t->peak_live_bytes, 200u);
+}
+
+TEST(alloc_trace, reports_the_bad_line) {
+  trace_error err;
+  EXPECT_FALSE(parse_trace("a 10 100\nx 1\n", err));
+  EXPECT_EQ(err.line, 2u);
+  EXPECT_FALSE(parse_trace("a zz 100\n", err));
+  EXPECT_EQ(err.line, 1u);
+  EXPECT_FALSE(parse_trace("a 10 1x\n", err));
+}
+
+TEST(torch_like_policy, segment_sizes_follow_pytorch) {
+  torch_like_policy p;
+  p.allocate(0, 100, 0); // small: 2 MiB segment
+  EXPECT_EQ(p.reserved_bytes(), 2 * k_mib);
+  p.allocate(1, 12 * k_mib + 1, 0); // >= 10 MiB: rounded to 2 MiB
+  EXPECT_EQ(p.reserved_bytes(), 16 * k_mib);
+  p.allocate(2, 5 * k_mib, 0); // large < 10 MiB: 20 MiB segment (the 2 MiB rest is too small)
+  EXPECT_EQ(p.reserved_bytes(), 36 * k_mib);
+  p.allocate(3, 3 * k_mib, 0); // fits in the 15 MiB rest of the 20 MiB segment
+  EXPECT_EQ(p.reserved_bytes(), 36 * k_mib);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST(torch_like_policy, reuses_and_merges_freed_blocks) {
+  torch_like_policy p;
+  p.allocate(0, 4 * k_mib, 0);
+  p.allocate(1, 4 * k_mib, 0);
+  p.deallocate(0);
+  p.deallocate(1);
+  EXPECT_TRUE(p.is_valid());
+  p.allocate(2, 18 * k_mib, 0); // only fits if the three free pieces merged back to 20 MiB
+  EXPECT_EQ(p.reserved_bytes(), 20 * k_mib);
+  EXPECT_EQ(p.segments(), 1u);
+}
+
+TEST(torch_like_policy, streams_do_not_share_free_blocks) {
+  torch_like_policy p;
+  p.allocate(0, 4096, 1);
+  p.deallocate(0);
+  p.allocate(1, 4096, 2);
+  EXPECT_EQ(p.reserved_bytes(), 4 * k_mib);
+}
+
+TEST(torch_like_policy, stays_valid_under_random_traffic) {
+  torch_like_policy p;
+  std::mt19937 rng(1);
+  std::vector<std::uint32_t> live;
+  std::uint32_t next = 0;
+  for (int i = 0; i < 5000; ++i) {
+    if (live.empty() || rng() % 2) {
+      std::size_t bytes = std::size_t{1} << (rng() % 25);
+      p.allocate(next, bytes + rng() % 1000, rng() % 2);
+      live.push_back(next++);
+    } else {
+      std::size_t k = rng() % live.size();
+      p.deallocate(live[k]);
+      live[k] = live.back();
+      live.pop_back();
+    }
+    if (i % 97 == 0) {
+      ASSERT_TRUE(p.is_valid()) << "after step " << i;
+    }
+  }
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST(pow2_bins_policy, rounds_to_powers_of_two_and_caches) {
+  pow2_bins_policy p;
+  p.allocate(0, 3000, 0);
+  EXPECT_EQ(p.reserved_bytes(), 4096u);
+  p.deallocate(0);
+  p.allocate(1, 4000, 0);
+  EXPECT_EQ(p.reserved_bytes(), 4096u);
+}
+
+TEST(replay, reports_peaks_and_ratio) {
+  trace_error err;
+  auto t = parse_trace("a 1 1048576\na 2 1048576\nf 1\na 3 1048576\n", err);
+  ASSERT_TRUE(t);
+  exact_policy p;
+  replay_result r = replay(*t, p);
+  EXPECT_EQ(r.peak_live_bytes, 2 * k_mib);
+  EXPECT_EQ(r.peak_reserved_bytes, 2 * k_mib);
+  EXPECT_DOUBLE_EQ(r.ratio(), 1.0);
+  EXPECT_EQ(r.failures, 0u);
+}
+
+TEST(replay, every_named_policy_replays_a_mixed_trace) {
+  std::string text;
+  std::mt19937 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    text +=
+        "a " + std::to_string(0x1000 + i) + " " + std::to_string(256 + rng() % (8 << 20)) + "\n";
+    if (i >= 50) text += "f " + std::to_string(0x1000 + i - 50 + int(rng() % 10)) + "\n";
+  }
+  trace_error err;
+  auto t = parse_trace(text, err);
+  ASSERT_TRUE(t) << err.message;
+  for (const std::string& name : policy_names()) {
+    auto p = make_policy(name);
+    ASSERT_TRUE(p) << name;
+    replay_result r = replay(*t, *p);
+    EXPECT_EQ(r.failures, 0u) << name;
+    EXPECT_EQ(r.peak_live_bytes, t->peak_live_bytes) << name;
+    EXPECT_GE(r.ratio(), 1.0) << name;
+  }
+  EXPECT_EQ(make_policy("no-such-policy"), nullptr);
+}
+
+} // namespace
+} // namespace gmem_bench

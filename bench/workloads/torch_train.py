@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""PyTorch training workloads for the allocator benchmark.
+
+  torch_train.py --model gpt|convnet --steps N --json OUT [--record-trace FILE]
+
+gpt:     a GPT-style decoder (12 layers, d=1024, 16 heads, vocab 32000, untied head), random
+         weights, AdamW, bf16 autocast; every step draws a new sequence length in [64, 2048]
+         and a batch size so that tokens <= 24576: shapes change every step, which is what
+         fragments a caching allocator.
+convnet: torchvision ResNet-50, random weights, SGD, bf16 autocast, channels-last; every step
+         draws a batch in [16, 96] and an image side in {128, 160, 192, 224, 256}.
+Both use a fixed seed for weights, data and the shape schedule, so every allocator mode must
+print the same losses. The allocator mode is chosen by the environment (PYTORCH_CUDA_ALLOC_CONF,
+PYTORCH_NO_CUDA_MEMORY_CACHING, LD_PRELOAD); the script only reports what it saw.
+--record-trace writes every allocation and free PyTorch's caching allocator made (its memory
+history) as "a <addr> <bytes> <stream>" / "f <addr>" lines for bench/replay.
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gmem_probe  # noqa: E402
+
+
+class Block(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=32000, d=1024, layers=12, heads=16, max_t=2048):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_t, d)
+        self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x))
+
+
+def gpt_setup(rng):
+    model = GPT().cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def step(i):
+        t = rng.randint(64, 2048)
+        b = rng.randint(1, max(1, 24576 // t))
+        g = torch.Generator(device="cuda").manual_seed(i)
+        idx = torch.randint(0, 32000, (b, t + 1), device="cuda", generator=g)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(idx[:, :-1])
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), idx[:, 1:].reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def convnet_setup(rng):
+    import torchvision
+    model = torchvision.models.resnet50(weights=None).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step(i):
+        b = rng.randint(16, 96)
+        side = rng.choice((128, 160, 192, 224, 256))
+        g = torch.Generator(device="cuda").manual_seed(i)
+        x = torch.randn(b, 3, side, side, device="cuda", generator=g)
+        x = x.to(memory_format=torch.channels_last)
+        y = torch.randint(0, 1000, (b,), device="cuda", generator=g)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            out = model(x)
+        loss = F.cross_entropy(out.float(), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def write_trace(path):
+    """PyTorch's memory history -> "a addr bytes stream" / "f addr" lines."""
+    snap = torch.cuda.memory._snapshot()
+    n = 0
+    with open(path, "w") as f:
+        f.write("# gmem-bench alloc trace v1: a <addr> <bytes> <stream> | f <addr>\n")
+        for dev_trace in snap["device_traces"]:
+            for e in dev_trace:
+                act = e["action"]
+                if act == "alloc":
+                    f.write(f"a {e['addr']:x} {e['size']} {e.get('stream', 0):x}\n")
+                    n += 1
+                elif act == "free_completed":
+                    f.write(f"f {e['addr']:x}\n")
+                    n += 1
+    return n
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=("gpt", "convnet"), default="gpt")
+    ap.add_argument("--steps", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--mode", default="", help="label for the report")
+    ap.add_argument("--json", default="")
+    ap.add_argument("--record-trace", default="")
+    args = ap.parse_args()
+
+    torch.manual_seed(args.seed)
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rng = random.Random(args.seed)
+    free0, total = torch.cuda.mem_get_info()
+    if args.record_trace:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                                 max_entries=4_000_000)
+    step = (gpt_setup if args.model == "gpt" else convnet_setup)(rng)
+    losses = []
+    for i in range(args.warmup):
+        losses.append(step(i).item())
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    pending = []
+    for i in range(args.warmup, args.warmup + args.steps):
+        pending.append(step(i).detach())
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    losses += [float(x) for x in pending]
+    free1, _ = torch.cuda.mem_get_info()
+    rec = {
+        "kind": "workload", "framework": "torch", "workload": args.model, "mode": args.mode,
+        "steps": args.steps, "warmup": args.warmup, "seconds": elapsed,
+        "steps_per_s": args.steps / elapsed, "losses": losses,
+        "torch_max_reserved": torch.cuda.max_memory_reserved(),
+        "torch_max_allocated": torch.cuda.max_memory_allocated(),
+        "mem_get_info_used_delta_end": free0 - free1, "device_total": total,
+        "env": {k: v for k, v in os.environ.items()
+                if k.startswith(("PYTORCH_", "GMEM_")) or k == "LD_PRELOAD"},
+        "torch": torch.__version__,
+    }
+    gs = gmem_probe.gmem_stats()
+    if gs is not None:
+        rec["gmem"] = gs
+    if args.record_trace:
+        rec["trace_events"] = write_trace(args.record_trace)
+        torch.cuda.memory._record_memory_history(enabled=None)
+    print(json.dumps({k: v for k, v in rec.items() if k != "losses"}))
+    print("losses:", " ".join(f"{x:.6f}" for x in losses))
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps(rec) + "\n")
+
+
+if __name__ == "__main__":
+    main()
