@@ -13,18 +13,21 @@ LIBS_ALL += $(CLIENT_LIB)
 # Unit tests of planning and retries (no driver needed: availability is passed in or faked).
 API_TEST := $(BUILD)/tests/api_test
 API_TEST_SRCS := $(wildcard tests/api/*_test.cpp)
-$(API_TEST): $(API_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(CLIENT_LIB)
+$(API_TEST): $(API_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(CLIENT_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) -L$(BUILD)/lib -lgmem_client \
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(COMMON_LIB) -L$(BUILD)/lib -lgmem_client \
 	  -Wl,-rpath,'$$ORIGIN/../lib' $(GTEST_LIBS)
 UNIT_TESTS += $(API_TEST)
 SAN_TESTS += $(API_TEST)
 
 # End-to-end: the C API with and without the shim, over the fake driver; the Python package.
 API_PROBE := $(BUILD)/tests/api/api_probe
-$(BUILD)/tests/api/api_probe.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+# Plain C (gnu11 for dlsym's function pointers), so gmem.h is checked as a C header.
+$(BUILD)/tests/api/api_probe.o: tests/api/api_probe.c include/gmem/gmem.h | deps-build
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -Iinclude -O2 -g -Wall -Wextra -Wconversion -Werror $(SANFLAGS) -c $< -o $@
 $(API_PROBE): $(BUILD)/tests/api/api_probe.o $(CLIENT_LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(GMEM_LDFLAGS) -o $@ $< -L$(BUILD)/lib -lgmem_client -Wl,-rpath,'$$ORIGIN/../../lib' -ldl
+	$(CC) $(GMEM_LDFLAGS) -o $@ $< -L$(BUILD)/lib -lgmem_client -Wl,-rpath,'$$ORIGIN/../../lib' -ldl
 TEST_SCRIPTS += tests/api/api_e2e.sh tests/api/python_test.sh
 TEST_SCRIPT_DEPS += $(API_PROBE) $(CLIENT_LIB)

@@ -44,13 +44,34 @@ GMEM_API int gmem_available(void);
 
 /* The pool's counters (one per entry of GMEM_POOL_STATS in pool/stats.h, same names, same
  * order), all in bytes or counts. GMEM_STATS_FIELDS lists them for C and for bindings. */
-#define GMEM_STATS_FIELDS(X)                                                                       \
-  X(live_bytes)                                                                                    \
-  X(live_requested_bytes) X(live_blocks) X(reserved_bytes) X(peak_live_bytes)                      \
-      X(peak_reserved_bytes) X(total_allocs) X(total_frees) X(total_alloc_bytes) X(cache_hits)     \
-          X(upstream_allocs) X(segments) X(segment_maps) X(segment_unmaps) X(pending_bytes)        \
-              X(pending_blocks) X(fences) X(ooms) X(free_bytes) X(largest_free_block) X(trims)     \
-                  X(trimmed_bytes) X(limit_bytes)
+/* clang-format off */
+#define GMEM_STATS_FIELDS(X) \
+  X(live_bytes) \
+  X(live_requested_bytes) \
+  X(live_blocks) \
+  X(reserved_bytes) \
+  X(peak_live_bytes) \
+  X(peak_reserved_bytes) \
+  X(total_allocs) \
+  X(total_frees) \
+  X(total_alloc_bytes) \
+  X(cache_hits) \
+  X(upstream_allocs) \
+  X(segments) \
+  X(segment_maps) \
+  X(segment_unmaps) \
+  X(pending_bytes) \
+  X(pending_blocks) \
+  X(fences) \
+  X(ooms) \
+  X(free_bytes) \
+  X(largest_free_block) \
+  X(trims) \
+  X(trimmed_bytes) \
+  X(limit_bytes) \
+  X(stream_free_bytes) \
+  X(invalid_frees)
+/* clang-format on */
 
 #define GMEM_STATS_VERSION 1
 #define GMEM_STATS_FROM_POOL 1u   /* flags: counters come from libgmem.so's pool */

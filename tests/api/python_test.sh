@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Runs tests/api/test_gmem_python.py (unittest) with no driver, over the fake driver, and
+# with libgmem.so preloaded over it. Exit 0 pass, 77 skip (no python3), 1 fail.
+set -u
+command -v python3 >/dev/null || { echo "python_test: skipped: python3 not found"; exit 77; }
+build=$(realpath "${GMEM_BUILD:-build}")
+fake_dir=$build/tests/fake_cuda
+shim=${GMEM_SHIM:-$build/lib/libgmem.so}
+export PYTHONPATH="$PWD/python${PYTHONPATH:+:$PYTHONPATH}" GMEM_BUILD="$build" PYTHONDONTWRITEBYTECODE=1
+[ -e "$build/lib/libgmem_client.so" ] || { echo "python_test: $build/lib/libgmem_client.so not built"; exit 1; }
+rc=0
+run() { # mode, then env assignments
+  local mode=$1; shift
+  echo "== python tests, mode $mode"
+  env -u LD_PRELOAD "$@" GMEM_TEST_MODE="$mode" python3 -m unittest -v tests/api/test_gmem_python.py 2>&1 || rc=1
+}
+run nolib LD_LIBRARY_PATH=/nonexistent
+if [ -e "$fake_dir/libcuda.so.1" ]; then
+  run fake LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M
+  if [ -e "$shim" ]; then
+    run shim LD_PRELOAD="$(realpath "$shim")" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M GMEM_TRACE=0
+  else
+    echo "python_test: note: $shim not built; shim mode not run"
+  fi
+else
+  echo "python_test: note: fake driver not built; fake and shim modes not run"
+fi
+exit $rc
