@@ -1,56 +1,365 @@
-// Stub while the pool is being written: every allocation fails, no address is owned.
-#include "pool/pool.h"
+// The pool's fast paths (allocate from a free block, deallocate into a free list), the block
+// bookkeeping they share with the slow paths, and the public wrappers.
+#include "pool/pool_impl.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
 
 namespace gmem {
 
-class pool_impl {
-public:
-  pool_options options;
-};
+namespace {
+constexpr std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+} // namespace
 
-pool::pool(upstream&, fences&, const pool_options& options, pool_observer*)
-    : impl_(std::make_unique<pool_impl>()) {
-  impl_->options = options;
+pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool_observer* observer)
+    : up_(up), fe_(fe), opt_(options), obs_(observer) {
+  opt_.small_segment_bytes =
+      round_up(std::max(opt_.small_segment_bytes, k_block_granule), k_block_granule);
+  opt_.large_segment_bytes =
+      round_up(std::max(opt_.large_segment_bytes, k_block_granule), k_block_granule);
+  opt_.segment_granule_bytes =
+      round_up(std::max(opt_.segment_granule_bytes, k_block_granule), k_block_granule);
+  opt_.small_max_bytes = std::min(opt_.small_max_bytes, opt_.small_segment_bytes);
+  st_.limit_bytes = opt_.limit_bytes;
+  // Warm-up: one small segment (when the warm-up is big enough to spare it) and the rest as
+  // one segment that serves any large request.
+  std::size_t warm = round_up(opt_.warmup_bytes, k_block_granule);
+  if (opt_.limit_bytes != 0)
+    warm = std::min(warm, opt_.limit_bytes / k_block_granule * k_block_granule);
+  if (warm >= 2 * opt_.small_segment_bytes) {
+    if (std::uintptr_t base = up_.map(opt_.small_segment_bytes)) {
+      std::lock_guard lock(mu_);
+      add_segment_locked(base, opt_.small_segment_bytes, segment_kind::small);
+      warm -= opt_.small_segment_bytes;
+    }
+  }
+  if (warm > 0) {
+    if (std::uintptr_t base = up_.map(warm)) {
+      std::lock_guard lock(mu_);
+      add_segment_locked(base, warm, segment_kind::large);
+    }
+  }
 }
+
+pool_impl::~pool_impl() {
+  std::vector<event_ref*> refs; // each shared event released once
+  for (auto& sc : streams_)
+    for (auto& index : sc->index)
+      index.for_each([&](block* b) { refs.push_back(b->ev); });
+  std::sort(refs.begin(), refs.end());
+  refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
+  for (event_ref* r : refs)
+    fe_.release(r->event);
+  for (auto& [base, seg] : segments_)
+    up_.unmap(base, seg->size);
+}
+
+stream_cache* pool_impl::find_stream_locked(stream_handle s) const {
+  if (last_stream_ != nullptr && last_stream_->stream == s) return last_stream_;
+  for (const auto& sc : streams_)
+    if (sc->stream == s) return last_stream_ = sc.get();
+  return nullptr;
+}
+
+stream_cache* pool_impl::get_stream_locked(stream_handle s) {
+  if (stream_cache* sc = find_stream_locked(s)) return sc;
+  streams_.push_back(std::make_unique<stream_cache>());
+  streams_.back()->stream = s;
+  return last_stream_ = streams_.back().get();
+}
+
+block* pool_impl::find_fit_locked(std::size_t size, unsigned cls, stream_handle s) const {
+  block* b = free_[cls].find_fit(size);
+  if (s != k_no_stream && !streams_.empty()) {
+    if (stream_cache* sc = find_stream_locked(s)) {
+      block* t = sc->index[cls].find_fit(size);
+      if (t != nullptr && (b == nullptr || t->size <= b->size)) b = t;
+    }
+  }
+  return b;
+}
+
+void pool_impl::unlist_locked(block* b) {
+  unsigned cls = class_of(b->seg);
+  if (b->state == block_state::free) {
+    free_[cls].remove(b);
+    if (b->size == b->seg->size) idle_remove_locked(b->seg);
+  } else { // stream_free
+    find_stream_locked(b->stream)->index[cls].remove(b);
+    st_.stream_free_bytes -= b->size;
+  }
+}
+
+void pool_impl::carve_locked(block* b, std::size_t size) {
+  std::size_t rest = b->size - size;
+  std::size_t min_rest = b->seg->kind == segment_kind::small
+                             ? k_block_granule
+                             : std::max(opt_.large_split_min_bytes, k_block_granule);
+  if (rest < min_rest) return;
+  block* r = blocks_.get();
+  r->address = b->address + size;
+  r->size = rest;
+  r->seg = b->seg;
+  r->prev = b;
+  r->next = b->next;
+  if (b->next != nullptr) b->next->prev = r;
+  b->next = r;
+  b->size = size;
+  b->seg->starts.set((r->address - b->seg->base) / k_block_granule);
+  r->state = b->state;
+  // The rest keeps b's safety; its other neighbour cannot merge with it (b would have).
+  if (b->state == block_state::free) {
+    free_[class_of(b->seg)].insert(r);
+  } else {
+    r->stream = b->stream;
+    r->ev = b->ev;
+    r->stamp = b->stamp;
+    ++r->ev->refs;
+    find_stream_locked(r->stream)->index[class_of(r->seg)].insert(r);
+    st_.stream_free_bytes += rest;
+  }
+}
+
+alloc_result pool_impl::make_live_locked(block* b, std::size_t requested, stream_handle s,
+                                         deferred& d) {
+  drop_event_locked(b, d);
+  b->state = block_state::live;
+  b->requested = requested;
+  b->stream = s;
+  live_.insert(b->address, b);
+  st_.live_bytes += b->size;
+  st_.live_requested_bytes += requested;
+  ++st_.live_blocks;
+  ++st_.total_allocs;
+  st_.total_alloc_bytes += b->size;
+  if (st_.live_bytes > st_.peak_live_bytes) st_.peak_live_bytes = st_.live_bytes;
+  return alloc_result{b->address, pool_status::ok, b->size};
+}
+
+void pool_impl::drop_event_locked(block* b, deferred& d) {
+  event_ref* r = b->ev;
+  if (r == nullptr) return;
+  b->ev = nullptr;
+  if (--r->refs == 0) {
+    d.releases.push_back(r->event);
+    events_.put(r);
+  }
+}
+
+void pool_impl::merge_into_locked(block* left, block* right) {
+  left->size += right->size;
+  left->next = right->next;
+  if (right->next != nullptr) right->next->prev = left;
+  left->seg->starts.clear((right->address - left->seg->base) / k_block_granule);
+  blocks_.put(right);
+}
+
+void pool_impl::insert_free_locked(block* b) {
+  b->state = block_state::free;
+  unsigned cls = class_of(b->seg);
+  if (block* p = b->prev; p != nullptr && p->state == block_state::free) {
+    free_[cls].remove(p);
+    merge_into_locked(p, b);
+    b = p;
+  }
+  if (block* n = b->next; n != nullptr && n->state == block_state::free) {
+    free_[cls].remove(n);
+    merge_into_locked(b, n);
+  }
+  free_[cls].insert(b);
+  if (b->size == b->seg->size) idle_push_locked(b->seg);
+}
+
+void pool_impl::insert_stream_free_locked(block* b) {
+  b->state = block_state::stream_free;
+  unsigned cls = class_of(b->seg);
+  free_index& index = get_stream_locked(b->stream)->index[cls];
+  auto same = [&](const block* x) {
+    return x != nullptr && x->state == block_state::stream_free && x->ev == b->ev;
+  };
+  if (block* p = b->prev; same(p)) {
+    index.remove(p);
+    st_.stream_free_bytes -= p->size;
+    --b->ev->refs; // b's reference goes with b
+    merge_into_locked(p, b);
+    b = p;
+  }
+  if (block* n = b->next; same(n)) {
+    index.remove(n);
+    st_.stream_free_bytes -= n->size;
+    --b->ev->refs;
+    merge_into_locked(b, n);
+  }
+  index.insert(b);
+  st_.stream_free_bytes += b->size;
+}
+
+void pool_impl::enforce_cache_cap_locked(deferred& d) {
+  while (idle_head_ != nullptr && free_[0].bytes() + free_[1].bytes() > opt_.max_cached_bytes)
+    detach_segment_locked(idle_head_, d);
+}
+
+void pool_impl::run_deferred(deferred& d) {
+  if (!d.any()) return;
+  std::size_t unmapped = 0;
+  for (auto [base, bytes] : d.unmaps) {
+    up_.unmap(base, bytes);
+    unmapped += bytes;
+    if (obs_ != nullptr) obs_->on_segment_unmap(base, bytes);
+  }
+  if (unmapped != 0) {
+    std::lock_guard lock(mu_);
+    in_flight_unmap_bytes_ -= unmapped;
+  }
+  if (d.trimmed_bytes != 0 && obs_ != nullptr) obs_->on_trim(d.trimmed_bytes);
+  for (event_handle e : d.releases)
+    fe_.release(e);
+}
+
+void pool_impl::check_locked() const {
+#ifdef GMEM_DEBUG
+  if (!is_valid_locked()) {
+    std::fprintf(stderr, "gmem: pool: internal structures are inconsistent after an update "
+                         "(is_valid failed); aborting\n");
+    std::abort();
+  }
+#endif
+}
+
+alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
+  if (bytes > (std::size_t{1} << 62)) {
+    std::lock_guard lock(mu_);
+    ++st_.ooms;
+    return alloc_result{0, pool_status::out_of_memory, 0};
+  }
+  std::size_t size = round_up(bytes == 0 ? 1 : bytes, k_block_granule);
+  unsigned cls = class_of_size(size);
+  {
+    deferred d;
+    std::unique_lock lock(mu_);
+    if (block* b = find_fit_locked(size, cls, s)) {
+      unlist_locked(b);
+      carve_locked(b, size);
+      alloc_result r = make_live_locked(b, bytes, s, d);
+      ++st_.cache_hits;
+      check_locked();
+      lock.unlock();
+      run_deferred(d);
+      return r;
+    }
+  }
+  return allocate_slow(size, bytes, s);
+}
+
+pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
+  event_handle ev = opt_.reuse_safety && s != k_no_stream ? fe_.record(s) : 0;
+  deferred d;
+  pool_status status = pool_status::ok;
+  {
+    std::lock_guard lock(mu_);
+    block* b = live_.erase(address);
+    if (b == nullptr) {
+      status =
+          segment_of_locked(address) != nullptr ? pool_status::invalid : pool_status::not_owned;
+      if (status == pool_status::invalid) ++st_.invalid_frees;
+    } else {
+      st_.live_bytes -= b->size;
+      st_.live_requested_bytes -= b->requested;
+      --st_.live_blocks;
+      ++st_.total_frees;
+      b->requested = 0;
+      if (!opt_.reuse_safety) {
+        insert_free_locked(b);
+      } else if (ev == 0) { // stream-less (or the event could not be recorded): pending
+        b->state = block_state::pending;
+        b->stamp = seq_;
+        b->list_next = nullptr;
+        if (pending_tail_ != nullptr)
+          pending_tail_->list_next = b;
+        else
+          pending_head_ = b;
+        pending_tail_ = b;
+        st_.pending_bytes += b->size;
+        ++st_.pending_blocks;
+        pending_class_bytes_[class_of(b->seg)] += b->size;
+      } else {
+        event_ref* r = events_.get();
+        r->event = ev;
+        r->refs = 1;
+        ev = 0; // owned by r now
+        b->ev = r;
+        b->stream = s;
+        b->stamp = seq_;
+        insert_stream_free_locked(b);
+      }
+      enforce_cache_cap_locked(d);
+      check_locked();
+    }
+  }
+  if (ev != 0) d.releases.push_back(ev);
+  run_deferred(d);
+  return status;
+}
+
+// --- public wrappers ---
+
+pool::pool(upstream& up, fences& fe, const pool_options& options, pool_observer* observer)
+    : impl_(std::make_unique<pool_impl>(up, fe, options, observer)) {}
 pool::~pool() = default;
-alloc_result pool::allocate(std::size_t, stream_handle) {
-  return {0, pool_status::out_of_memory, 0};
+alloc_result pool::allocate(std::size_t bytes, stream_handle s) {
+  return impl_->allocate(bytes, s);
 }
-pool_status pool::deallocate(std::uintptr_t, stream_handle) {
-  return pool_status::not_owned;
+pool_status pool::deallocate(std::uintptr_t address, stream_handle s) {
+  return impl_->deallocate(address, s);
 }
-std::optional<block_info> pool::find(std::uintptr_t) const {
-  return std::nullopt;
+std::optional<block_info> pool::find(std::uintptr_t a) const {
+  return impl_->find(a);
 }
-bool pool::owns(std::uintptr_t) const {
-  return false;
+bool pool::owns(std::uintptr_t a) const {
+  return impl_->owns(a);
 }
 std::uint64_t pool::begin_external_fence() {
-  return 0;
+  return impl_->begin_fence();
 }
-void pool::end_external_fence(std::uint64_t) {}
-void pool::stream_synchronized(stream_handle) {}
+void pool::end_external_fence(std::uint64_t ticket) {
+  impl_->end_fence(ticket, 0);
+}
+void pool::stream_synchronized(stream_handle s) {
+  impl_->end_stream_sync(s, ~std::uint64_t{0});
+}
 std::uint64_t pool::begin_stream_sync() {
-  return 0;
+  return impl_->begin_fence();
 }
-void pool::end_stream_sync(stream_handle, std::uint64_t) {}
-std::size_t pool::trim(std::size_t) {
-  return 0;
+void pool::end_stream_sync(stream_handle s, std::uint64_t ticket) {
+  impl_->end_stream_sync(s, ticket);
+}
+std::size_t pool::trim(std::size_t keep_free_bytes) {
+  return impl_->trim(keep_free_bytes);
 }
 void pool::set_limit(std::size_t bytes) {
-  impl_->options.limit_bytes = bytes;
+  impl_->set_limit(bytes);
 }
-void pool::abandon() {}
+void pool::abandon() {
+  impl_->abandon();
+}
 pool_stats pool::stats() const {
-  return {};
+  return impl_->stats();
 }
-void pool::reset_peaks() {}
-void pool::for_each_segment(const std::function<void(const segment_view&)>&) const {}
+void pool::reset_peaks() {
+  impl_->reset_peaks();
+}
+void pool::for_each_segment(const std::function<void(const segment_view&)>& f) const {
+  impl_->for_each_segment(f);
+}
 bool pool::is_valid() const {
-  return true;
+  return impl_->is_valid();
 }
 const pool_options& pool::options() const {
-  return impl_->options;
+  return impl_->options();
 }
 
 } // namespace gmem

@@ -1,0 +1,93 @@
+// The pool's internal records: blocks, segments and the shared event of stream-free blocks,
+// plus the slab they are allocated from (no malloc on the hot path).
+#pragma once
+
+#include "pool/pool.h"
+#include "pool/start_bitmap.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace gmem {
+
+struct segment;
+
+// An event recorded when a block was freed on a stream. Split pieces of that block share it.
+// Invariant: refs == number of stream_free blocks pointing here (+ temporary holds while the
+// pool queries it without its lock); the event is released when refs drops to 0.
+struct event_ref {
+  event_handle event = 0;
+  std::uint32_t refs = 0;
+  bool complete = false;          // a query saw it complete
+  event_ref* list_next = nullptr; // slab free list
+};
+
+struct block {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  // Physical neighbours in the same segment; nullptr at the segment's ends.
+  // Invariant: prev->address + prev->size == address; the blocks of a segment tile it.
+  block* prev = nullptr;
+  block* next = nullptr;
+  segment* seg = nullptr;
+  // Links of the free-index bin, the pending FIFO or the slab free list (one at a time).
+  block* list_prev = nullptr;
+  block* list_next = nullptr;
+  std::size_t requested = 0;          // live
+  stream_handle stream = k_no_stream; // live: allocating stream; stream_free: freeing stream
+  event_ref* ev = nullptr;            // stream_free only
+  std::uint64_t stamp = 0;            // pending / stream_free: fence sequence at free time
+  block_state state = block_state::free;
+  bool claimed = false;  // taken by a thread waiting on another stream's event
+  std::uint16_t bin = 0; // bin while in a free index
+};
+
+struct segment {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  segment_kind kind = segment_kind::small;
+  block* first = nullptr;
+  start_bitmap starts; // bit i set <=> a block starts at base + i * 512
+  // Wholly free segments (one free block covering it) form a list, the candidates for trim.
+  segment* idle_prev = nullptr;
+  segment* idle_next = nullptr;
+  bool idle = false;
+};
+
+// Fixed-size objects recycled through a free list; memory returns to the system only when the
+// slab is destroyed.
+template <class T> class slab {
+public:
+  T* get() {
+    if (free_ == nullptr) refill();
+    T* t = free_;
+    free_ = t->list_next;
+    *t = T{};
+    ++in_use_;
+    return t;
+  }
+  void put(T* t) {
+    t->list_next = free_;
+    free_ = t;
+    --in_use_;
+  }
+  std::size_t in_use() const { return in_use_; }
+
+private:
+  void refill() {
+    constexpr std::size_t k_chunk = 256;
+    chunks_.push_back(std::make_unique<T[]>(k_chunk));
+    T* c = chunks_.back().get();
+    for (std::size_t i = 0; i < k_chunk; ++i) {
+      c[i].list_next = free_;
+      free_ = &c[i];
+    }
+  }
+  std::vector<std::unique_ptr<T[]>> chunks_;
+  T* free_ = nullptr;
+  std::size_t in_use_ = 0;
+};
+
+} // namespace gmem

@@ -1,0 +1,211 @@
+// Looking at the pool without changing its blocks: range queries, stats, segment reports,
+// the invariant walker; and abandon(), which forgets everything.
+#include "pool/pool_impl.h"
+
+#include <mutex>
+
+namespace gmem {
+
+segment* pool_impl::segment_of_locked(std::uintptr_t address) const {
+  auto it = segments_.upper_bound(address);
+  if (it == segments_.begin()) return nullptr;
+  --it;
+  segment* seg = it->second.get();
+  return address - seg->base < seg->size ? seg : nullptr;
+}
+
+bool pool_impl::owns(std::uintptr_t address) const {
+  std::lock_guard lock(mu_);
+  return segment_of_locked(address) != nullptr;
+}
+
+std::optional<block_info> pool_impl::find(std::uintptr_t address) const {
+  std::lock_guard lock(mu_);
+  segment* seg = segment_of_locked(address);
+  if (seg == nullptr) return std::nullopt;
+  std::size_t i = seg->starts.find_prev((address - seg->base) / k_block_granule);
+  block* b = live_.find(seg->base + i * k_block_granule);
+  if (b == nullptr || address - b->address >= b->size) return std::nullopt;
+  return block_info{b->address, b->size, b->requested, seg->base, seg->size, b->stream};
+}
+
+pool_stats pool_impl::stats() const {
+  std::lock_guard lock(mu_);
+  pool_stats s = st_;
+  s.free_bytes = free_[0].bytes() + free_[1].bytes();
+  std::size_t largest = 0;
+  for (const auto& index : free_)
+    if (block* b = index.largest(); b != nullptr && b->size > largest) largest = b->size;
+  s.largest_free_block = largest;
+  s.limit_bytes = opt_.limit_bytes;
+  return s;
+}
+
+void pool_impl::reset_peaks() {
+  std::lock_guard lock(mu_);
+  st_.peak_live_bytes = st_.live_bytes;
+  st_.peak_reserved_bytes = st_.reserved_bytes;
+}
+
+void pool_impl::for_each_segment(const std::function<void(const segment_view&)>& f) const {
+  std::vector<segment_view> views;
+  {
+    std::lock_guard lock(mu_);
+    views.reserve(segments_.size());
+    for (const auto& [base, seg] : segments_) {
+      segment_view v;
+      v.base = base;
+      v.size = seg->size;
+      v.kind = seg->kind;
+      for (const block* b = seg->first; b != nullptr; b = b->next)
+        v.blocks.push_back(block_view{b->address, b->size, b->requested, b->state,
+                                      b->state == block_state::pending ? k_no_stream : b->stream});
+      views.push_back(std::move(v));
+    }
+  }
+  for (const auto& v : views)
+    f(v);
+}
+
+void pool_impl::abandon() {
+  std::lock_guard lock(mu_);
+  segments_.clear();
+  for (auto& index : free_)
+    index = free_index{};
+  streams_.clear();
+  last_stream_ = nullptr;
+  live_.clear();
+  pending_head_ = pending_tail_ = nullptr;
+  pending_class_bytes_[0] = pending_class_bytes_[1] = 0;
+  idle_head_ = nullptr;
+  blocks_ = slab<block>{};
+  events_ = slab<event_ref>{}; // their events die with the context
+  st_.live_bytes = st_.live_requested_bytes = st_.live_blocks = 0;
+  st_.reserved_bytes = st_.segments = 0;
+  st_.pending_bytes = st_.pending_blocks = st_.stream_free_bytes = 0;
+}
+
+bool pool_impl::is_valid() const {
+  std::lock_guard lock(mu_);
+  return is_valid_locked();
+}
+
+// Invariants:
+//  - the blocks of each segment tile it (first at base, each ends where the next starts, the
+//    last at base + size), point back to it, and exactly their starts are set in `starts`;
+//  - no two touching blocks are both free for all, or both stream-free on the same event;
+//  - free blocks are in free_[class], stream-free ones in their stream's index, live ones
+//    (except one claimed by a thread waiting on an event) in live_, pending ones in the FIFO
+//    with non-decreasing stamps; each index's own invariants hold;
+//  - idle segments are exactly those made of one free block;
+//  - the stats equal the sums over the blocks, and the slabs hold no other blocks.
+bool pool_impl::is_valid_locked() const {
+  std::size_t live = 0, live_requested = 0, live_blocks = 0, free_bytes = 0, free_blocks = 0;
+  std::size_t pending = 0, pending_blocks = 0, stream_bytes = 0, stream_blocks = 0;
+  std::size_t reserved = 0, blocks = 0, idle = 0, claimed = 0;
+  std::size_t pending_class[2] = {};
+  for (const auto& [base, seg] : segments_) {
+    if (seg->base != base || seg->first == nullptr || seg->first->address != base ||
+        seg->first->prev != nullptr || !seg->starts.is_valid())
+      return false;
+    reserved += seg->size;
+    std::size_t count = 0;
+    std::uintptr_t at = base;
+    for (const block* b = seg->first; b != nullptr; b = b->next) {
+      if (b->seg != seg.get() || b->address != at || b->size == 0 ||
+          b->size % k_block_granule != 0 || (b->next != nullptr && b->next->prev != b) ||
+          !seg->starts.test((b->address - base) / k_block_granule))
+        return false;
+      at += b->size;
+      ++count;
+      const block* n = b->next;
+      switch (b->state) {
+      case block_state::live:
+        if (b->claimed) {
+          ++claimed;
+          break;
+        }
+        if (live_.find(b->address) != b) return false;
+        live += b->size;
+        live_requested += b->requested;
+        ++live_blocks;
+        break;
+      case block_state::free:
+        if (n != nullptr && n->state == block_state::free) return false;
+        if (b->ev != nullptr) return false;
+        free_bytes += b->size;
+        ++free_blocks;
+        break;
+      case block_state::pending:
+        pending += b->size;
+        ++pending_blocks;
+        pending_class[class_of(seg.get())] += b->size;
+        break;
+      case block_state::stream_free:
+        if (b->ev == nullptr || b->ev->refs == 0) return false;
+        if (n != nullptr && n->state == block_state::stream_free && n->ev == b->ev) return false;
+        stream_bytes += b->size;
+        ++stream_blocks;
+        break;
+      }
+    }
+    if (at != base + seg->size || count != seg->starts.count()) return false;
+    blocks += count;
+    bool whole_free = seg->first->state == block_state::free && seg->first->size == seg->size;
+    if (whole_free != seg->idle) return false;
+  }
+  for (const segment* s = idle_head_; s != nullptr; s = s->idle_next) {
+    if (!s->idle || (s->idle_next != nullptr && s->idle_next->idle_prev != s)) return false;
+    ++idle;
+  }
+  std::size_t idle_expected = 0;
+  for (const auto& [base, seg] : segments_)
+    idle_expected += seg->idle ? 1 : 0;
+  if (idle != idle_expected) return false;
+  // Indexes hold exactly the blocks of their kind.
+  std::size_t listed_free = 0, listed_free_bytes = 0;
+  for (unsigned cls = 0; cls < 2; ++cls) {
+    if (!free_[cls].is_valid()) return false;
+    bool ok = true;
+    free_[cls].for_each(
+        [&](block* b) { ok &= b->state == block_state::free && class_of(b->seg) == cls; });
+    if (!ok) return false;
+    listed_free += free_[cls].count();
+    listed_free_bytes += free_[cls].bytes();
+  }
+  if (listed_free != free_blocks || listed_free_bytes != free_bytes) return false;
+  std::size_t listed_stream = 0, listed_stream_bytes = 0;
+  for (const auto& sc : streams_) {
+    for (unsigned cls = 0; cls < 2; ++cls) {
+      if (!sc->index[cls].is_valid()) return false;
+      bool ok = true;
+      sc->index[cls].for_each([&](block* b) {
+        ok &= b->state == block_state::stream_free && b->stream == sc->stream &&
+              class_of(b->seg) == cls;
+      });
+      if (!ok) return false;
+      listed_stream += sc->index[cls].count();
+      listed_stream_bytes += sc->index[cls].bytes();
+    }
+  }
+  if (listed_stream != stream_blocks || listed_stream_bytes != stream_bytes) return false;
+  std::size_t fifo = 0;
+  std::uint64_t last_stamp = 0;
+  for (const block* b = pending_head_; b != nullptr; b = b->list_next) {
+    if (b->state != block_state::pending || b->stamp < last_stamp || b->stamp > seq_) return false;
+    last_stamp = b->stamp;
+    if (b->list_next == nullptr && b != pending_tail_) return false;
+    ++fifo;
+  }
+  if (fifo != pending_blocks) return false;
+  if (!live_.is_valid() || live_.size() != live_blocks) return false;
+  if (blocks_.in_use() != blocks) return false;
+  if (claimed > 0 && st_.live_blocks != live_blocks) return false;
+  return st_.live_bytes == live && st_.live_requested_bytes == live_requested &&
+         st_.live_blocks == live_blocks && st_.reserved_bytes == reserved &&
+         st_.segments == segments_.size() && st_.pending_bytes == pending &&
+         st_.pending_blocks == pending_blocks && st_.stream_free_bytes == stream_bytes &&
+         pending_class_bytes_[0] == pending_class[0] && pending_class_bytes_[1] == pending_class[1];
+}
+
+} // namespace gmem

@@ -1,0 +1,395 @@
+// The pool's slow path: what happens when no safe free block fits. In order (pool.h, Policy):
+// events of stream-free blocks, a dependency on another stream's event, a fence for pending
+// blocks, growth (releasing idle segments first when reserved would run ahead of demand),
+// and at the limit or when the driver is out of memory: fence, trim, retry, out_of_memory.
+// Also fences, trim and the limit.
+#include "pool/pool_impl.h"
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+
+namespace gmem {
+
+namespace {
+constexpr std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+} // namespace
+
+std::size_t pool_impl::pending_or_stream_bytes_locked(unsigned cls, stream_handle s) const {
+  std::size_t n = pending_class_bytes_[cls];
+  for (const auto& sc : streams_)
+    if (sc->stream != s) n += sc->index[cls].bytes();
+  return n;
+}
+
+alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, stream_handle s) {
+  const unsigned cls = class_of_size(size);
+  bool queried = false, waited = false, fenced = false, trimmed = false;
+  for (;;) {
+    deferred d;
+    std::unique_lock lock(mu_);
+    if (block* b = find_fit_locked(size, cls, s)) {
+      unlist_locked(b);
+      carve_locked(b, size);
+      alloc_result r = make_live_locked(b, requested, s, d);
+      ++st_.cache_hits;
+      check_locked();
+      lock.unlock();
+      run_deferred(d);
+      return r;
+    }
+    bool others = pending_or_stream_bytes_locked(cls, s) > pending_class_bytes_[cls];
+    // 1. Blocks freed on other streams whose event has completed are safe for all.
+    if (!queried && others) {
+      queried = true;
+      lock.unlock();
+      refresh_events();
+      continue;
+    }
+    // 2. A block freed on another stream, made safe by a dependency on its event.
+    if (!waited && others && s != k_no_stream) {
+      waited = true;
+      lock.unlock();
+      alloc_result r;
+      if (try_wait_for_other_stream(size, requested, s, r)) return r;
+      continue;
+    }
+    // 3. A fence, when what it would release could cover the request: cheaper than growing
+    // (about 1 us on an idle device), and the program's cuMemFree would have synchronized.
+    std::size_t waiting = pending_or_stream_bytes_locked(cls, s);
+    if (!fenced && waiting != 0 && waiting + free_[cls].bytes() >= size) {
+      fenced = true;
+      lock.unlock();
+      fence_now();
+      continue;
+    }
+    // 4. Grow, within the limit.
+    std::size_t bytes = segment_bytes_for(size);
+    segment_kind kind = cls == k_small                      ? segment_kind::small
+                        : bytes == opt_.large_segment_bytes ? segment_kind::large
+                                                            : segment_kind::oversize;
+    auto over_limit = [&](std::size_t n) {
+      return opt_.limit_bytes != 0 &&
+             st_.reserved_bytes + in_flight_map_bytes_ + in_flight_unmap_bytes_ + n >
+                 opt_.limit_bytes;
+    };
+    if (over_limit(bytes)) { // a smaller segment may still fit under the limit
+      std::size_t tight = std::min(bytes, round_up(size, opt_.segment_granule_bytes));
+      if (over_limit(tight)) tight = size;
+      if (tight != bytes) {
+        bytes = tight;
+        kind = cls == k_small ? segment_kind::small : segment_kind::oversize;
+      }
+    }
+    if (over_limit(bytes) && idle_head_ != nullptr) trim_locked(0, d);
+    bool blocked = over_limit(bytes);
+    if (!blocked) {
+      release_for_growth_locked(bytes, size, d);
+      in_flight_map_bytes_ += bytes;
+      lock.unlock();
+      run_deferred(d);
+      std::uintptr_t base = up_.map(bytes);
+      deferred d2;
+      lock.lock();
+      in_flight_map_bytes_ -= bytes;
+      if (base != 0) {
+        add_segment_locked(base, bytes, kind);
+        block* b = segments_.find(base)->second->first;
+        unlist_locked(b);
+        carve_locked(b, size);
+        alloc_result r = make_live_locked(b, requested, s, d2);
+        ++st_.upstream_allocs;
+        check_locked();
+        lock.unlock();
+        if (obs_ != nullptr) obs_->on_segment_map(base, bytes);
+        run_deferred(d2);
+        return r;
+      }
+    }
+    // 5. At the limit or out of device memory: fence and reuse pending, trim and retry, fail.
+    if (!fenced && pending_or_stream_bytes_locked(cls, s) != 0) {
+      fenced = true;
+      lock.unlock();
+      run_deferred(d);
+      fence_now();
+      continue;
+    }
+    if (!trimmed && !blocked) {
+      trimmed = true;
+      trim_locked(0, d);
+      lock.unlock();
+      run_deferred(d);
+      continue;
+    }
+    ++st_.ooms;
+    lock.unlock();
+    run_deferred(d);
+    if (obs_ != nullptr) obs_->on_oom(requested);
+    return alloc_result{0, pool_status::out_of_memory, 0};
+  }
+}
+
+bool pool_impl::refresh_events() {
+  std::vector<event_ref*> refs;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& sc : streams_)
+      for (auto& index : sc->index)
+        index.for_each([&](block* b) { refs.push_back(b->ev); });
+    std::sort(refs.begin(), refs.end());
+    refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
+    for (event_ref* r : refs)
+      ++r->refs; // held while queried without the lock
+  }
+  std::vector<char> done(refs.size());
+  bool any = false;
+  for (std::size_t i = 0; i < refs.size(); ++i)
+    any |= (done[i] = fe_.query(refs[i]->event));
+  deferred d;
+  {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < refs.size(); ++i) {
+      if (done[i]) refs[i]->complete = true;
+      if (--refs[i]->refs == 0) {
+        d.releases.push_back(refs[i]->event);
+        events_.put(refs[i]);
+      }
+    }
+    if (any) convert_stream_free_locked(k_no_stream, 0, true, d);
+    check_locked();
+  }
+  run_deferred(d);
+  return any;
+}
+
+bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
+                                          alloc_result& out) {
+  const unsigned cls = class_of_size(size);
+  block* b = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& sc : streams_) {
+      if (sc->stream == s) continue;
+      block* t = sc->index[cls].find_fit(size);
+      if (t != nullptr && (b == nullptr || t->size < b->size)) b = t;
+    }
+    if (b == nullptr) return false;
+    unlist_locked(b);
+    carve_locked(b, size);
+    b->state = block_state::live; // claimed: in no index, not in live_, keeps its event
+    b->claimed = true;
+    check_locked();
+  }
+  bool ok = fe_.wait(s, b->ev->event);
+  deferred d;
+  {
+    std::lock_guard lock(mu_);
+    b->claimed = false;
+    if (ok) {
+      out = make_live_locked(b, requested, s, d);
+      ++st_.cache_hits;
+    } else {
+      insert_stream_free_locked(b);
+    }
+    check_locked();
+  }
+  run_deferred(d);
+  return ok;
+}
+
+std::size_t pool_impl::fence_now() {
+  std::uint64_t ticket = begin_fence();
+  std::uint64_t start = now_ns();
+  if (!fe_.synchronize()) return 0;
+  return end_fence(ticket, now_ns() - start);
+}
+
+std::uint64_t pool_impl::begin_fence() {
+  std::lock_guard lock(mu_);
+  return ++seq_;
+}
+
+std::size_t pool_impl::end_fence(std::uint64_t ticket, std::uint64_t duration_ns) {
+  deferred d;
+  std::size_t released;
+  {
+    std::lock_guard lock(mu_);
+    released = complete_fence_locked(ticket, d);
+    check_locked();
+  }
+  run_deferred(d);
+  if (obs_ != nullptr) obs_->on_fence(duration_ns, released);
+  return released;
+}
+
+std::size_t pool_impl::complete_fence_locked(std::uint64_t ticket, deferred& d) {
+  ++st_.fences;
+  std::size_t released = 0;
+  while (pending_head_ != nullptr && pending_head_->stamp < ticket) {
+    block* b = pending_head_;
+    pending_head_ = b->list_next;
+    if (pending_head_ == nullptr) pending_tail_ = nullptr;
+    st_.pending_bytes -= b->size;
+    --st_.pending_blocks;
+    pending_class_bytes_[class_of(b->seg)] -= b->size;
+    released += b->size;
+    insert_free_locked(b);
+  }
+  released += convert_stream_free_locked(k_no_stream, ticket, false, d);
+  enforce_cache_cap_locked(d);
+  return released;
+}
+
+void pool_impl::end_stream_sync(stream_handle s, std::uint64_t ticket) {
+  deferred d;
+  {
+    std::lock_guard lock(mu_);
+    convert_stream_free_locked(s, ticket, false, d);
+    enforce_cache_cap_locked(d);
+    check_locked();
+  }
+  run_deferred(d);
+}
+
+std::size_t pool_impl::convert_stream_free_locked(stream_handle only, std::uint64_t ticket,
+                                                  bool complete_only, deferred& d) {
+  std::size_t converted = 0;
+  for (auto& sc : streams_) {
+    if (only != k_no_stream && sc->stream != only) continue;
+    for (auto& index : sc->index) {
+      index.for_each([&](block* b) {
+        if (complete_only ? !b->ev->complete : b->stamp >= ticket) return;
+        unlist_locked(b);
+        drop_event_locked(b, d);
+        converted += b->size;
+        insert_free_locked(b); // merges only with blocks free for all, never with b's list
+      });
+    }
+  }
+  return converted;
+}
+
+std::size_t pool_impl::segment_bytes_for(std::size_t size) const {
+  if (size <= opt_.small_max_bytes) return std::max(opt_.small_segment_bytes, size);
+  if (size <= opt_.oversize_bytes && size <= opt_.large_segment_bytes)
+    return opt_.large_segment_bytes;
+  return round_up(size, opt_.segment_granule_bytes);
+}
+
+void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind) {
+  auto owned = std::make_unique<segment>();
+  segment* seg = owned.get();
+  seg->base = base;
+  seg->size = bytes;
+  seg->kind = kind;
+  seg->starts.reset(bytes / k_block_granule);
+  seg->starts.set(0);
+  block* b = blocks_.get();
+  b->address = base;
+  b->size = bytes;
+  b->seg = seg;
+  seg->first = b;
+  segments_.emplace(base, std::move(owned));
+  st_.reserved_bytes += bytes;
+  ++st_.segments;
+  ++st_.segment_maps;
+  if (st_.reserved_bytes > st_.peak_reserved_bytes) st_.peak_reserved_bytes = st_.reserved_bytes;
+  insert_free_locked(b);
+}
+
+void pool_impl::detach_segment_locked(segment* seg, deferred& d) {
+  block* b = seg->first;
+  free_[class_of(seg)].remove(b);
+  idle_remove_locked(seg);
+  blocks_.put(b);
+  st_.reserved_bytes -= seg->size;
+  --st_.segments;
+  ++st_.segment_unmaps;
+  ++st_.trims;
+  st_.trimmed_bytes += seg->size;
+  in_flight_unmap_bytes_ += seg->size;
+  d.unmaps.emplace_back(seg->base, seg->size);
+  d.trimmed_bytes += seg->size;
+  segments_.erase(seg->base);
+}
+
+std::size_t pool_impl::trim_locked(std::size_t keep_free_bytes, deferred& d) {
+  std::size_t released = 0;
+  for (segment* seg = idle_head_; seg != nullptr;) {
+    segment* next = seg->idle_next;
+    if (free_[0].bytes() + free_[1].bytes() >= keep_free_bytes + seg->size) {
+      released += seg->size;
+      detach_segment_locked(seg, d);
+    }
+    seg = next;
+  }
+  return released;
+}
+
+// Growth policy: release idle segments (largest first) while the reservation after growing
+// would exceed (1 + grow_slack) x demand, demand being live + pending + stream-free + request.
+void pool_impl::release_for_growth_locked(std::size_t new_bytes, std::size_t size, deferred& d) {
+  if (opt_.grow_slack < 0) return;
+  double demand =
+      static_cast<double>(st_.live_bytes + st_.pending_bytes + st_.stream_free_bytes + size);
+  while (idle_head_ != nullptr &&
+         static_cast<double>(st_.reserved_bytes + in_flight_map_bytes_ + new_bytes) >
+             (1.0 + opt_.grow_slack) * demand) {
+    segment* largest = idle_head_;
+    for (segment* seg = idle_head_; seg != nullptr; seg = seg->idle_next)
+      if (seg->size > largest->size) largest = seg;
+    detach_segment_locked(largest, d);
+  }
+}
+
+void pool_impl::idle_push_locked(segment* seg) {
+  seg->idle = true;
+  seg->idle_prev = nullptr;
+  seg->idle_next = idle_head_;
+  if (idle_head_ != nullptr) idle_head_->idle_prev = seg;
+  idle_head_ = seg;
+}
+
+void pool_impl::idle_remove_locked(segment* seg) {
+  if (!seg->idle) return;
+  seg->idle = false;
+  if (seg->idle_prev != nullptr)
+    seg->idle_prev->idle_next = seg->idle_next;
+  else
+    idle_head_ = seg->idle_next;
+  if (seg->idle_next != nullptr) seg->idle_next->idle_prev = seg->idle_prev;
+  seg->idle_prev = seg->idle_next = nullptr;
+}
+
+std::size_t pool_impl::trim(std::size_t keep_free_bytes) {
+  deferred d;
+  std::size_t released;
+  {
+    std::lock_guard lock(mu_);
+    released = trim_locked(keep_free_bytes, d);
+    check_locked();
+  }
+  run_deferred(d);
+  return released;
+}
+
+void pool_impl::set_limit(std::size_t bytes) {
+  deferred d;
+  {
+    std::lock_guard lock(mu_);
+    opt_.limit_bytes = bytes;
+    st_.limit_bytes = bytes;
+    if (bytes != 0 && st_.reserved_bytes > bytes) trim_locked(0, d);
+    check_locked();
+  }
+  run_deferred(d);
+}
+
+} // namespace gmem

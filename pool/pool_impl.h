@@ -1,0 +1,133 @@
+// The pool's private state and the helpers the three implementation files share:
+// pool.cpp (fast paths and the public wrappers), pool_grow.cpp (slow path: events, fences,
+// growth, trim, the OOM ladder) and pool_check.cpp (is_valid, stats, reports).
+//
+// Lock order: mu_ only. Helpers named *_locked need mu_ held; they never call upstream, fences
+// or the observer, but queue that work in a `deferred` that the caller runs after unlocking.
+#pragma once
+
+#include "pool/address_map.h"
+#include "pool/block.h"
+#include "pool/free_index.h"
+#include "pool/pool.h"
+#include "pool/spin_mutex.h"
+
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+namespace gmem {
+
+// Upstream, fence and observer calls collected under the lock, made after unlocking.
+struct deferred {
+  std::vector<std::pair<std::uintptr_t, std::size_t>> unmaps;
+  std::vector<event_handle> releases;
+  std::size_t trimmed_bytes = 0;
+  bool any() const { return !unmaps.empty() || !releases.empty(); }
+};
+
+// Stream-free blocks of one stream, by segment class.
+struct stream_cache {
+  stream_handle stream = k_no_stream;
+  free_index index[2];
+};
+
+class pool_impl {
+public:
+  pool_impl(upstream& up, fences& fe, const pool_options& options, pool_observer* observer);
+  ~pool_impl();
+
+  alloc_result allocate(std::size_t bytes, stream_handle s);
+  pool_status deallocate(std::uintptr_t address, stream_handle s);
+  std::optional<block_info> find(std::uintptr_t address) const;
+  bool owns(std::uintptr_t address) const;
+  std::uint64_t begin_fence();
+  std::size_t end_fence(std::uint64_t ticket, std::uint64_t duration_ns); // bytes made free
+  void end_stream_sync(stream_handle s, std::uint64_t ticket);
+  std::size_t trim(std::size_t keep_free_bytes);
+  void set_limit(std::size_t bytes);
+  void abandon();
+  pool_stats stats() const;
+  void reset_peaks();
+  void for_each_segment(const std::function<void(const segment_view&)>& f) const;
+  bool is_valid() const;
+  const pool_options& options() const { return opt_; }
+
+private:
+  static constexpr unsigned k_small = 0, k_large = 1;
+  unsigned class_of_size(std::size_t rounded) const {
+    return rounded <= opt_.small_max_bytes ? k_small : k_large;
+  }
+  static unsigned class_of(const segment* seg) {
+    return seg->kind == segment_kind::small ? k_small : k_large;
+  }
+
+  // --- pool.cpp: block bookkeeping (all *_locked) ---
+  stream_cache* find_stream_locked(stream_handle s) const;
+  stream_cache* get_stream_locked(stream_handle s);
+  block* find_fit_locked(std::size_t size, unsigned cls, stream_handle s) const;
+  void unlist_locked(block* b); // out of whatever index holds it (free or stream_free)
+  void carve_locked(block* b, std::size_t size); // split off the tail beyond size if worth it
+  alloc_result make_live_locked(block* b, std::size_t requested, stream_handle s, deferred& d);
+  void insert_free_locked(block* b);                 // free for all, merging with neighbours
+  void insert_stream_free_locked(block* b);          // stream_free, merging with same-event pieces
+  void drop_event_locked(block* b, deferred& d);     // b no longer holds its event
+  void merge_into_locked(block* left, block* right); // right joins left; right is recycled
+  void enforce_cache_cap_locked(deferred& d);
+  void run_deferred(deferred& d);
+  void check_locked() const;
+
+  // --- pool_grow.cpp ---
+  alloc_result allocate_slow(std::size_t size, std::size_t requested, stream_handle s);
+  bool refresh_events(); // queries stream-free events without the lock; true if any completed
+  bool try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
+                                 alloc_result& out);
+  std::size_t fence_now(); // pool-issued fence; returns bytes it made free
+  std::size_t complete_fence_locked(std::uint64_t ticket, deferred& d);
+  // Stream-free blocks (of stream `only`, or of all with k_no_stream) become free for all:
+  // those freed before `ticket`, or with complete_only, those whose event completed.
+  std::size_t convert_stream_free_locked(stream_handle only, std::uint64_t ticket,
+                                         bool complete_only, deferred& d);
+  std::size_t pending_or_stream_bytes_locked(unsigned cls, stream_handle s) const;
+  std::size_t segment_bytes_for(std::size_t size) const;
+  void add_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind);
+  void detach_segment_locked(segment* seg, deferred& d);
+  std::size_t trim_locked(std::size_t keep_free_bytes, deferred& d);
+  void release_for_growth_locked(std::size_t new_bytes, std::size_t size, deferred& d);
+  void idle_push_locked(segment* seg);
+  void idle_remove_locked(segment* seg);
+
+  // --- pool_check.cpp ---
+  bool is_valid_locked() const;
+  segment* segment_of_locked(std::uintptr_t address) const;
+
+  upstream& up_;
+  fences& fe_;
+  pool_options opt_;
+  pool_observer* obs_;
+
+  mutable spin_mutex mu_;
+  // Everything below is guarded by mu_.
+  std::map<std::uintptr_t, std::unique_ptr<segment>> segments_; // by base
+  free_index free_[2];                                          // safe for all streams
+  std::vector<std::unique_ptr<stream_cache>> streams_;          // stream-free blocks
+  mutable stream_cache* last_stream_ = nullptr;                 // lookup cache
+  address_map live_;
+  // Pending blocks in free order (stamps never decrease), linked through list_next.
+  block* pending_head_ = nullptr;
+  block* pending_tail_ = nullptr;
+  std::size_t pending_class_bytes_[2] = {};
+  segment* idle_head_ = nullptr; // wholly free segments
+  slab<block> blocks_;
+  slab<event_ref> events_;
+  // Fence and stream-sync tickets: a free is stamped with seq_; a fence that began later has
+  // a larger ticket. Invariant: every pending stamp <= seq_.
+  std::uint64_t seq_ = 0;
+  // Being mapped or unmapped without the lock; counted against the limit.
+  std::size_t in_flight_map_bytes_ = 0;
+  std::size_t in_flight_unmap_bytes_ = 0;
+  pool_stats st_;
+};
+
+} // namespace gmem

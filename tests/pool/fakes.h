@@ -1,0 +1,181 @@
+// Fakes for the pool's two interfaces and its observer. fake_upstream places segments back to
+// back, so a block that crossed a segment boundary would look contiguous; fake_fences lets
+// the test decide when fences succeed and when events complete, and keeps a logical clock of
+// fences so reuse_checker can prove that no block came back early.
+#pragma once
+
+#include "pool/pool.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <vector>
+
+namespace gmem::testing {
+
+inline constexpr std::size_t k_mib = std::size_t{1} << 20;
+
+class fake_upstream : public upstream {
+public:
+  explicit fake_upstream(std::size_t capacity = SIZE_MAX) : capacity_(capacity) {}
+  std::uintptr_t map(std::size_t bytes) noexcept override {
+    std::lock_guard lock(mu_);
+    ++maps;
+    if (fail_next > 0) {
+      --fail_next;
+      return 0;
+    }
+    if (bytes > capacity_ || mapped_bytes > capacity_ - bytes) return 0;
+    std::uintptr_t base = next_;
+    next_ += bytes; // back to back: the next segment starts where this one ends
+    mapped.emplace(base, bytes);
+    mapped_bytes += bytes;
+    if (mapped_bytes > peak_mapped_bytes) peak_mapped_bytes = mapped_bytes;
+    return base;
+  }
+  void unmap(std::uintptr_t base, std::size_t bytes) noexcept override {
+    std::lock_guard lock(mu_);
+    ++unmaps;
+    auto it = mapped.find(base);
+    if (it == mapped.end() || it->second != bytes) {
+      ++bad_unmaps;
+      return;
+    }
+    mapped.erase(it);
+    mapped_bytes -= bytes;
+  }
+  void set_capacity(std::size_t c) {
+    std::lock_guard lock(mu_);
+    capacity_ = c;
+  }
+  std::size_t mapped_now() {
+    std::lock_guard lock(mu_);
+    return mapped_bytes;
+  }
+
+  std::map<std::uintptr_t, std::size_t> mapped;
+  std::size_t mapped_bytes = 0, peak_mapped_bytes = 0, maps = 0, unmaps = 0, bad_unmaps = 0;
+  int fail_next = 0;
+
+private:
+  std::mutex mu_;
+  std::size_t capacity_;
+  std::uintptr_t next_ = std::uintptr_t{1} << 32;
+};
+
+// Logical clock: every fence start/end and event completion is a tick.
+class fake_fences : public fences {
+public:
+  bool synchronize() noexcept override {
+    std::lock_guard lock(mu_);
+    ++syncs;
+    if (!sync_ok) return false;
+    std::uint64_t begin = ++clock;
+    // A full fence completes every event recorded before it.
+    for (auto& [id, e] : events)
+      if (e.recorded_at < begin) e.complete = true;
+    fence_log.push_back({begin, ++clock});
+    return true;
+  }
+  event_handle record(stream_handle s) noexcept override {
+    std::lock_guard lock(mu_);
+    if (!record_ok) return 0;
+    event_handle id = ++next_event_;
+    events[id] = event_state{s, ++clock, auto_complete};
+    return id;
+  }
+  bool query(event_handle e) noexcept override {
+    std::lock_guard lock(mu_);
+    ++queries;
+    auto it = events.find(e);
+    return it != events.end() && it->second.complete;
+  }
+  bool wait(stream_handle s, event_handle e) noexcept override {
+    std::lock_guard lock(mu_);
+    if (!wait_ok) return false;
+    waits.insert({s, e});
+    return true;
+  }
+  void release(event_handle e) noexcept override {
+    std::lock_guard lock(mu_);
+    if (events.erase(e) == 0) ++bad_releases;
+    ++releases;
+  }
+
+  // Test controls.
+  void complete(event_handle e) {
+    std::lock_guard lock(mu_);
+    events.at(e).complete = true;
+  }
+  void complete_all() {
+    std::lock_guard lock(mu_);
+    for (auto& [id, e] : events) e.complete = true;
+  }
+  std::uint64_t now() {
+    std::lock_guard lock(mu_);
+    return ++clock;
+  }
+  // Did a fence start after `t` and finish before now?
+  bool fenced_since(std::uint64_t t) {
+    std::lock_guard lock(mu_);
+    for (auto [b, e] : fence_log)
+      if (b > t) return true;
+    return false;
+  }
+  bool waited(stream_handle s, event_handle e) {
+    std::lock_guard lock(mu_);
+    return waits.count({s, e}) != 0;
+  }
+  bool is_complete(event_handle e) {
+    std::lock_guard lock(mu_);
+    auto it = events.find(e);
+    return it != events.end() && it->second.complete;
+  }
+  event_handle last_event() {
+    std::lock_guard lock(mu_);
+    return next_event_;
+  }
+  std::size_t live_events() {
+    std::lock_guard lock(mu_);
+    return events.size();
+  }
+
+  struct event_state {
+    stream_handle stream = 0;
+    std::uint64_t recorded_at = 0;
+    bool complete = false;
+  };
+  bool sync_ok = true, record_ok = true, wait_ok = true, auto_complete = false;
+  std::map<event_handle, event_state> events;
+  std::set<std::pair<stream_handle, event_handle>> waits;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> fence_log;
+  std::size_t syncs = 0, queries = 0, releases = 0, bad_releases = 0;
+  std::uint64_t clock = 0;
+
+private:
+  std::mutex mu_;
+  event_handle next_event_ = 0;
+};
+
+struct recording_observer : pool_observer {
+  void on_segment_map(std::uintptr_t, std::size_t b) noexcept override { map_bytes += b; ++maps; }
+  void on_segment_unmap(std::uintptr_t, std::size_t b) noexcept override {
+    unmap_bytes += b;
+    ++unmaps;
+  }
+  void on_fence(std::uint64_t, std::size_t released) noexcept override {
+    ++fences;
+    fence_released += released;
+  }
+  void on_trim(std::size_t released) noexcept override { trimmed += released; }
+  void on_oom(std::size_t requested) noexcept override {
+    ++ooms;
+    last_oom = requested;
+  }
+  std::size_t map_bytes = 0, unmap_bytes = 0, maps = 0, unmaps = 0, fences = 0,
+              fence_released = 0, trimmed = 0, ooms = 0, last_oom = 0;
+};
+
+} // namespace gmem::testing

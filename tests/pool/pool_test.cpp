@@ -1,0 +1,324 @@
+// The pool's allocation policy: rounding, alignment, segment classes, best fit, splitting and
+// coalescing inside a segment (never across), range queries, trim, limit, cache cap, warm-up,
+// abandon, stats and reports.
+#include "pool/pool.h"
+#include "tests/pool/fakes.h"
+
+#include <gtest/gtest.h>
+
+namespace gmem::testing {
+namespace {
+
+struct pool_test : ::testing::Test {
+  pool_options opts() {
+    pool_options o;
+    o.grow_slack = -1; // keep idle segments unless a test asks otherwise
+    return o;
+  }
+  fake_upstream up;
+  fake_fences fe;
+  recording_observer obs;
+};
+
+TEST_F(pool_test, rounds_to_512_and_aligns) {
+  pool p(up, fe, opts(), &obs);
+  for (std::size_t bytes : {1u, 255u, 256u, 511u, 512u, 513u, 1000u, 4097u}) {
+    alloc_result r = p.allocate(bytes, 1);
+    ASSERT_EQ(r.status, pool_status::ok);
+    EXPECT_EQ(r.size, (bytes + 511) / 512 * 512) << bytes;
+    EXPECT_EQ(r.address % 512, 0u);
+    auto info = p.find(r.address);
+    ASSERT_TRUE(info);
+    EXPECT_EQ(info->requested, bytes);
+  }
+  alloc_result zero = p.allocate(0, 1);
+  EXPECT_EQ(zero.status, pool_status::ok);
+  EXPECT_EQ(zero.size, 512u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, small_large_and_oversize_use_their_own_segments) {
+  pool_options o = opts();
+  pool p(up, fe, o, &obs);
+  alloc_result small = p.allocate(4096, 1);
+  alloc_result large = p.allocate(3 * k_mib, 1);
+  alloc_result huge = p.allocate(33 * k_mib + 5, 1);
+  ASSERT_EQ(up.mapped.size(), 3u);
+  auto s = p.find(small.address), l = p.find(large.address), h = p.find(huge.address);
+  ASSERT_TRUE(s && l && h);
+  EXPECT_EQ(s->segment_size, o.small_segment_bytes);
+  EXPECT_EQ(l->segment_size, o.large_segment_bytes);
+  EXPECT_EQ(h->segment_size, 34 * k_mib); // rounded to the 2 MiB granule
+  // A second small request packs into the small segment; a large one into the large one.
+  auto s2 = p.find(p.allocate(8192, 1).address);
+  auto l2 = p.find(p.allocate(2 * k_mib, 1).address);
+  EXPECT_EQ(s2->segment_base, s->segment_base);
+  EXPECT_EQ(l2->segment_base, l->segment_base);
+  EXPECT_EQ(up.mapped.size(), 3u);
+  EXPECT_EQ(obs.maps, 3u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, best_fit_prefers_the_smallest_hole) {
+  pool p(up, fe, opts());
+  // Carve holes of 4 KiB and 16 KiB in one small segment, separated by live blocks.
+  auto a = p.allocate(16384, 1), sep1 = p.allocate(512, 1), b = p.allocate(4096, 1),
+       sep2 = p.allocate(512, 1);
+  (void)sep1;
+  (void)sep2;
+  p.deallocate(a.address, 1);
+  p.deallocate(b.address, 1);
+  EXPECT_EQ(p.allocate(4096, 1).address, b.address);
+  EXPECT_EQ(p.allocate(16384, 1).address, a.address);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, splits_and_coalesces_inside_a_segment_only) {
+  pool_options o = opts();
+  o.reuse_safety = false; // frees are free at once: this test is about address arithmetic
+  pool p(up, fe, o);
+  // Two small segments back to back: fill the first exactly, then one block in the second.
+  auto x = p.allocate(o.small_segment_bytes / 2, 1);
+  auto y = p.allocate(o.small_segment_bytes / 2, 1);
+  auto z = p.allocate(o.small_segment_bytes / 2, 1);
+  ASSERT_EQ(up.mapped.size(), 2u);
+  EXPECT_EQ(y.address + y.size, z.address); // the fake places segments back to back
+  EXPECT_NE(p.find(y.address)->segment_base, p.find(z.address)->segment_base);
+  p.deallocate(y.address);
+  p.deallocate(z.address);
+  EXPECT_TRUE(p.is_valid());
+  // y and z touch but lie in different segments: they must not have merged.
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.largest_free_block, o.small_segment_bytes);
+  EXPECT_EQ(s.free_bytes, o.small_segment_bytes + o.small_segment_bytes / 2);
+  EXPECT_GT(s.fragmentation(), 0.0);
+  // Within a segment they do merge: x and y become the whole first segment.
+  p.deallocate(x.address);
+  s = p.stats();
+  EXPECT_EQ(s.free_bytes, 2 * o.small_segment_bytes);
+  EXPECT_EQ(s.largest_free_block, o.small_segment_bytes);
+  std::size_t segments = 0;
+  p.for_each_segment([&](const segment_view& v) {
+    ++segments;
+    ASSERT_EQ(v.blocks.size(), 1u);
+    EXPECT_EQ(v.blocks[0].size, v.size);
+    EXPECT_EQ(v.blocks[0].state, block_state::free);
+  });
+  EXPECT_EQ(segments, 2u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, small_remainders_of_large_blocks_stay_attached) {
+  pool_options o = opts();
+  pool p(up, fe, o);
+  auto r = p.allocate(o.large_segment_bytes - k_mib / 2, 1);
+  EXPECT_EQ(r.size, o.large_segment_bytes); // a 512 KiB sliver is not worth a block
+  auto r2 = p.allocate(o.large_segment_bytes - 3 * k_mib, 1);
+  EXPECT_EQ(r2.size, o.large_segment_bytes - 3 * k_mib);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, deallocate_reports_not_owned_and_invalid) {
+  pool p(up, fe, opts());
+  auto r = p.allocate(4096, 1);
+  EXPECT_EQ(p.deallocate(12345), pool_status::not_owned);
+  EXPECT_EQ(p.deallocate(r.address + 512, 1), pool_status::invalid); // interior pointer
+  EXPECT_EQ(p.deallocate(r.address, 1), pool_status::ok);
+  EXPECT_EQ(p.deallocate(r.address, 1), pool_status::invalid); // double free
+  EXPECT_EQ(p.stats().invalid_frees, 2u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, find_and_owns_describe_blocks_not_segments) {
+  pool p(up, fe, opts());
+  auto a = p.allocate(4096, 1), b = p.allocate(10000, 7);
+  auto info = p.find(b.address + 9999);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->address, b.address);
+  EXPECT_EQ(info->size, b.size);
+  EXPECT_EQ(info->requested, 10000u);
+  EXPECT_EQ(info->stream, 7u);
+  EXPECT_EQ(p.find(a.address + 4095)->address, a.address);
+  EXPECT_FALSE(p.find(b.address + b.size)); // free space after b
+  EXPECT_TRUE(p.owns(b.address + b.size));
+  EXPECT_FALSE(p.owns(1));
+  auto seg = p.find(a.address)->segment_base;
+  EXPECT_FALSE(p.owns(seg + p.find(a.address)->segment_size));
+  p.deallocate(a.address, 1);
+  EXPECT_FALSE(p.find(a.address));
+}
+
+TEST_F(pool_test, trim_releases_whole_free_segments) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  pool p(up, fe, o, &obs);
+  auto a = p.allocate(4096), b = p.allocate(3 * k_mib), c = p.allocate(64 * k_mib);
+  p.deallocate(b.address);
+  p.deallocate(c.address);
+  EXPECT_EQ(p.trim(64 * k_mib), o.large_segment_bytes); // keeps 64 MiB cached
+  EXPECT_EQ(p.trim(), 64 * k_mib);
+  EXPECT_EQ(up.mapped.size(), 1u); // the small segment holds a live block
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.trims, 2u);
+  EXPECT_EQ(s.trimmed_bytes, 84 * k_mib);
+  EXPECT_EQ(s.reserved_bytes, o.small_segment_bytes);
+  EXPECT_EQ(obs.trimmed, 84 * k_mib);
+  EXPECT_EQ(obs.unmaps, 2u);
+  p.deallocate(a.address);
+  p.trim();
+  EXPECT_EQ(up.mapped.size(), 0u);
+  EXPECT_EQ(up.bad_unmaps, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, limit_is_never_exceeded) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  o.limit_bytes = 50 * k_mib;
+  pool p(up, fe, o, &obs);
+  std::vector<std::uintptr_t> live;
+  for (;;) {
+    auto r = p.allocate(3 * k_mib, 1);
+    if (r.status != pool_status::ok) break;
+    live.push_back(r.address);
+    ASSERT_LE(up.mapped_now(), o.limit_bytes);
+  }
+  EXPECT_GE(live.size(), 14u); // two 20 MiB segments + a tight one within 50 MiB
+  EXPECT_EQ(obs.ooms, 1u);
+  EXPECT_EQ(obs.last_oom, 3 * k_mib);
+  EXPECT_EQ(p.stats().ooms, 1u);
+  // Lowering the limit trims what it can; raising it lets the pool grow again.
+  for (auto a : live) p.deallocate(a, 1);
+  p.set_limit(4 * k_mib);
+  EXPECT_EQ(up.mapped_now(), 0u);
+  EXPECT_EQ(p.allocate(8 * k_mib, 1).status, pool_status::out_of_memory);
+  EXPECT_EQ(p.allocate(4 * k_mib, 1).status, pool_status::ok);
+  p.set_limit(0);
+  EXPECT_EQ(p.allocate(100 * k_mib, 1).status, pool_status::ok);
+  EXPECT_EQ(p.stats().limit_bytes, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, driver_oom_trims_and_retries) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  up.set_capacity(64 * k_mib);
+  pool p(up, fe, o, &obs);
+  auto a = p.allocate(40 * k_mib);
+  ASSERT_EQ(a.status, pool_status::ok);
+  p.deallocate(a.address);
+  // 50 MiB does not fit next to the idle 40 MiB segment: the pool trims it and retries.
+  auto b = p.allocate(50 * k_mib);
+  ASSERT_EQ(b.status, pool_status::ok);
+  EXPECT_EQ(p.stats().trims, 1u);
+  EXPECT_EQ(p.allocate(30 * k_mib).status, pool_status::out_of_memory);
+  EXPECT_EQ(obs.ooms, 1u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, cache_cap_trims_idle_segments) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  o.max_cached_bytes = 30 * k_mib;
+  pool p(up, fe, o);
+  auto a = p.allocate(24 * k_mib), b = p.allocate(24 * k_mib);
+  p.deallocate(a.address);
+  EXPECT_EQ(up.mapped.size(), 2u); // 24 MiB cached <= 30 MiB
+  p.deallocate(b.address);
+  EXPECT_EQ(up.mapped.size(), 1u);
+  EXPECT_LE(p.stats().free_bytes, o.max_cached_bytes);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, grow_slack_releases_idle_segments_before_growing) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  o.grow_slack = 0.125;
+  pool p(up, fe, o);
+  auto a = p.allocate(40 * k_mib);
+  p.deallocate(a.address);
+  auto b = p.allocate(60 * k_mib); // the idle 40 MiB cannot serve it and is released
+  ASSERT_EQ(b.status, pool_status::ok);
+  EXPECT_EQ(p.stats().reserved_bytes, 60 * k_mib);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, warmup_maps_at_construction_and_serves_without_mapping) {
+  pool_options o = opts();
+  o.warmup_bytes = 100 * k_mib;
+  pool p(up, fe, o);
+  EXPECT_EQ(up.mapped_bytes, 100 * k_mib);
+  EXPECT_EQ(up.maps, 2u);
+  for (int i = 0; i < 10; ++i) p.allocate(4096, 1);
+  for (int i = 0; i < 10; ++i) p.allocate(5 * k_mib, 1);
+  EXPECT_EQ(up.maps, 2u);
+  EXPECT_EQ(p.stats().cache_hits, 20u);
+  EXPECT_EQ(p.stats().upstream_allocs, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(pool_test, stats_and_peaks) {
+  pool p(up, fe, opts());
+  auto a = p.allocate(1000, 1), b = p.allocate(5 * k_mib, 1);
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.live_bytes, 1024u + 5 * k_mib);
+  EXPECT_EQ(s.live_requested_bytes, 1000u + 5 * k_mib);
+  EXPECT_EQ(s.live_blocks, 2u);
+  EXPECT_EQ(s.total_allocs, 2u);
+  EXPECT_EQ(s.upstream_allocs, 2u);
+  EXPECT_EQ(s.segments, 2u);
+  EXPECT_EQ(s.reserved_bytes, 22 * k_mib);
+  p.deallocate(b.address, 1);
+  p.stream_synchronized(1);
+  s = p.stats();
+  EXPECT_EQ(s.peak_live_bytes, 1024u + 5 * k_mib);
+  EXPECT_EQ(s.live_bytes, 1024u);
+  EXPECT_EQ(s.total_frees, 1u);
+  EXPECT_EQ(s.free_bytes, 22 * k_mib - 1024u);
+  p.reset_peaks();
+  EXPECT_EQ(p.stats().peak_live_bytes, 1024u);
+  EXPECT_EQ(p.stats().peak_reserved_bytes, 22 * k_mib);
+  (void)a;
+}
+
+TEST_F(pool_test, destructor_unmaps_and_abandon_forgets) {
+  {
+    pool p(up, fe, opts());
+    p.allocate(4096, 1);
+    p.allocate(64 * k_mib, 1);
+  }
+  EXPECT_EQ(up.mapped.size(), 0u);
+  EXPECT_EQ(up.bad_unmaps, 0u);
+  {
+    pool p(up, fe, opts());
+    auto r = p.allocate(4096, 1);
+    p.abandon();
+    EXPECT_FALSE(p.owns(r.address));
+    EXPECT_EQ(p.deallocate(r.address, 1), pool_status::not_owned);
+    EXPECT_EQ(p.stats().reserved_bytes, 0u);
+    EXPECT_TRUE(p.is_valid());
+  }
+  EXPECT_EQ(up.mapped.size(), 1u); // left to the driver's teardown
+}
+
+TEST_F(pool_test, stats_list_has_the_agreed_names) {
+  pool_stats s;
+  std::vector<std::string> names;
+#define GMEM_X_NAME(n, d) names.push_back(#n);
+  GMEM_POOL_STATS(GMEM_X_NAME)
+#undef GMEM_X_NAME
+  for (const char* want :
+       {"live_bytes", "live_requested_bytes", "live_blocks", "reserved_bytes", "peak_live_bytes",
+        "peak_reserved_bytes", "total_allocs", "total_frees", "total_alloc_bytes", "cache_hits",
+        "upstream_allocs", "segments", "segment_maps", "segment_unmaps", "pending_bytes",
+        "pending_blocks", "fences", "ooms", "free_bytes", "largest_free_block", "trims",
+        "trimmed_bytes", "limit_bytes"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  EXPECT_EQ(s.fragmentation(), 0.0);
+  s.free_bytes = 100;
+  s.largest_free_block = 25;
+  EXPECT_DOUBLE_EQ(s.fragmentation(), 0.75);
+}
+
+} // namespace
+} // namespace gmem::testing
