@@ -1,0 +1,163 @@
+#include "common/options.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+#include <type_traits>
+
+namespace gmem {
+namespace {
+
+const option_row k_rows[] = {
+#define GMEM_OPTION_ROW(field, env, type, def, empty, help)                                        \
+  {#field, env, option_type::type, def, empty, help},
+    GMEM_OPTIONS(GMEM_OPTION_ROW)
+#undef GMEM_OPTION_ROW
+};
+
+std::string shown_default(const char* def, const char* empty) {
+  return def[0] != '\0' ? std::string(def) : std::string(empty);
+}
+
+// Each parse_* returns false when `text` is not a value of the type; `out` is then untouched.
+bool parse_value(std::string_view text, option_value::flag& out) {
+  static const char* const k_true[] = {"1", "yes", "on", "true", "y"};
+  static const char* const k_false[] = {"0", "no", "off", "false", "n"};
+  std::string s(text);
+  for (const char* t : k_true) {
+    if (strcasecmp(s.c_str(), t) == 0) {
+      out = true;
+      return true;
+    }
+  }
+  for (const char* f : k_false) {
+    if (strcasecmp(s.c_str(), f) == 0) {
+      out = false;
+      return true;
+    }
+  }
+  return false;
+}
+bool parse_count(std::string_view text, std::uint64_t& out) {
+  if (text.empty() || text.size() > 19) return false;
+  std::uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  out = v;
+  return true;
+}
+bool parse_size_value(std::string_view text, std::uint64_t& out) {
+  if (text.empty()) {
+    out = 0;
+    return true;
+  }
+  auto v = parse_size(text);
+  if (!v) return false;
+  out = *v;
+  return true;
+}
+bool parse_value(std::string_view text, option_value::size_percent& out) {
+  if (text.empty()) {
+    out = {};
+    return true;
+  }
+  auto v = parse_size_or_percent(text);
+  if (!v) return false;
+  out = *v;
+  return true;
+}
+[[maybe_unused]] bool parse_value(std::string_view text, option_value::text& out) {
+  out = std::string(text);
+  return true;
+}
+bool parse_duration_value(std::string_view text, std::uint64_t& out) {
+  if (text.empty()) {
+    out = 0;
+    return true;
+  }
+  auto v = parse_duration_ns(text);
+  if (!v) return false;
+  out = *v;
+  return true;
+}
+
+// Dispatch on the row's declared type (several types share a C++ type).
+template <typename T> bool parse_typed(option_type type, std::string_view text, T& out) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, size_or_percent> ||
+                std::is_same_v<T, std::string>) {
+    (void)type;
+    return parse_value(text, out);
+  } else {
+    switch (type) {
+    case option_type::count:
+      return parse_count(text, out);
+    case option_type::size:
+      return parse_size_value(text, out);
+    case option_type::duration:
+      return parse_duration_value(text, out);
+    default:
+      return false;
+    }
+  }
+}
+
+const char* type_noun(option_type type) {
+  switch (type) {
+  case option_type::flag:
+    return "0 or 1";
+  case option_type::count:
+    return "a whole number";
+  case option_type::size:
+    return "a size";
+  case option_type::size_percent:
+    return "a size";
+  case option_type::text:
+    return "text";
+  case option_type::duration:
+    return "a duration";
+  }
+  return "valid";
+}
+
+} // namespace
+
+const option_row* option_rows(std::size_t* count) {
+  *count = sizeof(k_rows) / sizeof(k_rows[0]);
+  return k_rows;
+}
+
+options options::defaults() {
+  options o;
+#define GMEM_OPTION_DEFAULT(field, env, type, def, empty, help)                                    \
+  (void)parse_typed(option_type::type, def, o.field);
+  GMEM_OPTIONS(GMEM_OPTION_DEFAULT)
+#undef GMEM_OPTION_DEFAULT
+  return o;
+}
+
+options options::parse(const std::function<const char*(const char*)>& lookup,
+                       const std::function<void(const std::string&)>& warn) {
+  options o = defaults();
+#define GMEM_OPTION_PARSE(field, env, type, def, empty, help)                                      \
+  if (const char* text = lookup(env); text != nullptr) {                                           \
+    if (parse_typed(option_type::type, text, o.field)) {                                           \
+      o.field##_set = true;                                                                        \
+    } else {                                                                                       \
+      warn(std::string("gmem: warning: ") + env + "='" + text + "' is not " +                      \
+           type_noun(option_type::type) + "; using " + shown_default(def, empty));                 \
+    }                                                                                              \
+  }
+  GMEM_OPTIONS(GMEM_OPTION_PARSE)
+#undef GMEM_OPTION_PARSE
+  return o;
+}
+
+options options::from_env() {
+  return parse([](const char* name) -> const char* { return std::getenv(name); },
+               [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+}
+
+} // namespace gmem

@@ -1,0 +1,107 @@
+// Every GMEM_* environment option, in one table. The shim reads them once at start-up
+// (options::from_env); `gmem run` maps its command-line flags onto the same variables; the
+// README's option table is checked against this list by tests/interpose/options_test.cpp.
+//
+// A row: X(field, "GMEM_NAME", type, "default as written", "what an empty default means", "help").
+// Types:
+//   flag          0/1 (also yes/no, on/off, true/false)          -> bool
+//   count         a non-negative integer                          -> std::uint64_t
+//   size          bytes with K/M/G suffixes, empty = none         -> std::uint64_t (0 = none)
+//   size_percent  a size or a percentage of device memory          -> size_or_percent (+ _set)
+//   text          any string                                       -> std::string
+//   duration      "250ms", "30s", ...; empty = none                -> std::uint64_t ns
+// A value that does not parse never aborts: it prints one line
+//   gmem: warning: GMEM_LIMIT='12X' is not a size; using no limit
+// and the default is used.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "common/units.h"
+
+// Rows for the shim and the pool (interpose engineer). Defaults of the pool's segment sizes
+// are the pool's own starting points (pool/pool.h documents them).
+#define GMEM_SHIM_OPTIONS(X)                                                                       \
+  X(enable, "GMEM_ENABLE", flag, "1", "", "0 = the shim passes every call straight to the driver") \
+  X(limit, "GMEM_LIMIT", size_percent, "", "no limit",                                             \
+    "most device memory a pool may reserve (bytes, or % of the device); cuMemGetInfo reports it")  \
+  X(max_cached, "GMEM_MAX_CACHED", size, "", "no cap",                                             \
+    "most free bytes a pool keeps cached; free segments beyond it go back to the driver")          \
+  X(small_segment, "GMEM_SMALL_SEGMENT", size, "", "the pool's default",                           \
+    "segment size for small requests")                                                             \
+  X(large_segment, "GMEM_LARGE_SEGMENT", size, "", "the pool's default",                           \
+    "segment size for large requests")                                                             \
+  X(small_max, "GMEM_SMALL_MAX", size, "", "the pool's default",                                   \
+    "largest request packed into small segments")                                                  \
+  X(oversize, "GMEM_OVERSIZE", size, "", "the pool's default",                                     \
+    "requests at least this big get a segment of their own")                                       \
+  X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
+  X(host, "GMEM_HOST", flag, "1", "",                                                              \
+    "1 = pool pinned host memory (cuMemHostAlloc, cuMemAllocHost)")                                \
+  X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
+    "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
+  X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \
+    "1 = print each pool's counters at exit; 2 = also report interception as it happens")
+
+// Rows for the trace recorder (profiler engineer): add them here.
+#define GMEM_TRACE_OPTIONS(X)                                                                      \
+  X(trace_enable, "GMEM_TRACE", flag, "1", "", "0 = record no trace (the pool still works)")       \
+  X(trace_live, "GMEM_TRACE_LIVE", count, "1048576", "",                                           \
+    "live allocations the trace's table holds (128 bytes of /dev/shm each)")                       \
+  X(trace_events, "GMEM_TRACE_EVENTS", count, "524288", "",                                        \
+    "events the trace's ring keeps before it wraps (64 bytes each)")                               \
+  X(stack_depth, "GMEM_STACK_DEPTH", count, "16", "",                                              \
+    "frames recorded per allocation call stack; 0 = no stacks")                                    \
+  X(trace_save, "GMEM_TRACE_SAVE", text, "", "none",                                               \
+    "file the trace is copied to at exit (%p = pid)")                                              \
+  X(sample_ms, "GMEM_SAMPLE_MS", count, "100", "",                                                 \
+    "milliseconds between counter samples (timeline, heartbeat)")
+
+#define GMEM_OPTIONS(X) GMEM_SHIM_OPTIONS(X) GMEM_TRACE_OPTIONS(X)
+
+namespace gmem {
+
+enum class option_type { flag, count, size, size_percent, text, duration };
+
+namespace option_value {
+using flag = bool;
+using count = std::uint64_t;
+using size = std::uint64_t;
+using size_percent = gmem::size_or_percent;
+using text = std::string;
+using duration = std::uint64_t;
+} // namespace option_value
+
+struct option_row {
+  const char* field;
+  const char* env_name;
+  option_type type;
+  const char* default_text;
+  const char* empty_means; // shown instead of an empty default ("no limit")
+  const char* help;
+};
+
+// The table itself, in declaration order, for --help, README checks and `gmem run`.
+const option_row* option_rows(std::size_t* count);
+
+struct options {
+#define GMEM_OPTION_FIELD(field, env, type, def, empty, help)                                      \
+  option_value::type field{};                                                                      \
+  bool field##_set = false; /* the variable was present and parsed */
+  GMEM_OPTIONS(GMEM_OPTION_FIELD)
+#undef GMEM_OPTION_FIELD
+
+  // Every row at its default.
+  static options defaults();
+  // Reads every row through `lookup` (nullptr = unset). Warnings go to `warn`, one line each
+  // without the trailing newline.
+  static options parse(const std::function<const char*(const char*)>& lookup,
+                       const std::function<void(const std::string&)>& warn);
+  // parse() over getenv, warnings to stderr.
+  static options from_env();
+};
+
+} // namespace gmem

@@ -1,0 +1,212 @@
+#include "interpose/context_pools.h"
+
+#include "interpose/shim_state.h"
+
+namespace gmem::shim {
+
+// gmem_set_limit() for pools not created yet (interpose/client_api.cpp); weak so the shim
+// links without the client API.
+__attribute__((weak)) bool client_limit_override(int device, std::uint64_t* bytes);
+
+namespace {
+
+std::atomic<std::uint64_t> g_generation{1};
+thread_local CUcontext t_ctx __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local context_entry* t_entry __attribute__((tls_model("initial-exec"))) = nullptr;
+thread_local std::uint64_t t_generation __attribute__((tls_model("initial-exec"))) = 0;
+
+pool_options device_pool_options(const real_driver& real, int device) {
+  const options& o = shim_options();
+  pool_options p;
+  if (o.limit_set) {
+    std::size_t total = 0;
+    if (o.limit.is_percent && real.cuDeviceTotalMem_v2 != nullptr) {
+      (void)real.cuDeviceTotalMem_v2(&total, device);
+    }
+    p.limit_bytes = o.limit.resolve(total);
+  }
+  if (std::uint64_t bytes = 0;
+      client_limit_override != nullptr && client_limit_override(device, &bytes)) {
+    p.limit_bytes = bytes;
+  }
+  if (o.max_cached_set && o.max_cached != 0) p.max_cached_bytes = o.max_cached;
+  if (o.small_segment_set && o.small_segment != 0) p.small_segment_bytes = o.small_segment;
+  if (o.large_segment_set && o.large_segment != 0) p.large_segment_bytes = o.large_segment;
+  if (o.small_max_set && o.small_max != 0) p.small_max_bytes = o.small_max;
+  if (o.oversize_set && o.oversize != 0) p.oversize_bytes = o.oversize;
+  p.warmup_bytes = o.warmup;
+  p.reuse_safety = o.reuse_safety;
+  return p;
+}
+
+bool is_primary(const real_driver& real, CUcontext ctx, int device) {
+  unsigned flags = 0;
+  int active = 0;
+  if (real.cuDevicePrimaryCtxGetState == nullptr || real.cuDevicePrimaryCtxRetain == nullptr ||
+      real.cuDevicePrimaryCtxRelease_v2 == nullptr ||
+      real.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) {
+    return false; // an inactive primary context is not `ctx`; retaining it would create it
+  }
+  CUcontext primary = nullptr;
+  if (real.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return false;
+  (void)real.cuDevicePrimaryCtxRelease_v2(device);
+  return primary == ctx;
+}
+
+void abandon_entry(context_entry& e) {
+  e.link.dropped.store(true, std::memory_order_release);
+  e.device_pool->abandon();
+  const std::size_t n = e.host_count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i)
+    e.host[i].host_pool->abandon();
+}
+
+} // namespace
+
+context_pools& pools() {
+  static context_pools* p = new context_pools; // never destroyed: hooks run during exit
+  return *p;
+}
+
+context_entry* context_pools::current(const real_driver& real) {
+  CUcontext ctx = nullptr;
+  if (real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  if (GMEM_LIKELY(ctx == t_ctx && t_generation == g_generation.load(std::memory_order_acquire))) {
+    return t_entry;
+  }
+  const std::uint64_t generation = g_generation.load(std::memory_order_acquire);
+  context_entry* e = find(ctx);
+  if (e == nullptr) {
+    std::lock_guard lock(mu_);
+    e = find(ctx);
+    if (e == nullptr) e = create_locked(real, ctx);
+  }
+  if (e != nullptr) {
+    t_ctx = ctx;
+    t_entry = e;
+    t_generation = generation;
+  }
+  return e;
+}
+
+context_entry* context_pools::find_current(const real_driver& real) {
+  CUcontext ctx = nullptr;
+  if (real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;
+  if (ctx == t_ctx && t_generation == g_generation.load(std::memory_order_acquire)) return t_entry;
+  return find(ctx);
+}
+
+context_entry* context_pools::find(CUcontext ctx) const {
+  const std::size_t n = count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    context_entry* e = entries_[i];
+    if (e->link.ctx == ctx && !e->dropped()) return e;
+  }
+  return nullptr;
+}
+
+// Called with mu_ held and `ctx` current on this thread. The pool's warm-up calls the driver
+// under mu_; the driver never calls back into a hook that takes mu_.
+context_entry* context_pools::create_locked(const real_driver& real, CUcontext ctx) {
+  const std::size_t n = count_.load(std::memory_order_relaxed);
+  if (n == k_max_entries) return nullptr;
+  CUdevice device = 0;
+  if (real.cuCtxGetDevice(&device) != CUDA_SUCCESS) return nullptr;
+  auto* e = new context_entry;
+  e->link.real = &real;
+  e->link.ctx = ctx;
+  e->link.device = device;
+  e->primary = is_primary(real, ctx, device);
+  e->fences = new driver_fences(e->link);
+  e->upstream = new device_upstream(e->link);
+  e->observer = new trace_observer(device);
+  e->device_pool =
+      new pool(*e->upstream, *e->fences, device_pool_options(real, device), e->observer);
+  e->observer->attach(e->device_pool);
+  entries_[n] = e;
+  count_.store(n + 1, std::memory_order_release);
+  return e;
+}
+
+pool* context_pools::host_pool(context_entry& entry, unsigned flags) {
+  std::size_t n = entry.host_count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (entry.host[i].flags == flags) return entry.host[i].host_pool;
+  }
+  std::lock_guard lock(mu_);
+  n = entry.host_count.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (entry.host[i].flags == flags) return entry.host[i].host_pool;
+  }
+  if (n == context_entry::k_max_host_pools || entry.dropped()) return nullptr;
+  host_pool_slot& slot = entry.host[n];
+  slot.flags = flags;
+  slot.upstream = new host_upstream(entry.link, flags);
+  pool_options o; // no limit and no warm-up for pinned host memory
+  o.reuse_safety = shim_options().reuse_safety;
+  auto* observer = new trace_observer(-1);
+  slot.host_pool = new pool(*slot.upstream, *entry.fences, o, observer);
+  observer->attach(slot.host_pool);
+  entry.host_count.store(n + 1, std::memory_order_release);
+  return slot.host_pool;
+}
+
+context_entry* context_pools::device_owner(std::uintptr_t address, context_entry* hint) const {
+  if (hint != nullptr && !hint->dropped() && hint->device_pool->owns(address)) return hint;
+  const std::size_t n = count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    context_entry* e = entries_[i];
+    if (e != hint && !e->dropped() && e->device_pool->owns(address)) return e;
+  }
+  return nullptr;
+}
+
+pool* context_pools::host_owner(std::uintptr_t address, int* device) const {
+  const std::size_t n = count_.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i) {
+    context_entry* e = entries_[i];
+    if (e->dropped()) continue;
+    const std::size_t h = e->host_count.load(std::memory_order_acquire);
+    for (std::size_t j = 0; j < h; ++j) {
+      if (e->host[j].host_pool->owns(address)) {
+        if (device != nullptr) *device = e->device();
+        return e->host[j].host_pool;
+      }
+    }
+  }
+  return nullptr;
+}
+
+void context_pools::drop(CUcontext ctx) {
+  std::lock_guard lock(mu_);
+  if (context_entry* e = find(ctx)) {
+    abandon_entry(*e);
+    g_generation.fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
+void context_pools::drop_primary(const real_driver&, int device) {
+  std::lock_guard lock(mu_);
+  const std::size_t n = count_.load(std::memory_order_relaxed);
+  for (std::size_t i = 0; i < n; ++i) {
+    context_entry* e = entries_[i];
+    if (!e->dropped() && e->primary && e->device() == device) {
+      abandon_entry(*e);
+      g_generation.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
+}
+
+std::size_t context_pools::fill_stats(trace::device_stats* out, std::size_t max) const {
+  std::size_t filled = 0;
+  for_each([&](const context_entry& e) {
+    if (filled < max) out[filled++] = {e.device(), e.device_pool->stats()};
+    const std::size_t h = e.host_count.load(std::memory_order_acquire);
+    for (std::size_t j = 0; j < h && filled < max; ++j) {
+      out[filled++] = {-1, e.host[j].host_pool->stats()};
+    }
+  });
+  return filled;
+}
+
+} // namespace gmem::shim

@@ -1,0 +1,134 @@
+#include "interpose/driver_glue.h"
+
+#include "interpose/trace_hooks.h"
+
+namespace gmem::shim {
+namespace {
+
+// Makes `link.ctx` current for the scope when the thread has another context current.
+class ctx_scope {
+public:
+  explicit ctx_scope(const context_link& link) : real_(*link.real) {
+    CUcontext current = nullptr;
+    if (real_.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != link.ctx) {
+      pushed_ = real_.cuCtxPushCurrent_v2(link.ctx) == CUDA_SUCCESS;
+    }
+  }
+  ~ctx_scope() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      (void)real_.cuCtxPopCurrent_v2(&popped);
+    }
+  }
+  ctx_scope(const ctx_scope&) = delete;
+  ctx_scope& operator=(const ctx_scope&) = delete;
+
+private:
+  const real_driver& real_;
+  bool pushed_ = false;
+};
+
+CUstream to_stream(stream_handle s) {
+  return reinterpret_cast<CUstream>(s);
+}
+
+} // namespace
+
+std::uintptr_t device_upstream::map(std::size_t bytes) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return 0;
+  ctx_scope scope(link_);
+  CUdeviceptr p = 0;
+  return link_.real->cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS ? p : 0;
+}
+
+void device_upstream::unmap(std::uintptr_t base, std::size_t) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return;
+  ctx_scope scope(link_);
+  (void)link_.real->cuMemFree_v2(base);
+}
+
+std::uintptr_t host_upstream::map(std::size_t bytes) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return 0;
+  ctx_scope scope(link_);
+  void* p = nullptr;
+  return link_.real->cuMemHostAlloc(&p, bytes, flags_) == CUDA_SUCCESS
+             ? reinterpret_cast<std::uintptr_t>(p)
+             : 0;
+}
+
+void host_upstream::unmap(std::uintptr_t base, std::size_t) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return;
+  ctx_scope scope(link_);
+  (void)link_.real->cuMemFreeHost(reinterpret_cast<void*>(base));
+}
+
+bool driver_fences::synchronize() noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return false;
+  ctx_scope scope(link_);
+  return link_.real->cuCtxSynchronize() == CUDA_SUCCESS;
+}
+
+event_handle driver_fences::record(stream_handle s) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return 0;
+  CUevent e = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    if (!spare_.empty()) {
+      e = spare_.back();
+      spare_.pop_back();
+    }
+  }
+  ctx_scope scope(link_);
+  if (e == nullptr && link_.real->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
+    return 0;
+  }
+  if (link_.real->cuEventRecord(e, to_stream(s)) != CUDA_SUCCESS) {
+    (void)link_.real->cuEventDestroy_v2(e);
+    return 0;
+  }
+  return reinterpret_cast<event_handle>(e);
+}
+
+bool driver_fences::query(event_handle e) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return false;
+  return link_.real->cuEventQuery(reinterpret_cast<CUevent>(e)) == CUDA_SUCCESS;
+}
+
+bool driver_fences::wait(stream_handle s, event_handle e) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return false;
+  ctx_scope scope(link_);
+  return link_.real->cuStreamWaitEvent(to_stream(s), reinterpret_cast<CUevent>(e), 0) ==
+         CUDA_SUCCESS;
+}
+
+void driver_fences::release(event_handle e) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire) || e == 0) return;
+  // A released event may still be pending on its stream; re-recording it later is fine (the
+  // query then refers to the new recording).
+  std::lock_guard lock(mu_);
+  if (spare_.size() < 64) {
+    spare_.push_back(reinterpret_cast<CUevent>(e));
+    return;
+  }
+  (void)link_.real->cuEventDestroy_v2(reinterpret_cast<CUevent>(e));
+}
+
+void trace_observer::on_segment_map(std::uintptr_t base, std::size_t bytes) noexcept {
+  trace::segment(true, base, bytes, device_);
+}
+void trace_observer::on_segment_unmap(std::uintptr_t base, std::size_t bytes) noexcept {
+  trace::segment(false, base, bytes, device_);
+}
+void trace_observer::on_fence(std::uint64_t duration_ns, std::size_t released_bytes) noexcept {
+  trace::fence(device_, duration_ns, released_bytes);
+}
+void trace_observer::on_trim(std::size_t released_bytes) noexcept {
+  trace::trim(device_, released_bytes);
+}
+void trace_observer::on_oom(std::size_t requested_bytes) noexcept {
+  pool_stats at_failure;
+  if (pool_ != nullptr) at_failure = pool_->stats();
+  trace::oom(device_, requested_bytes, at_failure);
+}
+
+} // namespace gmem::shim

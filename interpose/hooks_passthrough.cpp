@@ -1,0 +1,83 @@
+// Allocations the pool does not serve but the profiler records: managed, pitched, explicit
+// memory pools, virtual memory mappings, IPC. Frees of these reach the driver through the
+// pooled hooks' not-owned path (cuMemFree_v2) or through the hooks below.
+#include <atomic>
+#include <cstdio>
+
+#include "interpose/hook_support.h"
+
+using namespace gmem::shim;
+using gmem::trace::alloc_kind;
+
+GMEM_HOOK CUresult cuMemAllocManaged(CUdeviceptr* dptr, std::size_t bytes, unsigned int flags) {
+  return traced_passthrough(alloc_kind::managed, bytes, 0, dptr,
+                            [&] { return GMEM_REAL(cuMemAllocManaged, dptr, bytes, flags); });
+}
+
+GMEM_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pitch, std::size_t width,
+                                      std::size_t height, unsigned int element_bytes) {
+  const std::uint32_t stack = gmem::trace::capture_stack();
+  const CUresult r = GMEM_REAL(cuMemAllocPitch_v2, dptr, pitch, width, height, element_bytes);
+  if (r == CUDA_SUCCESS && dptr != nullptr && pitch != nullptr) {
+    gmem::trace::alloc(*dptr, width * height, *pitch * height, current_device(), 0,
+                       alloc_kind::pitched, stack);
+  }
+  return r;
+}
+
+GMEM_HOOK CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, std::size_t bytes, CUmemoryPool pool,
+                                           CUstream s) {
+  return traced_passthrough(
+      alloc_kind::mempool, bytes, reinterpret_cast<std::uintptr_t>(s), dptr,
+      [&] { return GMEM_REAL(cuMemAllocFromPoolAsync, dptr, bytes, pool, s); });
+}
+GMEM_HOOK CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, std::size_t bytes,
+                                                CUmemoryPool pool, CUstream s) {
+  return traced_passthrough(
+      alloc_kind::mempool, bytes, reinterpret_cast<std::uintptr_t>(s), dptr,
+      [&] { return GMEM_REAL(cuMemAllocFromPoolAsync_ptsz, dptr, bytes, pool, s); });
+}
+
+GMEM_HOOK CUresult cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset,
+                            CUmemGenericAllocationHandle handle, unsigned long long flags) {
+  CUdeviceptr mapped = ptr;
+  return traced_passthrough(alloc_kind::vmm, size, 0, &mapped,
+                            [&] { return GMEM_REAL(cuMemMap, ptr, size, offset, handle, flags); });
+}
+GMEM_HOOK CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size) {
+  gmem::trace::free(ptr, current_device(), 0, alloc_kind::vmm);
+  return GMEM_REAL(cuMemUnmap, ptr, size);
+}
+
+GMEM_HOOK CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle,
+                                         unsigned int flags) {
+  return traced_passthrough(alloc_kind::ipc, 0, 0, dptr,
+                            [&] { return GMEM_REAL(cuIpcOpenMemHandle_v2, dptr, handle, flags); });
+}
+GMEM_HOOK CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
+  gmem::trace::free(ptr, current_device(), 0, alloc_kind::ipc);
+  return GMEM_REAL(cuIpcCloseMemHandle, ptr);
+}
+
+// A handle names the driver's allocation, which for a pooled block is the whole segment: the
+// importer would map the segment's base, not the block. Only a block at its segment's start
+// can be exported correctly; any other is refused rather than silently wrong.
+GMEM_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
+  if (shim_active() && driver() != nullptr) {
+    if (context_entry* e = pools().device_owner(p, nullptr)) {
+      auto b = e->device_pool->find(p);
+      if (!b || b->address != b->segment_base || b->address != p) {
+        static std::atomic<bool> warned{false};
+        if (!warned.exchange(true)) {
+          std::fprintf(stderr,
+                       "gmem: warning: cuIpcGetMemHandle of pooled memory at 0x%llx is not "
+                       "supported (set GMEM_ENABLE=0 for programs that share device "
+                       "memory by IPC); returning CUDA_ERROR_NOT_SUPPORTED\n",
+                       static_cast<unsigned long long>(p));
+        }
+        return CUDA_ERROR_NOT_SUPPORTED;
+      }
+    }
+  }
+  return GMEM_REAL(cuIpcGetMemHandle, handle, p);
+}

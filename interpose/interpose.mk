@@ -1,0 +1,74 @@
+# interpose/: libgmem.so, the LD_PRELOAD shim (DESIGN.md "Interception"), its fake driver and
+# its tests. Never linked with -lcuda: the shim dlopen()s libcuda.so.1 itself.
+#   SHIM_LIB       $(BUILD)/lib/libgmem.so
+#   FAKE_CUDA_LIB  $(BUILD)/tests/fake_cuda/libcuda.so.1 (the driver subset on host memory)
+SHIM_SRCS := $(wildcard interpose/*.cpp)
+SHIM_OBJS := $(SHIM_SRCS:%.cpp=$(BUILD)/%.o)
+SHIM_LIB  := $(BUILD)/lib/libgmem.so
+SHIM_MAP  := interpose/libgmem.map
+SHIM_LINK_LIBS := $(POOL_LIB) $(if $(PROFILER_LIB),$(PROFILER_LIB)) $(COMMON_LIB)
+
+$(BUILD)/interpose/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/fake_cuda/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/interpose/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+
+# Self-contained: libstdc++/libgcc linked in, everything but the hooks hidden (version
+# script), $ORIGIN in the run path for what the recorder loads from beside the library.
+$(SHIM_LIB): $(SHIM_OBJS) $(SHIM_LINK_LIBS) $(SHIM_MAP)
+	@mkdir -p $(@D)
+	$(CXX) -shared -o $@ $(SHIM_OBJS) $(SHIM_LINK_LIBS) $(GMEM_LDFLAGS) \
+	  -Wl,-soname,libgmem.so -Wl,--version-script=$(SHIM_MAP) -Wl,--no-undefined \
+	  -Wl,-z,nodelete -Wl,-rpath,'$$ORIGIN' -static-libstdc++ -static-libgcc \
+	  $(PROFILER_LDLIBS) -ldl -pthread
+LIBS_ALL += $(SHIM_LIB)
+
+# The fake driver.
+FAKE_CUDA_SRCS := $(wildcard tests/fake_cuda/*.cpp)
+FAKE_CUDA_LIB  := $(BUILD)/tests/fake_cuda/libcuda.so.1
+$(FAKE_CUDA_LIB): $(FAKE_CUDA_SRCS:%.cpp=$(BUILD)/%.o) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) -shared -o $@ $^ $(GMEM_LDFLAGS) -Wl,-soname,libcuda.so.1 -pthread
+
+# Probes the gtest driver runs under LD_PRELOAD: shim_probe reaches the driver by dlopen
+# (routes dlsym and runtime), shim_probe_linked is linked against the fake (route exported).
+PROBE_SRCS := tests/interpose/shim_probe.cpp tests/interpose/probe_driver.cpp
+SHIM_PROBE := $(BUILD)/tests/interpose/shim_probe
+SHIM_PROBE_LINKED := $(BUILD)/tests/interpose/shim_probe_linked
+$(SHIM_PROBE): $(PROBE_SRCS:%.cpp=$(BUILD)/%.o)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl -pthread
+$(BUILD)/tests/interpose/linked/%.o: tests/interpose/%.cpp | deps-build
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_CPPFLAGS) $(CUDA_CPPFLAGS) -DGMEM_PROBE_LINKED=1 $(GMEM_CXXFLAGS) -c $< -o $@
+$(SHIM_PROBE_LINKED): $(PROBE_SRCS:tests/interpose/%.cpp=$(BUILD)/tests/interpose/linked/%.o) $(FAKE_CUDA_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda' -ldl -pthread
+OTHER_INTERPOSER := $(BUILD)/tests/interpose/libother_interposer.so
+$(OTHER_INTERPOSER): $(BUILD)/tests/interpose/other_interposer.o
+	@mkdir -p $(@D)
+	$(CXX) -shared -o $@ $^ $(GMEM_LDFLAGS) -ldl
+
+INTERPOSE_TEST := $(BUILD)/tests/interpose_test
+INTERPOSE_TEST_DEPS := $(SHIM_LIB) $(FAKE_CUDA_LIB) $(SHIM_PROBE) $(SHIM_PROBE_LINKED) $(OTHER_INTERPOSER)
+$(INTERPOSE_TEST): $(BUILD)/tests/interpose/interpose_test.o $(BUILD)/tests/interpose/child_process.o \
+                   $(COMMON_LIB) | $(INTERPOSE_TEST_DEPS)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(INTERPOSE_TEST_DEPS),$^) $(GTEST_LIBS)
+ifneq ($(wildcard tests/interpose/interpose_test.cpp),)
+UNIT_TESTS += $(INTERPOSE_TEST)
+endif
+
+OPTIONS_TEST := $(BUILD)/tests/options_test
+$(OPTIONS_TEST): $(BUILD)/tests/interpose/options_test.o $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS)
+ifneq ($(wildcard tests/interpose/options_test.cpp),)
+UNIT_TESTS += $(OPTIONS_TEST)
+SAN_TESTS += $(OPTIONS_TEST)
+endif
+
+TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh)
+TEST_SCRIPT_DEPS += $(SHIM_LIB)
+
+# GPU tests (tests/gpu/): built on the GPU machine by the scripts themselves with nvcc.
+GPU_TESTS += $(wildcard tests/gpu/*_test.sh)

@@ -1,0 +1,41 @@
+// The real driver, resolved once: the shim dlopen()s libcuda.so.1 itself and keeps, in an
+// immutable table, the driver's own functions (never the shim's symbols: the pool's upstream
+// and fences must not come back into the hooks) and the map "address the driver hands out ->
+// the shim's function" used by the dlsym and cuGetProcAddress wrappers.
+#pragma once
+
+#include <cstdint>
+
+#include "interpose/cuda_api.h"
+
+namespace gmem::shim {
+
+struct real_driver {
+#define GMEM_REAL_MEMBER(name, ...) decltype(&::name) name = nullptr;
+  GMEM_HOOKS(GMEM_REAL_MEMBER)
+  GMEM_REAL_ONLY(GMEM_REAL_MEMBER)
+#undef GMEM_REAL_MEMBER
+  void* handle = nullptr; // of libcuda.so.1
+};
+
+// The table, resolving it on first use (thread-safe). nullptr when libcuda.so.1 cannot be
+// loaded; the reason was printed once.
+const real_driver* driver();
+// Like driver(), but never loads libcuda: nullptr until someone else has loaded it.
+const real_driver* driver_if_loaded();
+
+// The shim's function for an address the driver handed out, or `address` itself.
+void* substitute(void* address);
+// How many substitutions each route made (GMEM_VERBOSE).
+struct substitution_counts {
+  std::uint64_t by_dlsym;
+  std::uint64_t by_proc_address;
+};
+void count_substitution(bool by_dlsym);
+substitution_counts substitutions();
+
+// glibc's dlsym, found with dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34") (or GLIBC_2.2.5).
+using dlsym_fn = void* (*)(void*, const char*);
+dlsym_fn real_dlsym();
+
+} // namespace gmem::shim

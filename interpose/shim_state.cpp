@@ -1,0 +1,95 @@
+#include "interpose/shim_state.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <pthread.h>
+
+#include "interpose/context_pools.h"
+#include "interpose/trace_hooks.h"
+
+namespace gmem::shim {
+
+std::atomic<bool> g_active{false};
+thread_local bool t_in_hook __attribute__((tls_model("initial-exec"))) = false;
+
+namespace {
+
+std::once_flag g_init_once;
+options* g_options = nullptr; // set once by init, never freed
+std::atomic<bool> g_exiting{false};
+std::atomic<bool> g_forked_child{false};
+
+std::size_t stats_source(trace::device_stats* out, std::size_t max) noexcept {
+  return pools().fill_stats(out, max);
+}
+
+void print_counters() {
+  pools().for_each([](const context_entry& e) {
+    auto print = [&](const char* kind, const pool& p) {
+      const pool_stats s = p.stats();
+      std::fprintf(stderr, "gmem: pool device=%d kind=%s", e.device(), kind);
+#define GMEM_PRINT_STAT(n, d)                                                                      \
+  std::fprintf(stderr, " %s=%llu", #n, static_cast<unsigned long long>(s.n));
+      GMEM_POOL_STATS(GMEM_PRINT_STAT)
+#undef GMEM_PRINT_STAT
+      std::fprintf(stderr, "\n");
+    };
+    print("device", *e.device_pool);
+    const std::size_t h = e.host_count.load(std::memory_order_acquire);
+    for (std::size_t j = 0; j < h; ++j)
+      print("host", *e.host[j].host_pool);
+  });
+  const substitution_counts c = substitutions();
+  std::fprintf(stderr, "gmem: substitutions dlsym=%llu cuGetProcAddress=%llu\n",
+               static_cast<unsigned long long>(c.by_dlsym),
+               static_cast<unsigned long long>(c.by_proc_address));
+}
+
+// Runs when exit() reaches the handler registered at start-up (late: handlers registered
+// after ours, such as the CUDA runtime's teardown, ran before and still used the pool).
+void on_exit() {
+  if (g_forked_child.load()) return;
+  g_exiting.store(true);
+  g_active.store(false);
+  if (g_options != nullptr && g_options->verbose >= 1) print_counters();
+  trace::shutdown();
+}
+
+void on_fork_child() {
+  g_forked_child.store(true);
+  g_active.store(false);
+}
+
+void init() {
+  g_options = new options(options::from_env());
+  trace::init();
+  trace::set_stats_source(&stats_source);
+  pthread_atfork(nullptr, nullptr, &on_fork_child);
+  std::atexit(&on_exit);
+  g_active.store(g_options->enable, std::memory_order_release);
+}
+
+__attribute__((constructor)) void construct() {
+  ensure_init();
+}
+
+} // namespace
+
+void ensure_init() {
+  std::call_once(g_init_once, &init);
+}
+
+const options& shim_options() {
+  static const options* k_defaults = new options(options::defaults()); // outlives exit
+  return g_options != nullptr ? *g_options : *k_defaults;
+}
+
+bool exiting() {
+  return g_exiting.load(std::memory_order_relaxed);
+}
+bool forked_child() {
+  return g_forked_child.load(std::memory_order_relaxed);
+}
+
+} // namespace gmem::shim

@@ -1,0 +1,107 @@
+#include "tests/fake_cuda/fake_state.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "common/units.h"
+
+namespace fake {
+namespace {
+
+void report_at_exit() {
+  const char* report = std::getenv("FAKE_CUDA_REPORT");
+  if (report == nullptr || report[0] != '1') return;
+  fake_cuda_counters c;
+  fakeGetCounters(&c);
+#define FAKE_CUDA_PRINT(n)                                                                         \
+  std::fprintf(stderr, "fake_cuda: %s=%llu\n", #n, static_cast<unsigned long long>(c.n));
+  FAKE_CUDA_COUNTERS(FAKE_CUDA_PRINT)
+#undef FAKE_CUDA_PRINT
+}
+
+state* make_state() {
+  auto* s = new state; // leaked on purpose: see fake_state.h
+  if (const char* total = std::getenv("FAKE_CUDA_TOTAL_BYTES")) {
+    if (auto v = gmem::parse_size(total)) s->total_bytes = *v;
+  }
+  if (const char* n = std::getenv("FAKE_CUDA_DEVICES")) s->device_count = std::atoi(n);
+  if (s->device_count < 1) s->device_count = 1;
+  const auto devices = static_cast<std::size_t>(s->device_count);
+  s->used_bytes.assign(devices, 0);
+  s->primary.assign(devices, nullptr);
+  s->primary_refs.assign(devices, 0);
+  s->count.smallest_alloc = ~std::uint64_t{0};
+  std::atexit(report_at_exit);
+  return s;
+}
+
+} // namespace
+
+state& get() {
+  static state* s = make_state();
+  return *s;
+}
+
+context*& current() {
+  thread_local context* c = nullptr;
+  return c;
+}
+
+std::vector<context*>& ctx_stack() {
+  thread_local std::vector<context*>* v = new std::vector<context*>;
+  return *v;
+}
+
+bool live_context(context* c) {
+  for (context* l : get().contexts) {
+    if (l == c) return true;
+  }
+  return false;
+}
+
+stream* resolve_stream(CUstream s) {
+  const auto v = reinterpret_cast<std::uintptr_t>(s);
+  if (v == 0 || v == 1 || v == 2) {
+    context* c = current();
+    return c != nullptr ? c->legacy : nullptr;
+  }
+  return reinterpret_cast<stream*>(s);
+}
+
+void synchronize_context(context* c) {
+  std::vector<stream*> streams;
+  {
+    std::lock_guard lock(get().mu);
+    if (!live_context(c)) return;
+    streams = c->streams;
+  }
+  for (stream* s : streams)
+    s->synchronize();
+}
+
+const std::map<std::uintptr_t, allocation>::iterator find_allocation(std::uintptr_t address) {
+  auto& allocs = get().allocs;
+  auto it = allocs.upper_bound(address);
+  if (it == allocs.begin()) return allocs.end();
+  --it;
+  if (address >= it->first + it->second.bytes) return allocs.end();
+  return it;
+}
+
+void destroy_context_allocations(context* c) {
+  auto& st = get();
+  for (auto it = st.allocs.begin(); it != st.allocs.end();) {
+    if (it->second.ctx == c) {
+      if (it->second.kind == mem_kind::device) {
+        st.used_bytes[static_cast<std::size_t>(c->device)] -= it->second.bytes;
+      }
+      std::free(reinterpret_cast<void*>(it->first));
+      st.count.live_allocs--;
+      it = st.allocs.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+} // namespace fake

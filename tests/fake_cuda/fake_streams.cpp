@@ -1,0 +1,180 @@
+// Streams, events, copies and "kernels" of the fake driver. Each stream is a worker thread; an
+// event completes when the work queued before its record has run.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "tests/fake_cuda/fake_state.h"
+
+#define FAKE_API extern "C" __attribute__((visibility("default")))
+
+using fake::get;
+
+FAKE_API CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
+  fake::context* c = fake::current();
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  auto* s = new fake::stream(flags);
+  std::lock_guard lock(get().mu);
+  c->streams.push_back(s);
+  *out = reinterpret_cast<CUstream>(s);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags, int) {
+  return cuStreamCreate(out, flags);
+}
+FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  st->synchronize(); // the thread and object are leaked: other threads may still hold it
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamSynchronize(CUstream s) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  get().count.stream_syncs++;
+  st->synchronize();
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream s) {
+  return cuStreamSynchronize(s);
+}
+FAKE_API CUresult cuStreamQuery(CUstream s) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  return st->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *status = st->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
+  return cuStreamIsCapturing(s, status);
+}
+
+FAKE_API CUresult cuEventCreate(CUevent* out, unsigned int) {
+  if (fake::current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *out = reinterpret_cast<CUevent>(new fake::event);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventDestroy_v2(CUevent) {
+  return CUDA_SUCCESS; // leaked: a queued completion may still refer to it
+}
+FAKE_API CUresult cuEventRecord(CUevent e, CUstream s) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr || e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  get().count.event_records++;
+  auto* ev = reinterpret_cast<fake::event*>(e);
+  std::uint64_t generation;
+  {
+    std::lock_guard lock(ev->mu);
+    generation = ++ev->recorded;
+  }
+  st->enqueue([ev, generation] {
+    std::lock_guard lock(ev->mu);
+    if (ev->completed < generation) ev->completed = generation;
+    ev->cv.notify_all();
+  });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
+  return cuEventRecord(e, s);
+}
+FAKE_API CUresult cuEventQuery(CUevent e) {
+  auto* ev = reinterpret_cast<fake::event*>(e);
+  std::lock_guard lock(ev->mu);
+  return ev->completed >= ev->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+FAKE_API CUresult cuEventSynchronize(CUevent e) {
+  auto* ev = reinterpret_cast<fake::event*>(e);
+  std::unique_lock lock(ev->mu);
+  const std::uint64_t target = ev->recorded;
+  ev->cv.wait(lock, [&] { return ev->completed >= target; });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr || e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  get().count.stream_waits++;
+  auto* ev = reinterpret_cast<fake::event*>(e);
+  std::uint64_t target;
+  {
+    std::lock_guard lock(ev->mu);
+    target = ev->recorded;
+  }
+  st->enqueue([ev, target] {
+    std::unique_lock lock(ev->mu);
+    ev->cv.wait(lock, [&] { return ev->completed >= target; });
+  });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int f) {
+  return cuStreamWaitEvent(s, e, f);
+}
+
+FAKE_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  st->enqueue([fn, data] { fn(data); });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* data) {
+  return cuLaunchHostFunc(s, fn, data);
+}
+
+FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t n, CUstream s) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  st->enqueue([dst, value, n] { std::memset(reinterpret_cast<void*>(dst), value, n); });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, std::size_t n,
+                                       CUstream s) {
+  return cuMemsetD8Async(dst, value, n, s);
+}
+FAKE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_t n) {
+  if (CUresult r = cuMemsetD8Async(dst, value, n, nullptr); r != CUDA_SUCCESS) return r;
+  return cuStreamSynchronize(nullptr);
+}
+FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, std::size_t n) {
+  if (CUresult r = cuStreamSynchronize(nullptr); r != CUDA_SUCCESS) return r;
+  std::memcpy(reinterpret_cast<void*>(dst), src, n);
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t n) {
+  if (CUresult r = cuStreamSynchronize(nullptr); r != CUDA_SUCCESS) return r;
+  std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult fakeLaunchKernel(CUstream s, unsigned sleep_us, CUdeviceptr dst,
+                                   unsigned char value, std::size_t bytes) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  st->enqueue([=] {
+    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    std::memset(reinterpret_cast<void*>(dst), value, bytes);
+  });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult fakeSetCapturing(CUstream s, int capturing) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  st->capturing = capturing != 0;
+  return CUDA_SUCCESS;
+}
+FAKE_API void fakeGetCounters(fake_cuda_counters* out) {
+#define FAKE_CUDA_COPY(n) out->n = get().count.n.load();
+  FAKE_CUDA_COUNTERS(FAKE_CUDA_COPY)
+#undef FAKE_CUDA_COPY
+  if (out->smallest_alloc == ~std::uint64_t{0}) out->smallest_alloc = 0;
+}
+FAKE_API void fakeResetCounters() {
+  const std::uint64_t live = get().count.live_allocs;
+#define FAKE_CUDA_ZERO(n) get().count.n = 0;
+  FAKE_CUDA_COUNTERS(FAKE_CUDA_ZERO)
+#undef FAKE_CUDA_ZERO
+  get().count.smallest_alloc = ~std::uint64_t{0};
+  get().count.live_allocs = live;
+}
