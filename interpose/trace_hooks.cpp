@@ -1,24 +1,87 @@
-// The interposer's recorder glue. For now every hook is a no-op so the shim links; the
-// recorder (profiler/trace_writer.h) is wired in behind these same signatures.
+// The interposer's recorder glue: each hook is one branch when recording is off, then a call
+// into the writer (profiler/trace_writer.h). The object is created by the first hook that
+// records something (see profiler/recorder.h), so frees and fences of a process that never
+// allocated through us cost one atomic load.
 #include "interpose/trace_hooks.h"
+
+#include <cstring>
+#include <string_view>
+
+#include "profiler/module_map.h"
+#include "profiler/recorder.h"
 
 namespace gmem::trace {
 
-void init(int) noexcept {}
-void set_stats_source(stats_source) noexcept {}
-std::uint32_t capture_stack() noexcept {
-  return 0;
+void init(int) noexcept {
+  try {
+    recorder_init(recorder_options::from_env());
+  } catch (...) {
+    recorder_options off;
+    off.enabled = false;
+    recorder_init(off);
+  }
 }
-void alloc(std::uintptr_t, std::size_t, std::size_t, int, std::uintptr_t, alloc_kind,
-           std::uint32_t) noexcept {}
-void free(std::uintptr_t, int, std::uintptr_t, alloc_kind) noexcept {}
-void segment(bool, std::uintptr_t, std::size_t, int) noexcept {}
-void fence(int, std::uint64_t, std::size_t) noexcept {}
-void trim(int, std::size_t) noexcept {}
-void oom(int, std::size_t, const pool_stats&) noexcept {}
-void marker(const char*) noexcept {}
-void modules_changed() noexcept {}
-void option_changed(const char*, const char*) noexcept {}
-void shutdown() noexcept {}
+
+void set_stats_source(stats_source source) noexcept {
+  recorder_set_stats_source(source);
+}
+
+// noinline: the frames skipped below are this one and the writer's.
+__attribute__((noinline)) std::uint32_t capture_stack() noexcept {
+  trace_writer* w = recorder_writer();
+  if (!w) return 0;
+  const std::uint32_t id = w->capture_stack(1);
+  asm volatile("" ::: "memory"); // no tail call: the skipped frame must exist
+  return id;
+}
+
+void alloc(std::uintptr_t addr, std::size_t requested, std::size_t rounded, int device,
+           std::uintptr_t stream, alloc_kind kind, std::uint32_t stack) noexcept {
+  if (trace_writer* w = recorder_writer())
+    w->alloc(addr, requested, rounded, device, stream, kind, stack);
+}
+
+void free(std::uintptr_t addr, int device, std::uintptr_t stream, alloc_kind kind) noexcept {
+  if (trace_writer* w = recorder_writer_if_open()) w->free(addr, device, stream, kind);
+}
+
+void segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device) noexcept {
+  if (trace_writer* w = recorder_writer()) w->segment(mapped, base, bytes, device);
+}
+
+void fence(int device, std::uint64_t duration_ns, std::size_t released_bytes) noexcept {
+  if (trace_writer* w = recorder_writer_if_open()) w->fence(device, duration_ns, released_bytes);
+}
+
+void trim(int device, std::size_t released_bytes) noexcept {
+  if (trace_writer* w = recorder_writer_if_open()) w->trim(device, released_bytes);
+}
+
+void oom(int device, std::size_t requested, const pool_stats& at_failure) noexcept {
+  if (trace_writer* w = recorder_writer()) w->oom(device, requested, at_failure);
+}
+
+void marker(const char* label) noexcept {
+  if (trace_writer* w = recorder_writer())
+    w->marker(label ? std::string_view(label, strnlen(label, 65536)) : std::string_view());
+}
+
+void modules_changed() noexcept {
+  if (trace_writer* w = recorder_writer_if_open()) {
+    try {
+      w->update_modules(scan_modules());
+    } catch (...) { // out of memory: the module map stays as it was
+    }
+  }
+}
+
+void option_changed(const char* name, const char* value) noexcept {
+  if (trace_writer* w = recorder_writer())
+    w->option(name ? name : "", value ? std::string_view(value, strnlen(value, 4096)) : "");
+}
+
+void shutdown() noexcept {
+  recorder_shutdown();
+}
 
 } // namespace gmem::trace

@@ -15,18 +15,13 @@
 #include <cstdint>
 
 #include "pool/stats.h"
-#include "profiler/trace_types.h" // alloc_kind
+#include "profiler/trace_types.h" // alloc_kind, device_stats, stats_source
 
 namespace gmem::trace {
 
-struct device_stats {
-  int device; // CUdevice ordinal; host pools use -1
-  pool_stats stats;
-};
-
-// Fills up to `max` entries of `out`, returns how many it filled. Called from the recorder's
-// sampler thread every GMEM_SAMPLE_MS and at shutdown; must not call back into trace::.
-using stats_source = std::size_t (*)(device_stats* out, std::size_t max) noexcept;
+// device_stats and stats_source are defined in profiler/trace_types.h:
+//   struct device_stats { int device; pool_stats stats; };   // device -1 = host pool
+//   using stats_source = std::size_t (*)(device_stats* out, std::size_t max) noexcept;
 
 void init(int argc_unused = 0) noexcept;      // once, after options are read
 void set_stats_source(stats_source) noexcept; // sampled for the timeline and the heartbeat

@@ -7,11 +7,12 @@
 # system's) and falls back to libgcc's unwinder when there is none (slower: see
 # docs/trace-format.md, "Stacks").
 PROFILER_READER_SRCS := profiler/trace_types.cpp profiler/trace_reader.cpp \
-                        profiler/trace_objects.cpp
+                        profiler/trace_objects.cpp profiler/live_table.cpp \
+                        profiler/intern_table.cpp profiler/module_map.cpp
 PROFILER_WRITER_SRCS := $(filter-out $(PROFILER_READER_SRCS),$(wildcard profiler/*.cpp))
 PROFILER_READER_LIB := $(BUILD)/lib/libgmem_trace_reader.a
 PROFILER_LIB := $(BUILD)/lib/libgmem_profiler.a
-PROFILER_LDLIBS := -ldl -pthread
+PROFILER_LDLIBS := -ldl -pthread  # (needs $(COMMON_LIB) too: options, units)
 # Bundled unwinder for machines without libunwind (copied, never linked).
 PROFILER_UNWIND_COPY := $(BUILD)/lib/libunwind.so.8 $(BUILD)/lib/liblzma.so.5
 
@@ -31,3 +32,12 @@ $(BUILD)/lib/libunwind.so.8: | deps-build
 $(BUILD)/lib/liblzma.so.5: | deps-build
 	$(profiler_bundle)
 LIBS_ALL += $(PROFILER_READER_LIB) $(PROFILER_LIB) $(PROFILER_UNWIND_COPY)
+
+# Unit tests that need no shared memory and no other process: also under ASan and TSan.
+PROFILER_TEST_SRCS := $(filter-out tests/profiler/shm_%,$(wildcard tests/profiler/*_test.cpp))
+PROFILER_TEST := $(BUILD)/tests/profiler_test
+$(PROFILER_TEST): $(PROFILER_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(PROFILER_LIB) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(PROFILER_LDLIBS)
+UNIT_TESTS += $(PROFILER_TEST)
+SAN_TESTS += $(PROFILER_TEST)

@@ -1,7 +1,23 @@
-// Placeholder until the decoder lands: every entry point reports that it cannot read yet.
+// Decoding a trace image into the model. Layer one of three (bytes -> records); analysis and
+// printing live in tools/. Every check names the byte offset it is about.
 #include "profiler/trace_reader.h"
 
+#include <algorithm>
+#include <cstring>
+#include <iterator>
+#include <optional>
+#include <string_view>
+
+#include "profiler/intern_table.h"
+#include "profiler/live_table.h"
+#include "profiler/module_map.h"
+#include "profiler/seq_ring.h"
+#include "profiler/trace_clock.h"
+#include "profiler/trace_layout.h"
+
 namespace gmem::trace {
+
+namespace l = layout;
 
 std::string read_error::to_string() const {
   return "byte " + std::to_string(offset) + ": " + message;
@@ -19,9 +35,421 @@ const char* to_string(trace_state state) noexcept {
   return "unknown";
 }
 
-read_result decode(std::span<const std::byte>, const read_options&) {
+namespace {
+
+constexpr const char* k_stat_names[] = {
+#define GMEM_X_NAME(n, d) #n,
+    GMEM_POOL_STATS(GMEM_X_NAME)
+#undef GMEM_X_NAME
+};
+constexpr std::size_t k_known_stats = std::size(k_stat_names);
+
+struct failure {
+  std::uint64_t offset;
+  std::string message;
+};
+
+class decoder {
+public:
+  decoder(const std::byte* base, std::uint64_t size, const read_options& options)
+      : base_(base), size_(size), options_(options) {}
+
+  std::optional<failure> run(trace& t);
+
+private:
+  const std::uint64_t* words(std::uint64_t offset) const {
+    return reinterpret_cast<const std::uint64_t*>(base_ + offset);
+  }
+  std::uint32_t u32(std::uint64_t offset) const {
+    std::uint32_t v;
+    std::memcpy(&v, base_ + offset, 4);
+    return v;
+  }
+  std::uint64_t u64(std::uint64_t offset) const { return l::load_word(words(offset)); }
+  std::uint64_t hdr_word(std::size_t field_offset) const { return u64(field_offset); }
+
+  std::optional<failure> check_header();
+  std::optional<failure> check_sections();
+  std::uint64_t to_ns(std::uint64_t tick) const {
+    const std::uint64_t mono = ticks_to_monotonic_ns(tick, tick0_, mono0_, tick1_, mono1_);
+    return mono > start_mono_ ? mono - start_mono_ : 0;
+  }
+  std::string string_of(std::uint32_t id) const {
+    auto it = strings_.find(id);
+    return it == strings_.end() ? std::string() : it->second;
+  }
+  std::optional<failure> read_counters(trace& t);
+  std::optional<failure> read_live(trace& t);
+  std::optional<failure> read_events(trace& t);
+  std::optional<failure> read_samples(trace& t);
+  void read_stat_values(const std::uint64_t* w, pool_stats& out,
+                        std::vector<std::pair<std::string, std::uint64_t>>* unknown) const;
+
+  const std::byte* base_;
+  std::uint64_t size_;
+  read_options options_;
+  l::section sections_[l::k_section_count] = {};
+  std::uint32_t stat_count_ = 0, stat_slots_ = 0;
+  std::vector<int> stat_field_; // writer's stat index -> our field index, -1 unknown
+  std::vector<std::string> stat_name_;
+  std::unordered_map<std::uint32_t, std::string> strings_;
+  std::uint64_t tick0_ = 0, mono0_ = 0, tick1_ = 0, mono1_ = 0, start_mono_ = 0;
+};
+
+std::optional<failure> decoder::check_header() {
+  if (size_ < l::k_header_bytes)
+    return failure{size_, "trace is " + std::to_string(size_) +
+                              " bytes, shorter than its 4096-byte header"};
+  static constexpr char k_zero[8] = {};
+  if (std::memcmp(base_, k_zero, 8) == 0)
+    return failure{0, "trace header not written yet (the writer is starting, or died while "
+                      "starting)"};
+  if (std::memcmp(base_, l::k_magic, 8) != 0) return failure{0, "not a gmem trace (bad magic)"};
+  const std::uint32_t version = u32(offsetof(l::header, format_version));
+  if (version != k_format_version)
+    return failure{offsetof(l::header, format_version),
+                   "trace format version " + std::to_string(version) +
+                       ", this gmem reads version " + std::to_string(k_format_version)};
+  if (u32(offsetof(l::header, header_bytes)) != l::k_header_bytes)
+    return failure{offsetof(l::header, header_bytes), "header size is not 4096"};
+  const std::uint64_t total = u64(offsetof(l::header, total_bytes));
+  if (total > size_)
+    return failure{offsetof(l::header, total_bytes),
+                   "header says the trace is " + std::to_string(total) + " bytes, but only " +
+                       std::to_string(size_) + " are there (truncated?)"};
+  size_ = total; // never look past the writer's end
+  if (u32(offsetof(l::header, section_count)) != l::k_section_count)
+    return failure{offsetof(l::header, section_count), "section count is not 10"};
+  stat_count_ = u32(offsetof(l::header, stat_count));
+  stat_slots_ = u32(offsetof(l::header, stat_slots));
+  if (stat_count_ > l::k_max_stats || stat_slots_ < stat_count_ || stat_slots_ > 1024)
+    return failure{offsetof(l::header, stat_count), "stat count " + std::to_string(stat_count_) +
+                                                        " / slots " + std::to_string(stat_slots_) +
+                                                        " out of range"};
+  return std::nullopt;
+}
+
+std::optional<failure> decoder::check_sections() {
+  const std::uint32_t stat_record = (l::stat_word::values + stat_slots_) * 8;
+  const std::uint32_t expected[l::k_section_count] = {stat_record,
+                                                      l::live_word::count * 8,
+                                                      l::live_word::count * 8,
+                                                      l::event_word::count * 8,
+                                                      stat_record,
+                                                      l::slot_word::count * 8,
+                                                      8,
+                                                      l::slot_word::count * 8,
+                                                      1,
+                                                      l::module_word::count * 8};
+  const bool pow2[l::k_section_count] = {false, true,  true, true,  true,
+                                         true,  false, true, false, false};
+  for (std::uint32_t i = 0; i < l::k_section_count; ++i) {
+    const std::uint64_t at = offsetof(l::header, sections) + i * sizeof(l::section);
+    l::section s;
+    std::memcpy(&s, base_ + at, sizeof s);
+    const std::string name = "section " + std::to_string(i) + " ";
+    if (s.offset % l::k_section_align != 0 || s.offset < l::k_header_bytes || s.offset > size_)
+      return failure{at, name + "offset " + std::to_string(s.offset) +
+                             " is not a 64-byte "
+                             "aligned offset inside the trace"};
+    if (s.bytes > size_ - s.offset)
+      return failure{at + 8, name + "of " + std::to_string(s.bytes) + " bytes ends past the trace"};
+    if (s.record_bytes != expected[i])
+      return failure{at + 24, name + "record size " + std::to_string(s.record_bytes) +
+                                  ", expected " + std::to_string(expected[i])};
+    if (s.capacity == 0 || s.bytes / s.record_bytes != s.capacity || s.bytes % s.record_bytes)
+      return failure{at + 16, name + "capacity " + std::to_string(s.capacity) +
+                                  " does not match its " + std::to_string(s.bytes) + " bytes"};
+    if (pow2[i] && (s.capacity & (s.capacity - 1)) != 0)
+      return failure{at + 16,
+                     name + "capacity " + std::to_string(s.capacity) + " is not a power of two"};
+    if (i == l::k_stack_ips && s.capacity > 0xffffffffull)
+      return failure{at + 16, name + "too large"};
+    if (i == l::k_string_bytes && s.capacity > 0xffffffffull)
+      return failure{at + 16, name + "too large"};
+    sections_[i] = s;
+  }
+  for (std::uint32_t i = 0; i < l::k_section_count; ++i)
+    for (std::uint32_t j = i + 1; j < l::k_section_count; ++j) {
+      const auto& a = sections_[i];
+      const auto& b = sections_[j];
+      if (a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes)
+        return failure{offsetof(l::header, sections) + j * sizeof(l::section),
+                       "sections " + std::to_string(i) + " and " + std::to_string(j) + " overlap"};
+    }
+  return std::nullopt;
+}
+
+void decoder::read_stat_values(const std::uint64_t* w, pool_stats& out,
+                               std::vector<std::pair<std::string, std::uint64_t>>* unknown) const {
+  std::uint64_t* fields = reinterpret_cast<std::uint64_t*>(&out);
+  static_assert(sizeof(pool_stats) == k_known_stats * sizeof(std::uint64_t));
+  for (std::uint32_t i = 0; i < stat_count_; ++i) {
+    const std::uint64_t v = w[l::stat_word::values + i];
+    if (stat_field_[i] >= 0) {
+      fields[stat_field_[i]] = v;
+    } else if (unknown) {
+      unknown->emplace_back(stat_name_[i], v);
+    }
+  }
+}
+
+// Copies one seqlocked record (word 0 = version, odd while writing, 0 = unused).
+bool read_seqlocked(const std::uint64_t* r, std::uint32_t n, std::uint64_t* out) {
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    out[0] = l::load_acquire(r);
+    if (out[0] & 1) continue;
+    for (std::uint32_t k = 1; k < n; ++k)
+      out[k] = l::load_word(r + k);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (l::load_word(r) == out[0]) return true;
+  }
+  return false;
+}
+
+std::optional<failure> decoder::read_counters(trace& t) {
+  const auto& s = sections_[l::k_counters];
+  const std::uint32_t n = s.record_bytes / 8;
+  std::vector<std::uint64_t> w(n);
+  for (std::uint64_t i = 0; i < s.capacity; ++i) {
+    if (!read_seqlocked(words(s.offset + i * s.record_bytes), n, w.data())) {
+      ++t.losses.torn_records;
+      continue;
+    }
+    if (w[0] == 0) continue;
+    device_counters d;
+    d.device =
+        static_cast<std::int32_t>(static_cast<std::uint32_t>(w[l::stat_word::device_reason]));
+    d.time_ns = to_ns(w[l::stat_word::tick]);
+    read_stat_values(w.data(), d.stats, &d.unknown);
+    for (std::size_t k = 0; k < k_known_stats; ++k)
+      if (std::find(stat_field_.begin(), stat_field_.end(), static_cast<int>(k)) ==
+          stat_field_.end())
+        d.missing.emplace_back(k_stat_names[k]);
+    t.devices.push_back(std::move(d));
+  }
+  std::sort(t.devices.begin(), t.devices.end(),
+            [](const auto& a, const auto& b) { return a.device < b.device; });
+  return std::nullopt;
+}
+
+std::optional<failure> decoder::read_live(trace& t) {
+  std::optional<failure> bad;
+  const auto& s = sections_[l::k_live];
+  t.losses.torn_records += read_live_table(words(s.offset), s.capacity, [&](const live_entry& e) {
+    if (bad) return;
+    if (static_cast<std::uint8_t>(e.kind) >= k_alloc_kind_count) {
+      bad = failure{s.offset, "live allocation at " + std::to_string(e.address) +
+                                  " has unknown kind " +
+                                  std::to_string(static_cast<unsigned>(e.kind))};
+      return;
+    }
+    live_allocation a;
+    a.address = e.address;
+    a.requested = e.requested;
+    a.rounded = e.rounded;
+    a.device = e.device;
+    a.stream = e.stream;
+    a.kind = e.kind;
+    a.thread = e.thread;
+    a.time_ns = to_ns(e.tick);
+    a.stack_id = t.stack(e.stack_id) ? e.stack_id : 0;
+    t.live.push_back(a);
+  });
+  if (bad) return bad;
+  const auto& g = sections_[l::k_segments];
+  t.losses.torn_records += read_live_table(words(g.offset), g.capacity, [&](const live_entry& e) {
+    t.segments.push_back({e.address, e.requested, e.device, to_ns(e.tick)});
+  });
+  std::sort(t.live.begin(), t.live.end(),
+            [](const auto& a, const auto& b) { return a.address < b.address; });
+  std::sort(t.segments.begin(), t.segments.end(),
+            [](const auto& a, const auto& b) { return a.base < b.base; });
+  return std::nullopt;
+}
+
+std::optional<failure> decoder::read_events(trace& t) {
+  namespace ew = l::event_word;
+  const auto& s = sections_[l::k_events];
+  const std::uint64_t head = hdr_word(offsetof(l::header, event_head));
+  t.losses.last_seq = head;
+  const std::uint64_t first = head > s.capacity ? head - s.capacity + 1 : 1;
+  std::uint64_t w[ew::count];
+  for (std::uint64_t seq = first; seq <= head && seq != 0; ++seq) {
+    if (!read_ring_record(words(s.offset), s.capacity, ew::count, seq, w)) continue;
+    const std::uint64_t at = s.offset + ((seq - 1) & (s.capacity - 1)) * s.record_bytes;
+    event e;
+    e.seq = seq;
+    const auto type = static_cast<std::uint8_t>(w[ew::device_type] >> 32);
+    const auto kind = static_cast<std::uint8_t>(w[ew::device_type] >> 40);
+    if (type == 0 || type > k_event_type_max)
+      return failure{at + ew::device_type * 8,
+                     "event " + std::to_string(seq) + " has unknown type " + std::to_string(type)};
+    if (kind >= k_alloc_kind_count)
+      return failure{at + ew::device_type * 8,
+                     "event " + std::to_string(seq) + " has unknown kind " + std::to_string(kind)};
+    e.type = static_cast<event_type>(type);
+    e.kind = static_cast<alloc_kind>(kind);
+    e.time_ns = to_ns(w[ew::tick]);
+    e.thread = static_cast<std::uint32_t>(w[ew::thread_ref]);
+    e.device = static_cast<std::int32_t>(static_cast<std::uint32_t>(w[ew::device_type]));
+    e.address = w[ew::address];
+    e.size = w[ew::size];
+    e.size2 = w[ew::size2];
+    e.stream = w[ew::stream];
+    const auto ref = static_cast<std::uint32_t>(w[ew::thread_ref] >> 32);
+    if (e.type == event_type::alloc) e.stack_id = t.stack(ref) ? ref : 0;
+    if (e.type == event_type::marker || e.type == event_type::option) e.label = string_of(ref);
+    t.events.push_back(std::move(e));
+  }
+  t.losses.lost_events = head - t.events.size();
+  return std::nullopt;
+}
+
+std::optional<failure> decoder::read_samples(trace& t) {
+  const auto& s = sections_[l::k_samples];
+  const std::uint64_t head = hdr_word(offsetof(l::header, sample_head));
+  const std::uint64_t first = head > s.capacity ? head - s.capacity + 1 : 1;
+  const std::uint32_t n = s.record_bytes / 8;
+  std::vector<std::uint64_t> w(n);
+  std::uint64_t got = 0;
+  for (std::uint64_t seq = first; seq <= head && seq != 0; ++seq) {
+    if (!read_ring_record(words(s.offset), s.capacity, n, seq, w.data())) continue;
+    const auto reason = static_cast<std::uint8_t>(w[l::stat_word::device_reason] >> 32);
+    if (reason > k_sample_reason_max)
+      return failure{s.offset + ((seq - 1) & (s.capacity - 1)) * s.record_bytes + 16,
+                     "sample " + std::to_string(seq) + " has unknown reason " +
+                         std::to_string(reason)};
+    stat_sample x;
+    x.seq = seq;
+    x.time_ns = to_ns(w[l::stat_word::tick]);
+    x.device =
+        static_cast<std::int32_t>(static_cast<std::uint32_t>(w[l::stat_word::device_reason]));
+    x.reason = static_cast<sample_reason>(reason);
+    read_stat_values(w.data(), x.stats, nullptr);
+    t.samples.push_back(x);
+    ++got;
+  }
+  t.losses.lost_samples = head - got;
+  return std::nullopt;
+}
+
+std::optional<failure> decoder::run(trace& t) {
+  if (auto f = check_header()) return f;
+  if (auto f = check_sections()) return f;
+  // Strings first: stat names, command line, labels and module paths refer to them.
+  {
+    const auto& slots = sections_[l::k_string_slots];
+    const auto& arena = sections_[l::k_string_bytes];
+    read_intern_table(words(slots.offset), slots.capacity, base_ + arena.offset, arena.bytes, 1,
+                      [&](std::uint32_t id, std::span<const std::byte> bytes) {
+                        strings_.emplace(
+                            id,
+                            std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+                      });
+  }
+  for (std::uint32_t i = 0; i < stat_count_; ++i) {
+    const std::string name = string_of(u32(offsetof(l::header, stat_names) + 4 * i));
+    int field = -1;
+    for (std::size_t k = 0; k < k_known_stats; ++k)
+      if (name == k_stat_names[k]) field = static_cast<int>(k);
+    stat_field_.push_back(field);
+    stat_name_.push_back(name.empty() ? "stat" + std::to_string(i) : name);
+  }
+  trace_info& info = t.info;
+  info.format_version = k_format_version;
+  info.pid = u32(offsetof(l::header, pid));
+  info.stack_depth = u32(offsetof(l::header, stack_depth));
+  info.proc_start_ticks = u64(offsetof(l::header, proc_start_ticks));
+  info.start_realtime_ns = u64(offsetof(l::header, start_realtime_ns));
+  start_mono_ = u64(offsetof(l::header, start_monotonic_ns));
+  info.sample_interval_ns = u64(offsetof(l::header, sample_interval_ns));
+  info.heartbeat_realtime_ns = u64(offsetof(l::header, heartbeat_realtime_ns));
+  info.exit_realtime_ns = u64(offsetof(l::header, exit_realtime_ns));
+  info.total_bytes = size_;
+  info.live_capacity = sections_[l::k_live].capacity;
+  info.event_capacity = sections_[l::k_events].capacity;
+  info.sample_capacity = sections_[l::k_samples].capacity;
+  const std::string argv = string_of(u32(offsetof(l::header, cmdline_string)));
+  for (std::size_t pos = 0; pos < argv.size();) {
+    std::size_t end = argv.find('\0', pos);
+    if (end == std::string::npos) end = argv.size();
+    info.argv.push_back(argv.substr(pos, end - pos));
+    if (!info.command_line.empty()) info.command_line += ' ';
+    info.command_line += info.argv.back();
+    pos = end + 1;
+  }
+  const std::string options = string_of(u32(offsetof(l::header, options_string)));
+  for (std::size_t pos = 0; pos < options.size();) {
+    std::size_t end = options.find('\n', pos);
+    if (end == std::string::npos) end = options.size();
+    const std::string line = options.substr(pos, end - pos);
+    const auto eq = line.find('=');
+    if (eq != std::string::npos) info.options.emplace_back(line.substr(0, eq), line.substr(eq + 1));
+    pos = end + 1;
+  }
+  const std::uint64_t flags = u64(offsetof(l::header, flags));
+  info.state = flags & l::k_flag_shutdown   ? trace_state::exited
+               : flags & l::k_flag_snapshot ? trace_state::running
+                                            : trace_state::crashed;
+  {
+    std::uint64_t c[5];
+    if (!read_seqlocked(words(offsetof(l::header, clock_version)), 5, c)) ++t.losses.torn_records;
+    tick0_ = c[1], mono0_ = c[2], tick1_ = c[3], mono1_ = c[4];
+  }
+  {
+    const auto& slots = sections_[l::k_stack_slots];
+    const auto& arena = sections_[l::k_stack_ips];
+    read_intern_table(words(slots.offset), slots.capacity, base_ + arena.offset, arena.bytes, 8,
+                      [&](std::uint32_t id, std::span<const std::byte> bytes) {
+                        std::vector<std::uintptr_t> ips(bytes.size() / 8);
+                        for (std::size_t k = 0; k < ips.size(); ++k)
+                          ips[k] = l::load_word(
+                              reinterpret_cast<const std::uint64_t*>(bytes.data()) + k);
+                        t.stacks.emplace(id, std::move(ips));
+                      });
+  }
+  if (auto f = read_counters(t)) return f;
+  if (options_.live)
+    if (auto f = read_live(t)) return f;
+  if (options_.events)
+    if (auto f = read_events(t)) return f;
+  if (options_.samples)
+    if (auto f = read_samples(t)) return f;
+  const auto& m = sections_[l::k_modules];
+  t.losses.torn_records += read_module_table(
+      words(m.offset), m.capacity, u64(offsetof(l::header, module_count)),
+      [&](std::uint32_t id) { return string_of(id); }, t.modules);
+  t.losses.live_overflow = u64(offsetof(l::header, live_overflow));
+  t.losses.unmatched_frees = u64(offsetof(l::header, unmatched_frees));
+  t.losses.stack_overflow = u64(offsetof(l::header, stack_overflow));
+  t.losses.string_overflow = u64(offsetof(l::header, string_overflow));
+  t.losses.module_overflow = u64(offsetof(l::header, module_overflow));
+  return std::nullopt;
+}
+
+} // namespace
+
+read_result decode(std::span<const std::byte> bytes, const read_options& options) {
   read_result r;
-  r.error = {0, "trace reader not implemented yet"};
+  std::vector<std::uint64_t> aligned; // words must be 8-byte aligned for atomic loads
+  const std::byte* base = bytes.data();
+  if (reinterpret_cast<std::uintptr_t>(base) % 8 != 0) {
+    aligned.resize(bytes.size() / 8 + 1);
+    std::memcpy(aligned.data(), bytes.data(), bytes.size());
+    base = reinterpret_cast<const std::byte*>(aligned.data());
+  }
+  try {
+    decoder d(base, bytes.size(), options);
+    if (auto f = d.run(r.value)) {
+      r.error = {f->offset, std::move(f->message)};
+      r.value = trace{};
+      return r;
+    }
+    r.ok = true;
+  } catch (const std::exception& e) {
+    r.error = {0, std::string("cannot decode the trace: ") + e.what()};
+  }
   return r;
 }
 

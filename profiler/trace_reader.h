@@ -30,6 +30,7 @@ struct read_result {
 struct read_options {
   bool events = true;  // decode the event ring
   bool samples = true; // decode the counter sample ring
+  bool live = true;    // decode the live allocation and segment tables
 };
 
 // Decodes a trace image (a saved file's bytes, or a copy of the object). `bytes` may be
@@ -67,6 +68,17 @@ bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);
 // Copies a live object to `path` in the trace format (readable with open_file). Returns false
 // and fills `error` on failure.
 bool save_shm(const std::string& name, const std::string& path, std::string* error);
+
+// Writes a trace image to `path` (via a temporary file and rename; all-zero pages become
+// holes). `snapshot`: the writer was still running (readers then report it as running, not
+// crashed). Used by save_shm() and by the recorder for GMEM_TRACE_SAVE.
+bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool snapshot,
+                std::string* error);
+
+// "gmem.<pid>.<proc_start_ticks>": the object name of a process.
+std::string object_name(std::uint32_t pid, std::uint64_t proc_start_ticks);
+// Parses such a name; false if `name` is not one.
+bool parse_object_name(const std::string& name, std::uint32_t* pid, std::uint64_t* ticks);
 
 // Removes the object (gmem clean). Returns false and fills `error` on failure.
 bool remove_shm(const std::string& name, std::string* error);

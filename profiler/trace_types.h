@@ -2,7 +2,10 @@
 // values are part of the trace format (docs/trace-format.md): never renumber, only append.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+
+#include "pool/stats.h"
 
 namespace gmem::trace {
 
@@ -45,5 +48,15 @@ enum class sample_reason : std::uint8_t {
 };
 inline constexpr std::uint8_t k_sample_reason_max = 2;
 const char* to_string(sample_reason reason) noexcept;
+
+// One pool's counters, as the interposer's stats_source hands them to the recorder.
+struct device_stats {
+  int device; // CUdevice ordinal; host pools use -1
+  pool_stats stats;
+};
+
+// Fills up to `max` entries of `out`, returns how many it filled. Called from the recorder's
+// sampler thread every GMEM_SAMPLE_MS and at shutdown; must not call back into trace::.
+using stats_source = std::size_t (*)(device_stats* out, std::size_t max) noexcept;
 
 } // namespace gmem::trace

@@ -1,0 +1,41 @@
+// The process's trace recorder: owns the shared-memory object, the trace_writer in it and the
+// sampler thread, and applies the GMEM_TRACE* options. interpose/trace_hooks.cpp forwards the
+// hooks here; tests drive it directly.
+//
+// Lifecycle: init() reads options and does nothing else (it runs in libgmem.so's constructor
+// in every process that preloads it). The object is created lazily by the first event that
+// needs it (an allocation, segment, marker, option change or OOM), so processes that never
+// allocate GPU memory leave no trace. shutdown() stops the sampler, takes a final sample,
+// marks the trace "exited" and saves it if GMEM_TRACE_SAVE is set; recording continues after.
+// In a forked child recording stops (the child must not write its parent's trace).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "profiler/trace_types.h"
+#include "profiler/trace_writer.h"
+
+namespace gmem::trace {
+
+struct recorder_options {
+  bool enabled = true;
+  writer_config config;
+  std::string save_path; // "" = none; "%p" becomes the pid
+  // From GMEM_TRACE, GMEM_TRACE_LIVE, GMEM_TRACE_EVENTS, GMEM_STACK_DEPTH, GMEM_TRACE_SAVE,
+  // GMEM_SAMPLE_MS (common/options.h); bad values warn once each on stderr.
+  static recorder_options from_env();
+};
+
+// Configures the recorder (first call wins; later calls are ignored).
+void recorder_init(const recorder_options& options) noexcept;
+// The writer, creating the object on first use; nullptr when recording is off or failed.
+trace_writer* recorder_writer() noexcept;
+// The writer if the object exists already; never creates it.
+trace_writer* recorder_writer_if_open() noexcept;
+void recorder_set_stats_source(stats_source source) noexcept;
+void recorder_shutdown() noexcept;
+// "gmem.<pid>.<ticks>" once created, "" before.
+std::string recorder_object_name();
+
+} // namespace gmem::trace

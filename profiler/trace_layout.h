@@ -1,0 +1,226 @@
+// The trace's byte layout, shared by the writer and the reader, pinned by static_asserts and
+// documented byte by byte in docs/trace-format.md. Little-endian, 64-bit words.
+//
+// A trace is: a 4096-byte header, then sections at the offsets the header's section table
+// gives (64-byte aligned, inside the object, not overlapping). Every record is a whole number
+// of 64-bit words; words that another process may read while they change are accessed with
+// atomic loads and stores only (load_word/store_word below).
+//
+// Change anything here => bump k_format_version (trace_model.h) and the doc.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "profiler/trace_model.h"
+
+namespace gmem::trace::layout {
+
+inline constexpr char k_magic[8] = {'G', 'M', 'E', 'M', 'T', 'R', 'C', '\0'};
+inline constexpr std::uint32_t k_header_bytes = 4096;
+inline constexpr std::uint64_t k_section_align = 64;
+inline constexpr std::uint32_t k_max_stats = 64; // stat name slots in the header
+
+enum section_id : std::uint32_t {
+  k_counters = 0,     // per-device counter records (stat records, seqlocked)
+  k_live = 1,         // live allocation table (live records)
+  k_segments = 2,     // live segment table (live records)
+  k_events = 3,       // event ring (event records)
+  k_samples = 4,      // counter sample ring (stat records)
+  k_stack_slots = 5,  // stack dedup table (16-byte slots)
+  k_stack_ips = 6,    // instruction pointers of stored stacks (8-byte words)
+  k_string_slots = 7, // string intern table (16-byte slots)
+  k_string_bytes = 8, // bytes of stored strings
+  k_modules = 9,      // module map (module records)
+  k_section_count = 10,
+};
+inline constexpr std::uint32_t k_section_slots = 16; // entries in the header's table
+
+struct section {
+  std::uint64_t offset;       // from the start of the trace; multiple of 64
+  std::uint64_t bytes;        // == capacity * record_bytes
+  std::uint64_t capacity;     // records (power of two for hash tables and rings)
+  std::uint32_t record_bytes; // multiple of 8
+  std::uint32_t reserved;
+};
+static_assert(sizeof(section) == 32);
+
+// Words written once before the object gets its final name are plain; the rest ("mutable")
+// live from byte 1024 on, one 64-byte line per writer group so writers don't false-share.
+struct header {
+  char magic[8];                         // 0
+  std::uint32_t format_version;          // 8
+  std::uint32_t header_bytes;            // 12
+  std::uint64_t total_bytes;             // 16
+  std::uint32_t pid;                     // 24
+  std::uint32_t stack_depth;             // 28
+  std::uint64_t proc_start_ticks;        // 32
+  std::uint64_t start_realtime_ns;       // 40
+  std::uint64_t start_monotonic_ns;      // 48
+  std::uint64_t sample_interval_ns;      // 56
+  std::uint32_t cmdline_string;          // 64: string id, argv NUL-separated
+  std::uint32_t options_string;          // 68: string id, "NAME=value\n" lines
+  std::uint32_t stat_count;              // 72: counters per stat record the writer filled
+  std::uint32_t stat_slots;              // 76: value words per stat record (>= stat_count)
+  std::uint32_t section_count;           // 80
+  std::uint32_t reserved0;               // 84
+  std::uint64_t reserved1[5];            // 88
+  section sections[k_section_slots];     // 128
+  std::uint32_t stat_names[k_max_stats]; // 640: string ids of the writer's stat names, in order
+  std::uint64_t reserved2[16];           // 896
+  // ---- mutable, from byte 1024 ----
+  std::uint64_t event_head;    // 1024: seq of the last claimed event (= events recorded)
+  std::uint64_t event_dropped; // 1032: events not written: their slot was still being written
+  std::uint64_t pad16[6];
+  std::uint64_t live_count;      // 1088: allocations in the live table
+  std::uint64_t live_overflow;   // 1096: allocations the live table had no slot for
+  std::uint64_t unmatched_frees; // 1104: frees of addresses not found in the live table
+  std::uint64_t pad17[5];
+  std::uint64_t segment_count;     // 1152
+  std::uint64_t segment_overflow;  // 1160
+  std::uint64_t segment_unmatched; // 1168
+  std::uint64_t pad18[5];
+  std::uint64_t stack_count;    // 1216: stacks stored
+  std::uint64_t stack_overflow; // 1224: stacks not stored
+  std::uint64_t stack_ips_used; // 1232: words of k_stack_ips claimed
+  std::uint64_t pad19[5];
+  std::uint64_t string_count;      // 1280
+  std::uint64_t string_overflow;   // 1288
+  std::uint64_t string_bytes_used; // 1296: bytes of k_string_bytes claimed
+  std::uint64_t pad20[5];
+  std::uint64_t module_count;    // 1344: module records published
+  std::uint64_t module_overflow; // 1352
+  std::uint64_t pad21[6];
+  std::uint64_t sample_head;    // 1408: seq of the last claimed sample
+  std::uint64_t sample_dropped; // 1416
+  std::uint64_t pad22[6];
+  std::uint64_t heartbeat_realtime_ns; // 1472: refreshed by the sampler thread
+  std::uint64_t exit_realtime_ns;      // 1480: set by shutdown()
+  std::uint64_t flags;                 // 1488: k_flag_*
+  std::uint64_t pad23[5];
+  // Clock calibration, seqlocked by clock_version: monotonic ns = mono0 + (tick - tick0) *
+  // (mono1 - mono0) / (tick1 - tick0); identity when tick1 == tick0.
+  std::uint64_t clock_version; // 1536
+  std::uint64_t tick0;         // 1544
+  std::uint64_t mono0;         // 1552
+  std::uint64_t tick1;         // 1560
+  std::uint64_t mono1;         // 1568
+  std::uint64_t pad24[3];
+  std::uint64_t reserved3[312]; // 1600 .. 4096
+};
+inline constexpr std::uint64_t k_flag_shutdown = 1; // shutdown() ran
+inline constexpr std::uint64_t k_flag_snapshot = 2; // a copy saved while the writer ran (gmem save)
+
+static_assert(sizeof(header) == k_header_bytes);
+static_assert(offsetof(header, format_version) == 8);
+static_assert(offsetof(header, pid) == 24);
+static_assert(offsetof(header, cmdline_string) == 64);
+static_assert(offsetof(header, sections) == 128);
+static_assert(offsetof(header, stat_names) == 640);
+static_assert(offsetof(header, event_head) == 1024);
+static_assert(offsetof(header, live_count) == 1088);
+static_assert(offsetof(header, segment_count) == 1152);
+static_assert(offsetof(header, stack_count) == 1216);
+static_assert(offsetof(header, string_count) == 1280);
+static_assert(offsetof(header, module_count) == 1344);
+static_assert(offsetof(header, sample_head) == 1408);
+static_assert(offsetof(header, heartbeat_realtime_ns) == 1472);
+static_assert(offsetof(header, clock_version) == 1536);
+
+// ---- records (word indexes) ----
+
+// Event record, 8 words. w0 state: 2*seq when complete, 2*seq-1 while being written, 0 never.
+namespace event_word {
+inline constexpr unsigned state = 0, tick = 1, address = 2, size = 3, size2 = 4, stream = 5,
+                          thread_ref = 6, // thread (low 32) | stack id or string id (high 32)
+    device_type = 7; // device int32 (low 32) | type (bits 32..39) | kind (40..47)
+inline constexpr unsigned count = 8;
+} // namespace event_word
+
+// Live record (live allocations and live segments), 8 words.
+namespace live_word {
+inline constexpr unsigned
+    key = 0, // writers' probe key: 0 empty, 1 tombstone, 2 erasing, else address
+    version =
+        1, // low 32: seqlock counter (odd while writing); device int16 (32..47); kind (48..55)
+    address = 2, // published address; 0 = slot not live
+    requested = 3, rounded = 4, stream = 5, tick = 6,
+    thread_stack = 7; // thread (low 32) | stack id (high 32)
+inline constexpr unsigned count = 8;
+inline constexpr std::uint64_t k_empty = 0, k_tombstone = 1, k_erasing = 2;
+} // namespace live_word
+
+// Stat record (per-device counters and samples), 4 + stat_slots words.
+// Counters: w0 is a seqlock counter (odd while writing; 0 = slot unused).
+// Samples:  w0 is the ring state like events (2*seq complete, 2*seq-1 writing).
+namespace stat_word {
+inline constexpr unsigned state = 0, tick = 1,
+                          device_reason = 2, // device int32 (low 32) | reason (32..39)
+    seq = 3,                                 // samples: seq; counters: updates so far
+    values = 4;
+} // namespace stat_word
+// Value slots for `stat_count` counters: whole record a multiple of 64 bytes.
+constexpr std::uint32_t stat_slots_for(std::uint32_t stat_count) {
+  return ((stat_count + stat_word::values + 7) / 8) * 8 - stat_word::values;
+}
+
+// Stack and string slots, 2 words. w0 hash (0 = empty; writers claim it with a CAS).
+// w1: offset (low 32; words for stacks, bytes for strings) | length (32..55; ips or bytes) |
+// status (56..63: 0 being written, 1 ready, 2 failed: no room).
+namespace slot_word {
+inline constexpr unsigned hash = 0, ref = 1;
+inline constexpr unsigned count = 2;
+inline constexpr std::uint64_t k_writing = 0, k_ready = 1, k_failed = 2;
+constexpr std::uint64_t pack(std::uint64_t offset, std::uint64_t length, std::uint64_t status) {
+  return (offset & 0xffffffffu) | ((length & 0xffffffu) << 32) | (status << 56);
+}
+} // namespace slot_word
+inline constexpr std::uint32_t k_max_stack_depth = 256;
+inline constexpr std::uint32_t k_max_string_bytes = 65536;
+
+// Module record, 8 words. w0 seqlock counter (odd while writing, 0 unused).
+namespace module_word {
+inline constexpr unsigned version = 0, load_bias = 1, start = 2, size = 3,
+                          path_info = 4, // path string id (low 32) | build id length (32..39) |
+                                         // loaded (bit 40)
+    build_id = 5;                        // words 5..7: up to 24 bytes of build id
+inline constexpr unsigned count = 8;
+inline constexpr unsigned k_max_build_id = 24;
+} // namespace module_word
+
+// ---- word access: every shared word goes through these ----
+inline std::uint64_t load_word(const std::uint64_t* p) noexcept {
+  return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+inline std::uint64_t load_acquire(const std::uint64_t* p) noexcept {
+  return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+inline void store_word(std::uint64_t* p, std::uint64_t v) noexcept {
+  __atomic_store_n(p, v, __ATOMIC_RELAXED);
+}
+inline void store_release(std::uint64_t* p, std::uint64_t v) noexcept {
+  __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+inline std::uint64_t fetch_add(std::uint64_t* p, std::uint64_t v) noexcept {
+  return __atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+inline bool compare_exchange(std::uint64_t* p, std::uint64_t& expected,
+                             std::uint64_t desired) noexcept {
+  return __atomic_compare_exchange_n(p, &expected, desired, false, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE);
+}
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Fibonacci hashing of a 64-bit key into [0, 2^bits).
+constexpr std::uint64_t hash_index(std::uint64_t key, unsigned bits) {
+  return bits == 0 ? 0 : (key * 0x9E3779B97F4A7C15ull) >> (64 - bits);
+}
+
+} // namespace gmem::trace::layout

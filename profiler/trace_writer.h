@@ -1,0 +1,124 @@
+// The trace writer: formats a memory region (shared memory, or a plain buffer in tests) in the
+// trace layout and records into it. It knows nothing about shared-memory objects, options or
+// threads; profiler/recorder.h owns those.
+//
+// Thread safety: alloc/free/segment/fence/trim/oom/marker/option/capture_stack may be called
+// from any number of threads at once and never block (lock-free, see seq_ring.h,
+// live_table.h, intern_table.h). update_modules() and sample() take a writer-side mutex;
+// readers never take it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "profiler/intern_table.h"
+#include "profiler/live_table.h"
+#include "profiler/module_map.h"
+#include "profiler/seq_ring.h"
+#include "profiler/trace_layout.h"
+#include "profiler/trace_types.h"
+
+namespace gmem::trace {
+
+// Capacities (records); rounded up to powers of two where the format needs them.
+struct writer_config {
+  std::uint64_t live_slots = std::uint64_t{1} << 21; // holds >= 1M live allocations
+  std::uint64_t segment_slots = std::uint64_t{1} << 14;
+  std::uint64_t events = std::uint64_t{1} << 19;
+  std::uint64_t samples = std::uint64_t{1} << 14;
+  std::uint64_t stack_slots = std::uint64_t{1} << 16;
+  std::uint64_t stack_ips = std::uint64_t{1} << 20; // words
+  std::uint64_t string_slots = std::uint64_t{1} << 14;
+  std::uint64_t string_bytes = std::uint64_t{1} << 21;
+  std::uint64_t module_slots = 1024;
+  std::uint32_t device_slots = 64;
+  std::uint32_t stack_depth = 16; // 0 = no stacks
+  std::uint64_t sample_interval_ns = 100'000'000;
+
+  // Powers of two, minimums and maximums applied.
+  writer_config normalized() const;
+  // Half the size of the big sections (live table, ring, stacks), for retries when /dev/shm
+  // has no room; the same config when already minimal.
+  writer_config halved() const;
+  // Bytes of the whole trace (header + sections) for the normalized config.
+  std::uint64_t total_bytes() const;
+};
+
+// Who is writing: header identity fields.
+struct process_identity {
+  std::uint32_t pid = 0;
+  std::uint64_t proc_start_ticks = 0;
+  std::uint64_t start_realtime_ns = 0;
+  std::uint64_t start_monotonic_ns = 0;
+  std::vector<std::string> argv;
+  std::string options;               // "GMEM_X=v\n" lines
+  static process_identity current(); // this process: /proc/self/{stat,cmdline}, environ
+};
+
+class trace_writer {
+public:
+  // Formats `memory`: config.normalized().total_bytes() zero bytes, 8-byte aligned, which the
+  // caller keeps mapped for the writer's lifetime. The magic is written last, so a reader never
+  // sees a half-formatted header as valid.
+  trace_writer(void* memory, const writer_config& config, const process_identity& who);
+  trace_writer(const trace_writer&) = delete;
+  trace_writer& operator=(const trace_writer&) = delete;
+
+  void alloc(std::uintptr_t addr, std::size_t requested, std::size_t rounded, int device,
+             std::uintptr_t stream, alloc_kind kind, std::uint32_t stack) noexcept;
+  void free(std::uintptr_t addr, int device, std::uintptr_t stream, alloc_kind kind) noexcept;
+  void segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device) noexcept;
+  void fence(int device, std::uint64_t duration_ns, std::size_t released_bytes) noexcept;
+  void trim(int device, std::size_t released_bytes) noexcept;
+  void oom(int device, std::size_t requested, const pool_stats& at_failure) noexcept;
+  void marker(std::string_view label) noexcept;
+  void option(std::string_view name, std::string_view value) noexcept;
+
+  // Stores a stack (ips innermost first); returns its id, 0 if none or no room.
+  std::uint32_t intern_stack(const std::uintptr_t* ips, unsigned count) noexcept;
+  // Captures the caller's stack at the configured depth, skipping `skip` more frames.
+  std::uint32_t capture_stack(unsigned skip) noexcept;
+  std::uint32_t intern_string(std::string_view text) noexcept;
+
+  void update_modules(const std::vector<module_info>& now) noexcept;
+  // Stores the counters of `n` pools (device counters table, and the sample ring).
+  void sample(const device_stats* stats, std::size_t n, sample_reason reason) noexcept;
+  // Refreshes the heartbeat and the clock calibration (sampler thread).
+  void heartbeat() noexcept;
+  void mark_shutdown() noexcept;
+
+  const writer_config& config() const noexcept { return config_; }
+  std::uint64_t total_bytes() const noexcept { return total_bytes_; }
+  const void* data() const noexcept { return header_; }
+  // Checks every table; only meaningful while no other thread writes.
+  bool is_valid() const;
+
+private:
+  std::uint64_t* section_words(layout::section_id id) const noexcept;
+  std::uint64_t write_stat_record(std::uint64_t* record, std::uint64_t state_or_zero, int device,
+                                  sample_reason reason, const pool_stats& stats) noexcept;
+  void emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,
+            std::uint64_t size, std::uint64_t size2, std::uintptr_t stream,
+            std::uint32_t ref) noexcept;
+
+  writer_config config_;
+  std::uint64_t total_bytes_ = 0;
+  layout::header* header_ = nullptr;
+  seq_ring events_;
+  seq_ring samples_;
+  live_table live_;
+  live_table segments_;
+  intern_table stacks_;
+  intern_table strings_;
+  module_table modules_;
+  std::mutex mu_; // serializes update_modules() and sample(); readers never take it
+  std::vector<int> device_of_slot_;
+  std::atomic<std::uint64_t> sample_updates_{0};
+};
+
+} // namespace gmem::trace

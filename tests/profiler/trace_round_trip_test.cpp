@@ -1,0 +1,328 @@
+// Writer -> reader over plain buffers and files: everything the writer records comes back.
+#include <cstdio>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <thread>
+#include <unistd.h>
+
+#include "profiler/stack_capture.h"
+#include "profiler/trace_layout.h"
+#include "profiler/trace_reader.h"
+#include "tests/profiler/test_buffer.h"
+
+namespace gmem::trace {
+namespace {
+
+using testing::small_config;
+using testing::trace_buffer;
+
+read_result decode_buffer(const trace_buffer& b) {
+  return decode(b.bytes());
+}
+
+TEST(trace_round_trip, header_and_identity) {
+  trace_buffer b;
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r) << r.error.to_string();
+  const trace_info& info = r.value.info;
+  EXPECT_EQ(info.format_version, k_format_version);
+  EXPECT_EQ(info.pid, 4242u);
+  EXPECT_EQ(info.proc_start_ticks, 777u);
+  EXPECT_EQ(info.command_line, "prog --flag x");
+  ASSERT_EQ(info.argv.size(), 3u);
+  ASSERT_EQ(info.options.size(), 2u);
+  EXPECT_EQ(info.options[0].first, "GMEM_LIMIT");
+  EXPECT_EQ(info.options[0].second, "1G");
+  EXPECT_EQ(info.stack_depth, 8u);
+  EXPECT_EQ(info.state, trace_state::crashed); // never shut down, decoded from bytes
+  EXPECT_EQ(info.live_capacity, 256u);
+  EXPECT_EQ(info.event_capacity, 64u);
+  b.writer->mark_shutdown();
+  EXPECT_EQ(decode_buffer(b).value.info.state, trace_state::exited);
+}
+
+TEST(trace_round_trip, every_event_kind) {
+  trace_buffer b;
+  trace_writer& w = *b.writer;
+  const std::uintptr_t ips[] = {0x1111, 0x2222, 0x3333};
+  const std::uint32_t stack = w.intern_stack(ips, 3);
+  ASSERT_NE(stack, 0u);
+  w.segment(true, 0x7f0000000000, 2 << 20, 0);
+  w.alloc(0x7f0000000000, 1000, 1024, 0, 5, alloc_kind::async, stack);
+  w.alloc(0x7f0000000400, 3000, 3072, 0, ~std::uintptr_t{0}, alloc_kind::device, 0);
+  w.free(0x7f0000000000, 0, 5, alloc_kind::async);
+  w.fence(0, 12345, 4096);
+  w.trim(0, 2 << 20);
+  pool_stats at_oom;
+  at_oom.free_bytes = 1000;
+  at_oom.largest_free_block = 100;
+  w.oom(1, 1 << 30, at_oom);
+  w.marker("epoch 3");
+  w.option("GMEM_LIMIT", "2G");
+  w.segment(false, 0x7f0000000000, 2 << 20, 0);
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r) << r.error.to_string();
+  const trace& t = r.value;
+  ASSERT_EQ(t.events.size(), 10u);
+  EXPECT_EQ(t.losses.lost_events, 0u);
+  EXPECT_EQ(t.losses.last_seq, 10u);
+  const event& a = t.events[1];
+  EXPECT_EQ(a.seq, 2u);
+  EXPECT_EQ(a.type, event_type::alloc);
+  EXPECT_EQ(a.address, 0x7f0000000000u);
+  EXPECT_EQ(a.size, 1000u);
+  EXPECT_EQ(a.size2, 1024u);
+  EXPECT_EQ(a.stream, 5u);
+  EXPECT_EQ(a.kind, alloc_kind::async);
+  EXPECT_EQ(a.stack_id, stack);
+  EXPECT_EQ(a.thread, static_cast<std::uint32_t>(gettid()));
+  const event& f = t.events[3];
+  EXPECT_EQ(f.type, event_type::free);
+  EXPECT_EQ(f.size, 1000u); // from the live table
+  EXPECT_EQ(f.size2, 1024u);
+  EXPECT_EQ(t.events[4].type, event_type::fence);
+  EXPECT_EQ(t.events[4].size, 4096u);
+  EXPECT_EQ(t.events[4].size2, 12345u);
+  EXPECT_EQ(t.events[5].type, event_type::trim);
+  const event& oom = t.events[6];
+  EXPECT_EQ(oom.type, event_type::oom);
+  EXPECT_EQ(oom.device, 1);
+  EXPECT_EQ(oom.size, 1u << 30);
+  ASSERT_EQ(t.samples.size(), 1u);
+  EXPECT_EQ(oom.size2, t.samples[0].seq);
+  EXPECT_EQ(t.samples[0].reason, sample_reason::oom);
+  EXPECT_EQ(t.samples[0].stats.largest_free_block, 100u);
+  EXPECT_DOUBLE_EQ(t.samples[0].stats.fragmentation(), 0.9);
+  EXPECT_EQ(t.events[7].label, "epoch 3");
+  EXPECT_EQ(t.events[8].type, event_type::option);
+  EXPECT_EQ(t.events[8].label, "GMEM_LIMIT=2G");
+  EXPECT_EQ(t.events[9].type, event_type::segment_unmap);
+  // Live state: one allocation left, no segment.
+  ASSERT_EQ(t.live.size(), 1u);
+  EXPECT_EQ(t.live[0].address, 0x7f0000000400u);
+  EXPECT_EQ(t.live[0].requested, 3000u);
+  EXPECT_EQ(t.live[0].rounded, 3072u);
+  EXPECT_EQ(t.live[0].stream, ~std::uintptr_t{0});
+  EXPECT_TRUE(t.segments.empty());
+  ASSERT_NE(t.stack(stack), nullptr);
+  EXPECT_EQ(*t.stack(stack), (std::vector<std::uintptr_t>{0x1111, 0x2222, 0x3333}));
+  for (std::size_t i = 1; i < t.events.size(); ++i)
+    EXPECT_GE(t.events[i].time_ns, t.events[i - 1].time_ns);
+  EXPECT_TRUE(w.is_valid());
+}
+
+TEST(trace_round_trip, counters_and_samples) {
+  trace_buffer b;
+  device_stats s[2] = {};
+  s[0].device = 0;
+  s[0].stats.live_bytes = 111;
+  s[0].stats.invalid_frees = 3;
+  s[1].device = -1;
+  s[1].stats.reserved_bytes = 222;
+  b.writer->sample(s, 2, sample_reason::periodic);
+  s[0].stats.live_bytes = 333;
+  b.writer->sample(s, 1, sample_reason::final);
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r) << r.error.to_string();
+  ASSERT_EQ(r.value.devices.size(), 2u);
+  EXPECT_EQ(r.value.devices[0].device, -1);
+  EXPECT_EQ(r.value.devices[0].stats.reserved_bytes, 222u);
+  EXPECT_EQ(r.value.devices[1].stats.live_bytes, 333u); // latest
+  EXPECT_EQ(r.value.devices[1].stats.invalid_frees, 3u);
+  EXPECT_TRUE(r.value.devices[1].missing.empty());
+  ASSERT_EQ(r.value.samples.size(), 3u);
+  EXPECT_EQ(r.value.samples[2].reason, sample_reason::final);
+  EXPECT_EQ(r.value.samples[2].stats.live_bytes, 333u);
+}
+
+TEST(trace_round_trip, stat_lists_of_other_versions_map_by_name) {
+  trace_buffer b;
+  device_stats s{};
+  s.device = 0;
+  s.stats.live_bytes = 5;
+  s.stats.reserved_bytes = 6;
+  b.writer->sample(&s, 1, sample_reason::periodic);
+  // Pretend the writer's list named its first counter differently (a newer or older list).
+  auto* h = reinterpret_cast<layout::header*>(b.mutable_bytes());
+  h->stat_names[0] = b.writer->intern_string("bytes_in_flight");
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r) << r.error.to_string();
+  const device_counters& d = r.value.devices.at(0);
+  EXPECT_EQ(d.stats.live_bytes, 0u);
+  EXPECT_EQ(d.stats.reserved_bytes, 6u);
+  ASSERT_EQ(d.unknown.size(), 1u);
+  EXPECT_EQ(d.unknown[0].first, "bytes_in_flight");
+  EXPECT_EQ(d.unknown[0].second, 5u);
+  ASSERT_EQ(d.missing.size(), 1u);
+  EXPECT_EQ(d.missing[0], "live_bytes");
+}
+
+TEST(trace_round_trip, wrap_around_reports_lost_events) {
+  trace_buffer b; // 64 events
+  for (int i = 0; i < 200; ++i)
+    b.writer->marker("m");
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.value.events.size(), 64u);
+  EXPECT_EQ(r.value.events.front().seq, 137u);
+  EXPECT_EQ(r.value.losses.lost_events, 136u);
+  EXPECT_EQ(r.value.losses.last_seq, 200u);
+}
+
+TEST(trace_round_trip, live_overflow_is_reported) {
+  trace_buffer b; // 256 live slots
+  for (std::uintptr_t a = 1; a <= 300; ++a)
+    b.writer->alloc(a << 12, 10, 512, 0, 0, alloc_kind::device, 0);
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.value.live.size(), 256u);
+  EXPECT_EQ(r.value.losses.live_overflow, 44u);
+}
+
+__attribute__((noinline)) std::uint32_t capture_here(trace_writer& w) {
+  const std::uint32_t id = w.capture_stack(0);
+  asm volatile("" ::: "memory"); // keep this frame: no tail call
+  return id;
+}
+
+TEST(trace_round_trip, captured_stacks_and_modules) {
+  trace_buffer b;
+  b.writer->update_modules(scan_modules());
+  std::uint32_t ids[2];
+  volatile int calls = 2; // a real loop: one call site
+  for (int i = 0; i < calls; ++i)
+    ids[i] = capture_here(*b.writer);
+  const std::uint32_t id = ids[0];
+  ASSERT_NE(id, 0u);
+  EXPECT_EQ(ids[1], id); // same call site, same stack
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r);
+  const auto* ips = r.value.stack(id);
+  ASSERT_NE(ips, nullptr);
+  ASSERT_GE(ips->size(), 2u);
+  // The innermost frame is inside capture_here, in the test executable.
+  const auto here = reinterpret_cast<std::uintptr_t>(&capture_here);
+  EXPECT_GE((*ips)[0], here);
+  EXPECT_LT((*ips)[0], here + 256);
+  const module* m = r.value.module_of((*ips)[0]);
+  ASSERT_NE(m, nullptr);
+  EXPECT_NE(m->path.find("profiler_test"), std::string::npos) << m->path;
+  EXPECT_TRUE(m->loaded);
+  EXPECT_FALSE(r.value.modules.empty());
+}
+
+TEST(trace_round_trip, modules_unloaded_stay_marked) {
+  trace_buffer b;
+  std::vector<module_info> mods(2);
+  mods[0] = {"/usr/lib/a.so", 0x1000, 0x1000, 0x2000, std::string("\x01\xab", 2)};
+  mods[1] = {"/usr/lib/b.so", 0x9000, 0x9000, 0x1000, ""};
+  b.writer->update_modules(mods);
+  mods.pop_back();
+  b.writer->update_modules(mods);
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r.value.modules.size(), 2u);
+  EXPECT_EQ(r.value.modules[0].build_id, "01ab");
+  EXPECT_TRUE(r.value.modules[0].loaded);
+  EXPECT_FALSE(r.value.modules[1].loaded);
+  EXPECT_EQ(r.value.modules[1].path, "/usr/lib/b.so");
+}
+
+TEST(trace_round_trip, saved_file_reads_back) {
+  trace_buffer b;
+  b.writer->alloc(0x5000, 1, 512, 2, 0, alloc_kind::managed, 0);
+  b.writer->mark_shutdown();
+  const std::string path = ::testing::TempDir() + "/trace_rt_" + std::to_string(getpid()) + ".gmem";
+  std::string error;
+  ASSERT_TRUE(save_bytes(b.bytes(), path, false, &error)) << error;
+  const read_result r = open_file(path);
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_TRUE(r.value.info.saved_file);
+  EXPECT_EQ(r.value.info.state, trace_state::exited);
+  ASSERT_EQ(r.value.live.size(), 1u);
+  EXPECT_EQ(r.value.live[0].kind, alloc_kind::managed);
+  EXPECT_EQ(r.value.live[0].device, 2);
+  std::remove(path.c_str());
+  EXPECT_FALSE(open_file(path)); // gone: an error, not a crash
+}
+
+TEST(trace_round_trip, rejects_other_versions_by_name) {
+  trace_buffer b;
+  std::vector<std::byte> copy(b.bytes().begin(), b.bytes().end());
+  const std::uint32_t three = 3;
+  std::memcpy(copy.data() + 8, &three, 4);
+  const read_result r = decode(copy);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error.offset, 8u);
+  EXPECT_EQ(r.error.message, "trace format version 3, this gmem reads version 1");
+}
+
+TEST(trace_round_trip, malformed_inputs_name_the_offset) {
+  trace_buffer b;
+  std::vector<std::byte> copy(b.bytes().begin(), b.bytes().end());
+  EXPECT_FALSE(decode(std::span<const std::byte>(copy.data(), 100)));
+  const read_result truncated = decode(std::span<const std::byte>(copy.data(), copy.size() - 64));
+  ASSERT_FALSE(truncated);
+  EXPECT_EQ(truncated.error.offset, 16u);
+  auto* h = reinterpret_cast<layout::header*>(copy.data());
+  h->sections[layout::k_events].capacity = 1ull << 60; // hostile count
+  const read_result hostile = decode(copy);
+  ASSERT_FALSE(hostile);
+  EXPECT_EQ(hostile.error.offset, 128u + 3 * 32 + 16);
+  EXPECT_NE(hostile.error.to_string().find("byte 240"), std::string::npos);
+  std::vector<std::byte> garbage(8192, std::byte{0x5a});
+  EXPECT_EQ(decode(garbage).error.message, "not a gmem trace (bad magic)");
+}
+
+TEST(trace_round_trip, unaligned_input_decodes) {
+  trace_buffer b;
+  b.writer->marker("x");
+  std::vector<std::byte> copy(b.bytes().size() + 1);
+  std::memcpy(copy.data() + 1, b.bytes().data(), b.bytes().size());
+  const read_result r = decode(std::span<const std::byte>(copy.data() + 1, b.bytes().size()));
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.events.size(), 1u);
+}
+
+TEST(trace_round_trip, concurrent_writers_with_a_live_reader) {
+  writer_config c = small_config();
+  c.live_slots = 1 << 12;
+  c.events = 1 << 10;
+  trace_buffer b(c);
+  constexpr int k_threads = 4, k_pairs = 5000;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < k_threads; ++t)
+    threads.emplace_back([&b, t] {
+      const std::uintptr_t ips[] = {0x10, static_cast<std::uintptr_t>(t)};
+      const std::uint32_t stack = b.writer->intern_stack(ips, 2);
+      for (int i = 0; i < k_pairs; ++i) {
+        const std::uintptr_t a = (static_cast<std::uintptr_t>(t + 1) << 32) | (i + 1) << 9;
+        b.writer->alloc(a, static_cast<std::size_t>(i), 512, t, 0, alloc_kind::device, stack);
+        if (i % 10 != 0) b.writer->free(a, t, 0, alloc_kind::device);
+      }
+    });
+  std::thread reader([&] {
+    for (int pass = 0; pass < 10; ++pass) {
+      const read_result r = decode(b.bytes());
+      ASSERT_TRUE(r) << r.error.to_string();
+      for (const auto& a : r.value.live) {
+        EXPECT_EQ(a.requested, ((a.address & 0xffffffffu) >> 9) - 1);
+        EXPECT_EQ(static_cast<std::uintptr_t>(a.device), (a.address >> 32) - 1);
+      }
+      EXPECT_EQ(r.value.events.size() + r.value.losses.lost_events, r.value.losses.last_seq);
+    }
+  });
+  for (auto& t : threads)
+    t.join();
+  reader.join();
+  const read_result r = decode(b.bytes());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.value.live.size(), static_cast<std::size_t>(k_threads * k_pairs / 10));
+  EXPECT_EQ(r.value.losses.last_seq, static_cast<std::uint64_t>(k_threads) * (k_pairs * 2 - 500));
+  EXPECT_EQ(r.value.losses.unmatched_frees, 0u);
+  EXPECT_EQ(r.value.stacks.size(), 4u);
+  EXPECT_TRUE(b.writer->is_valid());
+}
+
+} // namespace
+} // namespace gmem::trace
