@@ -17,6 +17,7 @@ import re
 import shutil
 import statistics
 import subprocess
+import tempfile
 
 SIZES = [512, 65536, 1 << 20, 16 << 20, 256 << 20]
 ALLOC_ORDER = ["cudaMalloc", "cuMemAlloc", "gmem-runtime", "gmem-driver", "cudaMallocAsync",
@@ -102,6 +103,7 @@ def aggregate(runs):
     """Workload runs of one (workload, mode) -> one row (median steps/s over reps)."""
     ok = [r for r in runs if r.get("returncode") == 0 and "steps_per_s" in r]
     row = {"runs": len(runs), "ok": len(ok), "description": runs[0].get("description", ""),
+           "run_date": runs[0].get("run_date", ""),
            "command": runs[0].get("command", "")}
     if not ok:
         row["error"] = (runs[0].get("stderr_tail") or "").strip().splitlines()[-1:]
@@ -134,7 +136,7 @@ def loss_check(row, ref):
     return f"max rel. diff {d:.1e}"
 
 
-def workload_section(env, recs, out):
+def workload_section(env, recs, out, merged=False):
     groups = {}
     for r in recs:
         if r.get("mode") == "a-record":
@@ -159,8 +161,9 @@ def workload_section(env, recs, out):
         rows_all[wl] = rows
         ref = rows[order[0]]
         out.append(f"\n### {wl}\n")
-        out.append("| mode | what | steps/s | × first | peak reserved | NVML peak | losses |")
-        out.append("|---|---|---|---|---|---|---|")
+        out.append("| mode | what | steps/s | × first | peak reserved | NVML peak | losses |" +
+                   (" run |" if merged else ""))
+        out.append("|---|---|---|---|---|---|---|" + ("---|" if merged else ""))
         for m in order:
             r = rows[m]
             if "steps_per_s" not in r:
@@ -170,7 +173,8 @@ def workload_section(env, recs, out):
             res = r.get("gmem_peak_reserved", r.get("framework_peak_reserved"))
             rel = r["steps_per_s"] / ref["steps_per_s"] if ref.get("steps_per_s") else 0
             out.append(f"| {m} | {r['description']} | {r['steps_per_s']:.2f} | {rel:.2f} | "
-                       f"{gib(res)} | {gib(r['nvml_peak'])} | {loss_check(r, ref)} |")
+                       f"{gib(res)} | {gib(r['nvml_peak'])} | {loss_check(r, ref)} |" +
+                       (f" {r.get('run_date', '')} |" if merged else ""))
         cmds = sorted({r["command"] for r in rows.values()})
         out.append("\nCommands (from the repository root): " +
                    "; ".join(f"`{c.strip()}`" for c in cmds))
@@ -233,22 +237,49 @@ def write_csv(path, recs, fields):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--raw", required=True)
+    ap.add_argument("--raw", required=True, help="raw folder(s), comma-separated; later win")
     ap.add_argument("--replay", default="")
     ap.add_argument("--results", default="bench/results")
     ap.add_argument("--command", default="make bench-gpu")
     args = ap.parse_args()
-    env = json.load(open(os.path.join(args.raw, "env.json")))
-    traces = sorted(os.path.join(args.raw, f) for f in os.listdir(args.raw)
-                    if re.match(r"trace-.*\.txt$", f))
-    cpu_jsonl = os.path.join(args.raw, "replay-cpu.jsonl")
+    raws = [d for d in args.raw.split(",") if d]
+    envs = [json.load(open(os.path.join(d, "env.json"))) for d in raws]
+    env = dict(envs[-1])
+    if len(envs) > 1:  # several runs merged: say which commit and date each part came from
+        env["commit"] = " / ".join(e.get("commit", "?") for e in envs)
+        env["date"] = envs[-1]["date"] + " (merged with " + ", ".join(
+            e["date"] for e in envs[:-1]) + ")"
+    traces = {}
+    tmp = tempfile.mkdtemp(prefix="gmem-bench-traces-")
+    for d in raws:  # a later run's trace of the same name replaces an earlier one
+        for f in sorted(os.listdir(d)):
+            if re.match(r"trace-.*\.txt$", f):
+                traces[f] = os.path.join(d, f)
+            elif re.match(r"trace-.*\.txt\.gz$", f):  # committed raw folders keep them gzipped
+                plain = os.path.join(tmp, f[:-3])
+                with gzip.open(os.path.join(d, f), "rb") as src, open(plain, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                traces[f[:-3]] = plain
+    traces = [traces[k] for k in sorted(traces)]
+    cpu_jsonl = os.path.join(raws[-1], "replay-cpu.jsonl")
     if args.replay and os.path.exists(args.replay) and traces:
         if os.path.exists(cpu_jsonl):
             os.remove(cpu_jsonl)
         subprocess.run([args.replay, "--json", cpu_jsonl] + traces, check=False)
-    alloc = load_jsonl(os.path.join(args.raw, "alloc.jsonl"))
-    work = load_jsonl(os.path.join(args.raw, "workloads.jsonl"))
-    replay = load_jsonl(cpu_jsonl) + load_jsonl(os.path.join(args.raw, "replay.jsonl"))
+    alloc, work, gpu_replay = {}, {}, {}
+    for i, d in enumerate(raws):  # later runs replace earlier ones cell by cell
+        for r in load_jsonl(os.path.join(d, "alloc.jsonl")):
+            alloc[(r["label"], r["test"], r["size"], r["threads"])] = r
+        seen = {}
+        for r in load_jsonl(os.path.join(d, "workloads.jsonl")):
+            r["run_date"] = envs[i].get("date")
+            seen.setdefault((r["workload"], r["mode"]), []).append(r)
+        work.update(seen)
+        for r in load_jsonl(os.path.join(d, "replay.jsonl")):
+            gpu_replay[(r["trace"], r["policy"])] = r
+    alloc = list(alloc.values())
+    work = [r for runs in work.values() for r in runs]
+    replay = load_jsonl(cpu_jsonl) + list(gpu_replay.values())
 
     gpu = re.sub(r"[^a-z0-9]+", "-", env.get("gpu", "gpu").lower()).strip("-")
     stem = f"{env['date'][:10]}-{gpu}"
@@ -265,7 +296,7 @@ def main():
            "bench/README.md says how to read each table.\n"]
     if alloc:
         alloc_section(env, alloc, out)
-    rows_all = workload_section(env, work, out) if work else {}
+    rows_all = workload_section(env, work, out, len(raws) > 1) if work else {}
     replay_section(env, replay, out)
     tracing_section(rows_all, out)
     md = os.path.join(args.results, stem + ".md")
@@ -291,12 +322,7 @@ def main():
                "ns_per_event"])
     with open(os.path.join(args.results, stem + ".json"), "w") as f:
         json.dump({"env": env, "alloc": alloc, "workloads": work, "replay": replay}, f)
-    tdir = os.path.join(args.results, "traces")
-    for t in traces:
-        os.makedirs(tdir, exist_ok=True)
-        with open(t, "rb") as src, gzip.open(
-                os.path.join(tdir, f"{stem}-{os.path.basename(t)}.gz"), "wb") as dst:
-            shutil.copyfileobj(src, dst)
+    shutil.rmtree(tmp, ignore_errors=True)
     print(f"report: {md}")
 
 

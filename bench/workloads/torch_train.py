@@ -22,9 +22,14 @@ import random
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+# Deterministic kernels, so that every allocator mode must print bit-identical losses (the
+# first baseline run showed flash-attention/embedding backward drifting 1e-4 between two runs
+# of the same mode). Must be set before CUDA starts.
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gmem_probe  # noqa: E402
@@ -143,6 +148,7 @@ def main():
     torch.backends.cudnn.benchmark = False
     torch.backends.cudnn.deterministic = True
     torch.backends.cuda.matmul.allow_tf32 = False
+    torch.use_deterministic_algorithms(True, warn_only=True)
     rng = random.Random(args.seed)
     free0, total = torch.cuda.mem_get_info()
     if args.record_trace:
