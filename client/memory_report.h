@@ -25,6 +25,7 @@ inline constexpr double k_idle_cache_threshold = 0.25; // cached-free share of r
 inline constexpr std::uint64_t k_idle_cache_min = 256 << 20;
 inline constexpr double k_pressure_threshold = 0.90; // peak reserved vs limit or device
 inline constexpr double k_pending_threshold = 0.10;  // pending share of reserved
+inline constexpr std::uint64_t k_pending_min = 64 << 20;
 
 struct report_device {
   gmem_stats_t stats{};
@@ -86,10 +87,12 @@ inline std::vector<std::string> recommendations(const gmem_stats_t& s, bool pool
                   " out-of-memory failure(s) (threshold: any): see `gmem frag` for the "
                   "fragmentation at the failure; chunked processing retries with smaller "
                   "chunks.");
-  if (s.reserved_bytes > 0 && report_ratio(s.pending_bytes, s.reserved_bytes) > k_pending_threshold)
+  if (s.pending_bytes >= k_pending_min &&
+      report_ratio(s.pending_bytes, s.reserved_bytes) > k_pending_threshold)
     out.push_back("pending frees " + format_bytes(s.pending_bytes) + " = " +
                   report_percent(report_ratio(s.pending_bytes, s.reserved_bytes)) +
                   " of reserved (threshold " + report_percent(k_pending_threshold) +
+                  " and >= " + format_bytes(k_pending_min) +
                   "): freed blocks wait for a device synchronization; free with "
                   "cudaFreeAsync on the stream that used the memory to reuse it sooner.");
   return out;

@@ -6,9 +6,9 @@
 //   2. cache_frame_features() keeps one 256 KiB feature map per frame forever (40 x);
 //   3. run_batch()            returns early on "bad input" (every 7th batch) before freeing its
 //                             1 MiB scratch buffer.
-// Fragmentation: 48 long-lived 64 KiB "index" buffers are interleaved with 48 x 2 MiB
-// temporaries; freeing the temporaries leaves 96 MiB of free memory in 2 MiB holes, so a
-// 32 MiB request cannot use any of it.
+// Fragmentation: 24 long-lived 1.5 MiB "index" buffers are interleaved with 24 x 4 MiB
+// temporaries (both in gmem's large-request segments); freeing the temporaries leaves 96 MiB
+// free in 4 MiB holes, so an 8 MiB request cannot use any of it and maps a new segment.
 //
 // Usage: leaky_pipeline [--hold SECONDS]   (stay alive at the end, for `gmem top/leaks PID`)
 #include "examples/cuda_driver.h"
@@ -53,13 +53,14 @@ __attribute__((noinline)) bool run_batch(int batch) {
 
 __attribute__((noinline)) void fragment_memory(std::vector<CUdeviceptr>& index) {
   std::vector<CUdeviceptr> temps;
-  for (int i = 0; i < 48; ++i) {
-    temps.push_back(alloc(2u << 20, "cuMemAlloc(temporary)"));
-    index.push_back(alloc(64u << 10, "cuMemAlloc(index)"));
+  for (int i = 0; i < 24; ++i) {
+    temps.push_back(alloc(4u << 20, "cuMemAlloc(temporary)"));
+    index.push_back(alloc(3u << 19, "cuMemAlloc(index)"));
   }
   for (CUdeviceptr t : temps)
     g_cu.mem_free(t);
-  CUdeviceptr big = alloc(32u << 20, "cuMemAlloc(32 MiB after fragmentation)");
+  examples::cuda_driver::check(g_cu.ctx_synchronize(), "cuCtxSynchronize");
+  CUdeviceptr big = alloc(8u << 20, "cuMemAlloc(8 MiB after fragmentation)");
   g_cu.mem_free(big);
 }
 
@@ -99,7 +100,7 @@ int main(int argc, char** argv) {
   examples::cuda_driver::check(g_cu.ctx_synchronize(), "cuCtxSynchronize");
 
   std::printf("leaky_pipeline: leaked on purpose: 3 x 8 MiB weights, 40 x 256 KiB features, "
-              "%d x 1 MiB scratch; %zu x 64 KiB index buffers still live\n",
+              "%d x 1 MiB scratch; %zu x 1.5 MiB index buffers still live\n",
               bad, index.size());
   char report[8192];
   if (gmem_memory_report(report, sizeof report) == GMEM_OK) std::fputs(report, stdout);
