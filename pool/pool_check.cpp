@@ -92,7 +92,8 @@ bool pool_impl::is_valid() const {
 
 // Invariants:
 //  - the blocks of each segment tile it (first at base, each ends where the next starts, the
-//    last at base + size), point back to it, and exactly their starts are set in `starts`;
+//    last at base + size), point back to it, and exactly their starts are set in `starts`
+//    (each block's start is the last set bit at or before its end);
 //  - no two touching blocks are both free for all, or both stream-free on the same event;
 //  - free blocks are in free_[class], stream-free ones in their stream's index, live ones
 //    (except one claimed by a thread waiting on an event) in live_, pending ones in the FIFO
@@ -106,7 +107,7 @@ bool pool_impl::is_valid_locked() const {
   std::size_t pending_class[2] = {};
   for (const auto& [base, seg] : segments_) {
     if (seg->base != base || seg->first == nullptr || seg->first->address != base ||
-        seg->first->prev != nullptr || !seg->starts.is_valid())
+        seg->first->prev != nullptr)
       return false;
     reserved += seg->size;
     std::size_t count = 0;
@@ -115,6 +116,11 @@ bool pool_impl::is_valid_locked() const {
       if (b->seg != seg.get() || b->address != at || b->size == 0 ||
           b->size % k_block_granule != 0 || (b->next != nullptr && b->next->prev != b) ||
           !seg->starts.test((b->address - base) / k_block_granule))
+        return false;
+      // No other start inside b: the last start at or before b's last granule is b's own.
+      // (This also exercises the summary levels; start_bitmap_test checks them directly.)
+      if (seg->starts.find_prev((b->address + b->size - 1 - base) / k_block_granule) !=
+          (b->address - base) / k_block_granule)
         return false;
       at += b->size;
       ++count;
@@ -149,7 +155,7 @@ bool pool_impl::is_valid_locked() const {
         break;
       }
     }
-    if (at != base + seg->size || count != seg->starts.count()) return false;
+    if (at != base + seg->size) return false;
     blocks += count;
     bool whole_free = seg->first->state == block_state::free && seg->first->size == seg->size;
     if (whole_free != seg->idle) return false;

@@ -58,9 +58,11 @@ bool start_bitmap::is_valid() const {
   for (std::size_t l = 0; l + 1 < levels_.size(); ++l) {
     const auto& below = levels_[l];
     const auto& above = levels_[l + 1];
-    for (std::size_t w = 0; w < below.size(); ++w) {
-      bool summary = (above[w >> 6] >> (w & 63)) & 1;
-      if (summary != (below[w] != 0)) return false;
+    for (std::size_t w = 0; w < below.size(); w += 64) {
+      std::uint64_t want = 0;
+      for (std::size_t k = w; k < below.size() && k < w + 64; ++k)
+        want |= std::uint64_t{below[k] != 0} << (k - w);
+      if (above[w >> 6] != want) return false;
     }
   }
   return levels_.back().size() == 1;

@@ -77,6 +77,7 @@ public:
     for (auto& [id, e] : events)
       if (e.recorded_at < begin) e.complete = true;
     fence_log.push_back({begin, ++clock});
+    latest_fence_begin_ = begin;
     return true;
   }
   event_handle record(stream_handle s) noexcept override {
@@ -90,17 +91,24 @@ public:
     std::lock_guard lock(mu_);
     ++queries;
     auto it = events.find(e);
+    if (it == events.end() || it->second.released) ++bad_uses;
     return it != events.end() && it->second.complete;
   }
   bool wait(stream_handle s, event_handle e) noexcept override {
     std::lock_guard lock(mu_);
     if (!wait_ok) return false;
+    auto it = events.find(e);
+    if (it == events.end() || it->second.released) ++bad_uses;
     waits.insert({s, e});
     return true;
   }
   void release(event_handle e) noexcept override {
     std::lock_guard lock(mu_);
-    if (events.erase(e) == 0) ++bad_releases;
+    auto it = events.find(e);
+    if (it == events.end() || it->second.released)
+      ++bad_releases;
+    else
+      it->second.released = true;
     ++releases;
   }
 
@@ -111,7 +119,8 @@ public:
   }
   void complete_all() {
     std::lock_guard lock(mu_);
-    for (auto& [id, e] : events) e.complete = true;
+    for (auto& [id, e] : events)
+      e.complete = true;
   }
   std::uint64_t now() {
     std::lock_guard lock(mu_);
@@ -120,9 +129,7 @@ public:
   // Did a fence start after `t` and finish before now?
   bool fenced_since(std::uint64_t t) {
     std::lock_guard lock(mu_);
-    for (auto [b, e] : fence_log)
-      if (b > t) return true;
-    return false;
+    return latest_fence_begin_locked() > t;
   }
   bool waited(stream_handle s, event_handle e) {
     std::lock_guard lock(mu_);
@@ -139,28 +146,44 @@ public:
   }
   std::size_t live_events() {
     std::lock_guard lock(mu_);
-    return events.size();
+    std::size_t n = 0;
+    for (auto& [id, e] : events)
+      n += e.released ? 0 : 1;
+    return n;
   }
 
   struct event_state {
     stream_handle stream = 0;
     std::uint64_t recorded_at = 0;
     bool complete = false;
+    bool released = false;
   };
   bool sync_ok = true, record_ok = true, wait_ok = true, auto_complete = false;
   std::map<event_handle, event_state> events;
   std::set<std::pair<stream_handle, event_handle>> waits;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> fence_log;
-  std::size_t syncs = 0, queries = 0, releases = 0, bad_releases = 0;
+  std::size_t syncs = 0, queries = 0, releases = 0, bad_releases = 0, bad_uses = 0;
   std::uint64_t clock = 0;
 
+  // A completed fence the program made itself (the test logs it like the pool's own).
+  void log_external_fence(std::uint64_t begin) {
+    std::lock_guard lock(mu_);
+    fence_log.push_back({begin, ++clock});
+    if (begin > latest_fence_begin_) latest_fence_begin_ = begin;
+  }
+
 private:
+  std::uint64_t latest_fence_begin_locked() const { return latest_fence_begin_; }
   std::mutex mu_;
   event_handle next_event_ = 0;
+  std::uint64_t latest_fence_begin_ = 0;
 };
 
 struct recording_observer : pool_observer {
-  void on_segment_map(std::uintptr_t, std::size_t b) noexcept override { map_bytes += b; ++maps; }
+  void on_segment_map(std::uintptr_t, std::size_t b) noexcept override {
+    map_bytes += b;
+    ++maps;
+  }
   void on_segment_unmap(std::uintptr_t, std::size_t b) noexcept override {
     unmap_bytes += b;
     ++unmaps;
@@ -174,8 +197,8 @@ struct recording_observer : pool_observer {
     ++ooms;
     last_oom = requested;
   }
-  std::size_t map_bytes = 0, unmap_bytes = 0, maps = 0, unmaps = 0, fences = 0,
-              fence_released = 0, trimmed = 0, ooms = 0, last_oom = 0;
+  std::size_t map_bytes = 0, unmap_bytes = 0, maps = 0, unmaps = 0, fences = 0, fence_released = 0,
+              trimmed = 0, ooms = 0, last_oom = 0;
 };
 
 } // namespace gmem::testing

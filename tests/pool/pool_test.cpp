@@ -188,7 +188,8 @@ TEST_F(pool_test, limit_is_never_exceeded) {
   EXPECT_EQ(obs.last_oom, 3 * k_mib);
   EXPECT_EQ(p.stats().ooms, 1u);
   // Lowering the limit trims what it can; raising it lets the pool grow again.
-  for (auto a : live) p.deallocate(a, 1);
+  for (auto a : live)
+    p.deallocate(a, 1);
   p.set_limit(4 * k_mib);
   EXPECT_EQ(up.mapped_now(), 0u);
   EXPECT_EQ(p.allocate(8 * k_mib, 1).status, pool_status::out_of_memory);
@@ -249,8 +250,10 @@ TEST_F(pool_test, warmup_maps_at_construction_and_serves_without_mapping) {
   pool p(up, fe, o);
   EXPECT_EQ(up.mapped_bytes, 100 * k_mib);
   EXPECT_EQ(up.maps, 2u);
-  for (int i = 0; i < 10; ++i) p.allocate(4096, 1);
-  for (int i = 0; i < 10; ++i) p.allocate(5 * k_mib, 1);
+  for (int i = 0; i < 10; ++i)
+    p.allocate(4096, 1);
+  for (int i = 0; i < 10; ++i)
+    p.allocate(5 * k_mib, 1);
   EXPECT_EQ(up.maps, 2u);
   EXPECT_EQ(p.stats().cache_hits, 20u);
   EXPECT_EQ(p.stats().upstream_allocs, 0u);
@@ -307,12 +310,29 @@ TEST_F(pool_test, stats_list_has_the_agreed_names) {
 #define GMEM_X_NAME(n, d) names.push_back(#n);
   GMEM_POOL_STATS(GMEM_X_NAME)
 #undef GMEM_X_NAME
-  for (const char* want :
-       {"live_bytes", "live_requested_bytes", "live_blocks", "reserved_bytes", "peak_live_bytes",
-        "peak_reserved_bytes", "total_allocs", "total_frees", "total_alloc_bytes", "cache_hits",
-        "upstream_allocs", "segments", "segment_maps", "segment_unmaps", "pending_bytes",
-        "pending_blocks", "fences", "ooms", "free_bytes", "largest_free_block", "trims",
-        "trimmed_bytes", "limit_bytes"})
+  for (const char* want : {"live_bytes",
+                           "live_requested_bytes",
+                           "live_blocks",
+                           "reserved_bytes",
+                           "peak_live_bytes",
+                           "peak_reserved_bytes",
+                           "total_allocs",
+                           "total_frees",
+                           "total_alloc_bytes",
+                           "cache_hits",
+                           "upstream_allocs",
+                           "segments",
+                           "segment_maps",
+                           "segment_unmaps",
+                           "pending_bytes",
+                           "pending_blocks",
+                           "fences",
+                           "ooms",
+                           "free_bytes",
+                           "largest_free_block",
+                           "trims",
+                           "trimmed_bytes",
+                           "limit_bytes"})
     EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
   EXPECT_EQ(s.fragmentation(), 0.0);
   s.free_bytes = 100;
