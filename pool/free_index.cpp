@@ -69,7 +69,12 @@ block* free_index::find_fit(std::size_t size) const {
     if (block* b = best_of(heads_[bin], size)) return b;
   }
   unsigned next = next_nonempty_after(bin);
-  return next == k_bins ? nullptr : best_of(heads_[next], size);
+  if (next != k_bins) return best_of(heads_[next], size);
+  // Nothing larger anywhere: a fitting block may sit deeper in the own bin than k_scan.
+  block* best = nullptr;
+  for (block* x = heads_[bin]; x != nullptr; x = x->list_next)
+    if (x->size >= size && (best == nullptr || x->size < best->size)) best = x;
+  return best;
 }
 
 block* free_index::largest() const {

@@ -6,7 +6,8 @@
 // per power of two, so the blocks of one bin differ by less than 1/32 of their size.
 // find_fit(size) looks in the size's own bin for the best of the first k_scan blocks that fit,
 // then takes the best of the first k_scan blocks of the next non-empty bin (all of which fit):
-// best fit to within 1/32, without walking long lists.
+// best fit to within 1/32, without walking long lists. Only when no larger bin has a block
+// is the own bin walked to its end, so a fitting block is never missed.
 // Invariant (is_valid): bin_mask_ bit b set <=> heads_[b] != nullptr; group_mask_ bit g set
 // <=> bin_mask_[g] != 0; every listed block has bin == its bin and a size that maps there;
 // bytes_ and count_ are the sums over all lists.

@@ -1,5 +1,5 @@
-#pool / : the segment - block caching pool(no CUDA, no GPU).A static archive, its unit tests
-#(also run under ASan + UBSan and TSan) and bench / pool_bench(Google Benchmark, fake upstream).
+# pool/: the segment-block caching pool (no CUDA, no GPU). A static archive, its unit tests
+# (also run under ASan+UBSan and TSan) and bench/pool_bench (Google Benchmark, fake upstream).
 POOL_SRCS := $(wildcard pool/*.cpp)
 POOL_OBJS := $(POOL_SRCS:%.cpp=$(BUILD)/%.o)
 POOL_LIB  := $(BUILD)/lib/libgmem_pool.a
