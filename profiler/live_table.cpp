@@ -20,13 +20,13 @@ std::uint64_t pack_version(std::uint64_t counter, int device, alloc_kind kind) {
 void write_slot(std::uint64_t* s, const live_entry& e) noexcept {
   const std::uint64_t v = load_word(s + w::version);
   store_word(s + w::version, (v & ~0xffffffffull) | ((v + 1) & 0xffffffffu)); // odd
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  store_word(s + w::address, e.address);
-  store_word(s + w::requested, e.requested);
-  store_word(s + w::rounded, e.rounded);
-  store_word(s + w::stream, e.stream);
-  store_word(s + w::tick, e.tick);
-  store_word(s + w::thread_stack, e.thread | static_cast<std::uint64_t>(e.stack_id) << 32);
+  layout::store_release(s + w::address, e.address);
+  layout::store_release(s + w::requested, e.requested);
+  layout::store_release(s + w::rounded, e.rounded);
+  layout::store_release(s + w::stream, e.stream);
+  layout::store_release(s + w::tick, e.tick);
+  layout::store_release(s + w::thread_stack, e.thread | static_cast<std::uint64_t>(e.stack_id)
+                                                            << 32);
   layout::store_release(s + w::version, pack_version(v + 2, e.device, e.kind));
 }
 
@@ -125,8 +125,7 @@ std::uint64_t read_live_table(const std::uint64_t* slots, std::uint64_t capacity
       words[w::version] = layout::load_acquire(s + w::version);
       if (words[w::version] & 1) continue;
       for (unsigned k = w::address; k < w::count; ++k)
-        words[k] = load_word(s + k);
-      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        words[k] = layout::load_acquire(s + k); // the re-check cannot move above
       if (load_word(s + w::version) != words[w::version]) continue;
       done = true;
       if (words[w::address] != 0) emit(unpack(words));

@@ -74,17 +74,16 @@ void module_table::write(std::uint64_t index, const module_info& m, std::uint32_
   std::uint64_t* r = records_ + index * mw::count;
   const std::uint64_t v = load_word(r + mw::version);
   store_word(r + mw::version, v + 1); // odd
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  store_word(r + mw::load_bias, m.load_bias);
-  store_word(r + mw::start, m.start);
-  store_word(r + mw::size, m.size);
+  layout::store_release(r + mw::load_bias, m.load_bias);
+  layout::store_release(r + mw::start, m.start);
+  layout::store_release(r + mw::size, m.size);
   const std::size_t id_len = std::min<std::size_t>(m.build_id.size(), mw::k_max_build_id);
-  store_word(r + mw::path_info, path_id | static_cast<std::uint64_t>(id_len) << 32 |
-                                    (loaded ? std::uint64_t{1} << 40 : 0));
+  layout::store_release(r + mw::path_info, path_id | static_cast<std::uint64_t>(id_len) << 32 |
+                                               (loaded ? std::uint64_t{1} << 40 : 0));
   std::uint64_t id_words[3] = {};
   std::memcpy(id_words, m.build_id.data(), id_len);
   for (unsigned k = 0; k < 3; ++k)
-    store_word(r + mw::build_id + k, id_words[k]);
+    layout::store_release(r + mw::build_id + k, id_words[k]);
   layout::store_release(r + mw::version, v + 2);
 }
 
@@ -132,8 +131,7 @@ std::uint64_t read_module_table(const std::uint64_t* records, std::uint64_t capa
       w[0] = layout::load_acquire(r);
       if (w[0] & 1 || w[0] == 0) continue;
       for (unsigned k = 1; k < mw::count; ++k)
-        w[k] = load_word(r + k);
-      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        w[k] = layout::load_acquire(r + k);
       done = load_word(r) == w[0];
     }
     if (!done) {

@@ -41,3 +41,10 @@ $(PROFILER_TEST): $(PROFILER_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(PROFILER_LIB) $(COM
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(PROFILER_LDLIBS)
 UNIT_TESTS += $(PROFILER_TEST)
 SAN_TESTS += $(PROFILER_TEST)
+
+# Tests with real /dev/shm objects and child processes (fork, SIGKILL, setuid): make test only.
+PROFILER_SHM_TEST := $(BUILD)/tests/profiler_shm_test
+$(PROFILER_SHM_TEST): $(BUILD)/tests/profiler/shm_trace_test.o $(PROFILER_LIB) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(PROFILER_LDLIBS)
+UNIT_TESTS += $(PROFILER_SHM_TEST)

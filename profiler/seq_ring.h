@@ -40,7 +40,7 @@ public:
       if (layout::compare_exchange(rec, state, 2 * seq - 1)) break;
     }
     for (std::uint32_t i = 1; i < record_words_; ++i)
-      layout::store_word(rec + i, words[i]);
+      layout::store_release(rec + i, words[i]);
     layout::store_release(rec, 2 * seq);
     return seq;
   }
@@ -65,8 +65,7 @@ inline bool read_ring_record(const std::uint64_t* records, std::uint64_t capacit
     if (s1 == 2 * seq - 1) continue; // being written right now: retry a little
     if (s1 != 2 * seq) return false;
     for (std::uint32_t i = 1; i < record_words; ++i)
-      out[i] = layout::load_word(rec + i);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      out[i] = layout::load_acquire(rec + i);
     if (layout::load_word(rec) != s1) return false;
     out[0] = s1;
     return true;

@@ -200,8 +200,7 @@ bool read_seqlocked(const std::uint64_t* r, std::uint32_t n, std::uint64_t* out)
     out[0] = l::load_acquire(r);
     if (out[0] & 1) continue;
     for (std::uint32_t k = 1; k < n; ++k)
-      out[k] = l::load_word(r + k);
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      out[k] = l::load_acquire(r + k);
     if (l::load_word(r) == out[0]) return true;
   }
   return false;

@@ -184,8 +184,9 @@ trace_writer::trace_writer(void* memory, const writer_config& config, const proc
   h.tick1 = now_ticks();
   h.mono1 = monotonic_ns();
   h.heartbeat_realtime_ns = realtime_ns();
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  std::memcpy(h.magic, l::k_magic, sizeof h.magic);
+  std::uint64_t magic;
+  std::memcpy(&magic, l::k_magic, sizeof magic);
+  l::store_release(reinterpret_cast<std::uint64_t*>(h.magic), magic); // last: header complete
 }
 
 std::uint64_t* trace_writer::section_words(l::section_id id) const noexcept {
@@ -339,8 +340,7 @@ void trace_writer::sample(const device_stats* stats, std::size_t n, sample_reaso
     device_of_slot_[slot] = stats[d].device;
     std::uint64_t* r = table + slot * k_stat_record_words;
     const std::uint64_t v = l::load_word(r);
-    l::store_word(r, v + 1); // odd
-    __atomic_thread_fence(__ATOMIC_RELEASE);
+    l::store_word(r, v + 1); // odd; write_stat_record's release stores follow it
     write_stat_record(r, 0, stats[d].device, reason, stats[d].stats);
     l::store_release(r, v + 2);
   }
@@ -350,9 +350,8 @@ void trace_writer::heartbeat() noexcept {
   l::header& h = *header_;
   const std::uint64_t v = l::load_word(&h.clock_version);
   l::store_word(&h.clock_version, v + 1);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  l::store_word(&h.tick1, now_ticks());
-  l::store_word(&h.mono1, monotonic_ns());
+  l::store_release(&h.tick1, now_ticks());
+  l::store_release(&h.mono1, monotonic_ns());
   l::store_release(&h.clock_version, v + 2);
   l::store_release(&h.heartbeat_realtime_ns, realtime_ns());
 }

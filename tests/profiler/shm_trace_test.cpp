@@ -1,0 +1,263 @@
+// Trace objects in /dev/shm, written by real (forked) processes: exit, SIGKILL mid-run, pid
+// reuse, permissions, GMEM_TRACE=0. Not run under sanitizers (fork + kill).
+#include <boost/interprocess/mapped_region.hpp>
+#include <boost/interprocess/shared_memory_object.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "profiler/recorder.h"
+#include "profiler/trace_reader.h"
+#include "tests/profiler/test_buffer.h"
+
+namespace gmem::trace {
+namespace {
+
+namespace bip = boost::interprocess;
+
+recorder_options small_recorder() {
+  recorder_options o;
+  o.config = testing::small_config();
+  o.config.live_slots = 4096;
+  o.config.events = 1024;
+  o.config.sample_interval_ns = 5'000'000;
+  return o;
+}
+
+__attribute__((noinline)) void allocate_some(int first, int count) {
+  for (int i = first; i < first + count; ++i) {
+    trace_writer* w = recorder_writer();
+    if (!w) _exit(3);
+    const std::uint32_t stack = w->capture_stack(0);
+    w->alloc(static_cast<std::uintptr_t>(i + 1) << 12, static_cast<std::size_t>(i) * 100 + 1,
+             512 * static_cast<std::size_t>(i + 1), 0, 0, alloc_kind::device, stack);
+    asm volatile("" ::: "memory");
+  }
+}
+
+// A child process that records `count` allocations, frees every other one, writes one byte
+// to `ready`, then either exits normally or spins until killed.
+pid_t spawn_writer(int count, bool spin_forever, int* ready_fd,
+                   recorder_options options = small_recorder()) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    recorder_init(options);
+    allocate_some(0, count);
+    trace_writer* w = recorder_writer();
+    if (w)
+      for (int i = 0; i < count; i += 2)
+        w->free(static_cast<std::uintptr_t>(i + 1) << 12, 0, 0, alloc_kind::device);
+    if (write(fds[1], "x", 1) != 1) _exit(4);
+    if (spin_forever) {
+      for (int i = count;; ++i) { // keep writing events until SIGKILL
+        if (w) w->marker("tick");
+        if (i % 1000 == 0) usleep(100);
+      }
+    }
+    recorder_shutdown();
+    _exit(0);
+  }
+  close(fds[1]);
+  *ready_fd = fds[0];
+  return pid;
+}
+
+void wait_ready(int fd) {
+  char c;
+  ASSERT_EQ(read(fd, &c, 1), 1);
+  close(fd);
+}
+
+void expect_odd_allocations_live(const trace& t, int count) {
+  ASSERT_EQ(t.live.size(), static_cast<std::size_t>(count / 2));
+  for (const auto& a : t.live) {
+    const auto i = static_cast<std::size_t>((a.address >> 12) - 1);
+    EXPECT_EQ(i % 2, 1u);
+    EXPECT_EQ(a.requested, i * 100 + 1);
+    EXPECT_EQ(a.rounded, 512 * (i + 1));
+    ASSERT_NE(a.stack_id, 0u);
+    ASSERT_NE(t.stack(a.stack_id), nullptr);
+    EXPECT_GE(t.stack(a.stack_id)->size(), 2u);
+  }
+}
+
+TEST(shm_trace, exited_process_leaves_a_readable_trace) {
+  int ready = -1;
+  const pid_t pid = spawn_writer(100, false, &ready);
+  ASSERT_GT(pid, 0);
+  wait_ready(ready);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const read_result r = open_pid(static_cast<std::uint32_t>(pid));
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.info.state, trace_state::exited);
+  EXPECT_EQ(r.value.info.pid, static_cast<std::uint32_t>(pid));
+  EXPECT_NE(r.value.info.exit_realtime_ns, 0u);
+  expect_odd_allocations_live(r.value, 100);
+  EXPECT_FALSE(r.value.modules.empty());
+  const std::string name = object_name(r.value.info.pid, r.value.info.proc_start_ticks);
+  struct stat st {};
+  ASSERT_EQ(stat(("/dev/shm/" + name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  std::string error;
+  EXPECT_TRUE(remove_shm(name, &error)) << error;
+  EXPECT_FALSE(open_pid(static_cast<std::uint32_t>(pid)));
+}
+
+TEST(shm_trace, sigkill_mid_run_leaves_live_allocations) {
+  int ready = -1;
+  const pid_t pid = spawn_writer(200, true, &ready);
+  ASSERT_GT(pid, 0);
+  wait_ready(ready);
+  // While it runs: live, with the allocations so far.
+  const read_result running = open_pid(static_cast<std::uint32_t>(pid));
+  ASSERT_TRUE(running) << running.error.to_string();
+  EXPECT_EQ(running.value.info.state, trace_state::running);
+  expect_odd_allocations_live(running.value, 200);
+  // A snapshot saved while it runs reads back as running.
+  const std::string name = object_name(running.value.info.pid, running.value.info.proc_start_ticks);
+  const std::string path = ::testing::TempDir() + "/shm_snapshot_" + std::to_string(pid);
+  std::string error;
+  ASSERT_TRUE(save_shm(name, path, &error)) << error;
+  const read_result saved = open_file(path);
+  ASSERT_TRUE(saved) << saved.error.to_string();
+  EXPECT_EQ(saved.value.info.state, trace_state::running);
+  EXPECT_TRUE(saved.value.info.saved_file);
+  std::remove(path.c_str());
+  usleep(20000); // let it write (and wrap) for a while
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const read_result r = open_pid(static_cast<std::uint32_t>(pid));
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.info.state, trace_state::crashed);
+  expect_odd_allocations_live(r.value, 200);
+  EXPECT_EQ(r.value.events.size() + r.value.losses.lost_events, r.value.losses.last_seq);
+  EXPECT_GT(r.value.losses.last_seq, 300u);
+  EXPECT_TRUE(remove_shm(name, &error)) << error;
+}
+
+TEST(shm_trace, pid_reuse_keeps_two_objects_apart) {
+  // Two processes that had the same pid differ in their start time: two objects.
+  const auto pid = static_cast<std::uint32_t>(getpid());
+  std::string names[2];
+  for (int k = 0; k < 2; ++k) {
+    process_identity who = testing::test_identity();
+    who.pid = pid;
+    who.proc_start_ticks = 1000 + static_cast<std::uint64_t>(k);
+    who.argv = {"program" + std::to_string(k)};
+    const writer_config c = testing::small_config();
+    names[k] = object_name(pid, who.proc_start_ticks);
+    bip::shared_memory_object::remove(names[k].c_str());
+    bip::shared_memory_object shm(bip::create_only, names[k].c_str(), bip::read_write);
+    shm.truncate(static_cast<bip::offset_t>(c.total_bytes()));
+    bip::mapped_region region(shm, bip::read_write);
+    trace_writer w(region.get_address(), c, who);
+    w.alloc(0x1000 * (static_cast<std::uintptr_t>(k) + 1), 10, 512, 0, 0, alloc_kind::device, 0);
+  }
+  EXPECT_NE(names[0], names[1]);
+  for (int k = 0; k < 2; ++k) {
+    const read_result r = open_shm(names[k]);
+    ASSERT_TRUE(r) << r.error.to_string();
+    EXPECT_EQ(r.value.info.command_line, "program" + std::to_string(k));
+    EXPECT_EQ(r.value.info.state, trace_state::crashed); // our start time is not 1000/1001
+    ASSERT_EQ(r.value.live.size(), 1u);
+    EXPECT_EQ(r.value.live[0].address, 0x1000u * (k + 1));
+  }
+  int listed = 0;
+  for (const auto& e : list_traces())
+    if (e.pid == pid) {
+      ++listed;
+      EXPECT_TRUE(e.readable) << e.problem;
+    }
+  EXPECT_EQ(listed, 2);
+  const read_result newest = open_pid(pid);
+  ASSERT_TRUE(newest);
+  EXPECT_EQ(newest.value.info.command_line, "program1");
+  for (const auto& n : names)
+    EXPECT_TRUE(remove_shm(n, nullptr));
+}
+
+TEST(shm_trace, other_users_cannot_open_it) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to switch to another uid (uid 65534)";
+  int ready = -1;
+  const pid_t pid = spawn_writer(4, false, &ready);
+  wait_ready(ready);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const read_result mine = open_pid(static_cast<std::uint32_t>(pid));
+  ASSERT_TRUE(mine) << mine.error.to_string();
+  const std::string name = object_name(mine.value.info.pid, mine.value.info.proc_start_ticks);
+  const pid_t other = fork();
+  if (other == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    const read_result r = open_shm(name);
+    if (r) _exit(1); // could read it: wrong
+    _exit(r.error.message.find("Permission denied") != std::string::npos ? 0 : 3);
+  }
+  ASSERT_EQ(waitpid(other, &status, 0), other);
+  EXPECT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: readable by uid 65534; 2: setuid failed; 3: other error";
+  EXPECT_TRUE(remove_shm(name, nullptr));
+}
+
+TEST(shm_trace, gmem_trace_0_records_nothing) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GMEM_TRACE", "0", 1);
+    recorder_init(recorder_options::from_env());
+    _exit(recorder_writer() == nullptr ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_FALSE(open_pid(static_cast<std::uint32_t>(pid)));
+}
+
+TEST(shm_trace, options_from_the_environment) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setenv("GMEM_TRACE_LIVE", "1000", 1);
+    setenv("GMEM_STACK_DEPTH", "4", 1);
+    setenv("GMEM_SAMPLE_MS", "250", 1);
+    setenv("GMEM_TRACE_SAVE", "/tmp/x-%p.gmem", 1);
+    const recorder_options o = recorder_options::from_env();
+    const bool ok = o.enabled && o.config.live_slots == 2000 && o.config.stack_depth == 4 &&
+                    o.config.sample_interval_ns == 250'000'000 && o.save_path == "/tmp/x-%p.gmem";
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(shm_trace, save_at_exit_writes_the_file) {
+  const std::string path = ::testing::TempDir() + "/exit_save_%p.gmem";
+  recorder_options o = small_recorder();
+  o.save_path = path;
+  int ready = -1;
+  const pid_t pid = spawn_writer(10, false, &ready, o);
+  wait_ready(ready);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  const std::string saved = ::testing::TempDir() + "/exit_save_" + std::to_string(pid) + ".gmem";
+  const read_result r = open_file(saved);
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.info.state, trace_state::exited);
+  expect_odd_allocations_live(r.value, 10);
+  std::remove(saved.c_str());
+  const read_result live = open_pid(static_cast<std::uint32_t>(pid));
+  ASSERT_TRUE(live);
+  remove_shm(object_name(live.value.info.pid, live.value.info.proc_start_ticks), nullptr);
+}
+
+} // namespace
+} // namespace gmem::trace
