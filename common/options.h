@@ -30,13 +30,13 @@
     "most device memory a pool may reserve (bytes, or % of the device); cuMemGetInfo reports it")  \
   X(max_cached, "GMEM_MAX_CACHED", size, "", "no cap",                                             \
     "most free bytes a pool keeps cached; free segments beyond it go back to the driver")          \
-  X(small_segment, "GMEM_SMALL_SEGMENT", size, "", "the pool's default",                           \
+  X(small_segment, "GMEM_SMALL_SEGMENT", size, "", "pool default (2M)",                            \
     "segment size for small requests")                                                             \
-  X(large_segment, "GMEM_LARGE_SEGMENT", size, "", "the pool's default",                           \
+  X(large_segment, "GMEM_LARGE_SEGMENT", size, "", "pool default (20M)",                           \
     "segment size for large requests")                                                             \
-  X(small_max, "GMEM_SMALL_MAX", size, "", "the pool's default",                                   \
+  X(small_max, "GMEM_SMALL_MAX", size, "", "pool default (1M)",                                    \
     "largest request packed into small segments")                                                  \
-  X(oversize, "GMEM_OVERSIZE", size, "", "the pool's default",                                     \
+  X(oversize, "GMEM_OVERSIZE", size, "", "pool default (10M)",                                     \
     "requests at least this big get a segment of their own")                                       \
   X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
@@ -44,7 +44,7 @@
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \
-    "1 = print each pool's counters at exit; 2 = also report interception as it happens")
+    "1 = print each pool's counters and the substitution counts at exit")
 
 // Rows for the trace recorder (profiler engineer): add them here.
 #define GMEM_TRACE_OPTIONS(X)                                                                      \

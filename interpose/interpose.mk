@@ -22,12 +22,13 @@ $(SHIM_LIB): $(SHIM_OBJS) $(SHIM_LINK_LIBS) $(SHIM_MAP)
 	  $(PROFILER_LDLIBS) -ldl -pthread
 LIBS_ALL += $(SHIM_LIB)
 
-# The fake driver.
+# The fake driver. -Bsymbolic: like the real libcuda, its cuGetProcAddress hands out its own
+# functions, not the preloaded shim's symbols of the same name.
 FAKE_CUDA_SRCS := $(wildcard tests/fake_cuda/*.cpp)
 FAKE_CUDA_LIB  := $(BUILD)/tests/fake_cuda/libcuda.so.1
 $(FAKE_CUDA_LIB): $(FAKE_CUDA_SRCS:%.cpp=$(BUILD)/%.o) $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CXX) -shared -o $@ $^ $(GMEM_LDFLAGS) -Wl,-soname,libcuda.so.1 -pthread
+	$(CXX) -shared -o $@ $^ $(GMEM_LDFLAGS) -Wl,-soname,libcuda.so.1 -Wl,-Bsymbolic -pthread
 
 # Probes the gtest driver runs under LD_PRELOAD: shim_probe reaches the driver by dlopen
 # (routes dlsym and runtime), shim_probe_linked is linked against the fake (route exported).

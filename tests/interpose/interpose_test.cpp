@@ -1,0 +1,217 @@
+// libgmem.so end to end, without a GPU: shim_probe (tests/interpose/shim_probe.cpp) runs under
+// LD_PRELOAD=libgmem.so against the fake libcuda.so.1 and reports what it saw; the fake's
+// counters show what reached the "driver". Every route into the driver API is exercised
+// (DESIGN.md, "Interception"); the trace is off (GMEM_TRACE=0) except where noted.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <sstream>
+
+#include "pool/pool.h"
+#include "tests/interpose/child_process.h"
+
+namespace {
+
+using env_list = std::vector<std::pair<std::string, std::string>>;
+
+struct probe_run {
+  gmem::test::child_result child;
+  std::map<std::string, std::uint64_t> counters; // the fake's, "counter NAME=VALUE"
+  bool has(const std::string& text) const { return child.output.find(text) != std::string::npos; }
+  std::uint64_t counter(const std::string& name) const {
+    auto it = counters.find(name);
+    return it == counters.end() ? ~std::uint64_t{0} : it->second;
+  }
+};
+
+probe_run run_probe(const std::string& route, const std::string& scenario, env_list env = {},
+                    bool preload = true) {
+  const std::string dir = gmem::test::self_dir();
+  env_list full = {
+      {"LD_LIBRARY_PATH", dir + "/fake_cuda"}, {"GMEM_TRACE", "0"}, {"GMEM_VERBOSE", "1"}};
+  if (preload) full.push_back({"LD_PRELOAD", dir + "/../lib/libgmem.so"});
+  full.insert(full.end(), env.begin(), env.end());
+  const std::string probe =
+      dir + (route == "exported" ? "/interpose/shim_probe_linked" : "/interpose/shim_probe");
+  probe_run r;
+  r.child = gmem::test::run_child({probe, route, scenario}, full);
+  std::istringstream lines(r.child.output);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("counter ", 0) != 0) continue;
+    const auto eq = line.find('=');
+    r.counters[line.substr(8, eq - 8)] = std::stoull(line.substr(eq + 1));
+  }
+  return r;
+}
+
+#define EXPECT_PROBE_OK(r) EXPECT_EQ((r).child.exit_code, 0) << (r).child.output
+
+const std::size_t k_segment = gmem::pool_options{}.small_segment_bytes;
+
+class route_test : public testing::TestWithParam<const char*> {};
+
+TEST_P(route_test, allocations_come_from_segments) {
+  const probe_run r = run_probe(GetParam(), "basic");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("kind=device live_bytes=0")) << r.child.output;
+  EXPECT_TRUE(r.has("total_allocs=200 total_frees=200")) << r.child.output;
+  EXPECT_LT(r.counter("mem_alloc_calls"), 20u);
+  EXPECT_GE(r.counter("smallest_alloc"), k_segment); // the fake saw segments only
+}
+
+TEST_P(route_test, driver_errors_are_kept) {
+  EXPECT_PROBE_OK(run_probe(GetParam(), "errors"));
+}
+
+TEST_P(route_test, range_queries_describe_the_block) {
+  EXPECT_PROBE_OK(run_probe(GetParam(), "range"));
+}
+
+TEST_P(route_test, async_allocations_are_pooled) {
+  const probe_run r = run_probe(GetParam(), "async");
+  EXPECT_PROBE_OK(r);
+  EXPECT_EQ(r.counter("async_alloc_calls"), 0u);
+  EXPECT_TRUE(r.has("total_allocs=150 total_frees=150")) << r.child.output;
+}
+
+TEST_P(route_test, pinned_host_allocations_are_pooled) {
+  const probe_run r = run_probe(GetParam(), "host");
+  EXPECT_PROBE_OK(r);
+  EXPECT_LE(r.counter("host_alloc_calls"), 2u);
+  EXPECT_TRUE(r.has("kind=host")) << r.child.output;
+}
+
+TEST_P(route_test, reuse_is_safe_for_stream_less_frees) {
+  const probe_run r = run_probe(GetParam(), "hazard");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("corrupted=0")) << r.child.output;
+}
+
+TEST_P(route_test, reuse_is_safe_for_stream_ordered_frees) {
+  const probe_run r = run_probe(GetParam(), "hazard_async");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("corrupted=0")) << r.child.output;
+}
+
+TEST_P(route_test, hazard_test_fails_without_reuse_safety) {
+  for (const char* scenario : {"hazard", "hazard_async"}) {
+    const probe_run r = run_probe(GetParam(), scenario, {{"GMEM_REUSE_SAFETY", "0"}});
+    EXPECT_EQ(r.child.exit_code, 3) << scenario << ": " << r.child.output;
+    EXPECT_TRUE(r.has("reused=1 corrupted=1")) << r.child.output;
+  }
+}
+
+TEST_P(route_test, eight_threads) {
+  const probe_run r = run_probe(GetParam(), "stress");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("kind=device live_bytes=0")) << r.child.output;
+}
+
+TEST_P(route_test, limit_gives_out_of_memory_and_recovers) {
+  EXPECT_PROBE_OK(run_probe(GetParam(), "limit", {{"GMEM_LIMIT", "64M"}}));
+}
+
+TEST_P(route_test, capturing_streams_pass_through) {
+  const probe_run r = run_probe(GetParam(), "capture");
+  EXPECT_PROBE_OK(r);
+  EXPECT_EQ(r.counter("async_alloc_calls"), 1u);
+  EXPECT_EQ(r.counter("smallest_alloc"), 12345u);
+  EXPECT_EQ(r.counter("async_free_calls"), 1u);
+}
+
+TEST_P(route_test, context_teardown_drops_the_pool) {
+  EXPECT_PROBE_OK(run_probe(GetParam(), "contexts"));
+}
+
+TEST_P(route_test, forked_child_stands_aside) {
+  const probe_run r = run_probe(GetParam(), "fork");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("child ok=1 direct=1")) << r.child.output;
+}
+
+TEST_P(route_test, exit_while_threads_allocate) {
+  for (int i = 0; i < 3; ++i) {
+    const probe_run r = run_probe(GetParam(), "exit_threads");
+    EXPECT_EQ(r.child.signal, 0) << r.child.output;
+    EXPECT_PROBE_OK(r);
+    EXPECT_TRUE(r.has("exiting after")) << r.child.output;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(routes, route_test,
+                         testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
+
+TEST(shim, without_the_shim_every_allocation_reaches_the_driver) {
+  const probe_run r = run_probe("dlsym", "basic", {}, false);
+  EXPECT_PROBE_OK(r);
+  EXPECT_EQ(r.counter("mem_alloc_calls"), 200u);
+}
+
+TEST(shim, disabled_shim_passes_through) {
+  const probe_run r = run_probe("runtime", "basic", {{"GMEM_ENABLE", "0"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_EQ(r.counter("mem_alloc_calls"), 200u);
+}
+
+TEST(shim, without_the_shim_the_hazard_program_is_correct) {
+  const probe_run r = run_probe("dlsym", "hazard", {}, false);
+  EXPECT_PROBE_OK(r);
+}
+
+TEST(shim, mem_get_info_reports_the_limit_and_cached_memory) {
+  const probe_run r = run_probe("runtime", "meminfo", {{"GMEM_LIMIT", "64M"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("meminfo start free=67108864 total=67108864")) << r.child.output;
+  EXPECT_TRUE(r.has("meminfo allocated free=50331648 total=67108864")) << r.child.output;
+  EXPECT_TRUE(r.has("meminfo freed free=67108864 total=67108864")) << r.child.output;
+}
+
+TEST(shim, mem_get_info_counts_cached_memory_as_free) {
+  const probe_run r = run_probe("dlsym", "meminfo", {{"FAKE_CUDA_TOTAL_BYTES", "1G"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("meminfo start free=1073741824 total=1073741824")) << r.child.output;
+  EXPECT_TRUE(r.has("meminfo freed free=1073741824 total=1073741824")) << r.child.output;
+}
+
+TEST(shim, limit_as_percentage_of_the_device) {
+  const probe_run r =
+      run_probe("runtime", "meminfo", {{"GMEM_LIMIT", "50%"}, {"FAKE_CUDA_TOTAL_BYTES", "128M"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("meminfo freed free=67108864 total=67108864")) << r.child.output;
+}
+
+TEST(shim, bad_option_warns_and_keeps_running) {
+  const probe_run r = run_probe("dlsym", "basic", {{"GMEM_LIMIT", "12X"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("gmem: warning: GMEM_LIMIT='12X' is not a size; using no limit"))
+      << r.child.output;
+}
+
+TEST(shim, old_abi_entry_points_are_not_substituted) {
+  const probe_run r = run_probe("runtime", "old_abi");
+  EXPECT_PROBE_OK(r);
+  EXPECT_EQ(r.counter("mem_alloc_calls"), 1u); // the 32-bit cuMemAlloc went to the driver
+  EXPECT_EQ(r.counter("smallest_alloc"), 1000u);
+}
+
+TEST(shim, other_interposer_keeps_its_rtld_next) {
+  const std::string dir = gmem::test::self_dir();
+  const std::string other = dir + "/interpose/libother_interposer.so";
+  const std::string shim = dir + "/../lib/libgmem.so";
+  for (const std::string& preload : {shim + " " + other, other + " " + shim}) {
+    const probe_run r = run_probe("runtime", "other_interposer", {{"LD_PRELOAD", preload}});
+    EXPECT_EQ(r.child.signal, 0) << preload << ": " << r.child.output;
+    EXPECT_PROBE_OK(r);
+    EXPECT_TRUE(r.has("total_allocs=1")) << r.child.output;
+  }
+}
+
+TEST(shim, one_pool_per_device) {
+  const probe_run r = run_probe("dlsym", "two_devices", {{"FAKE_CUDA_DEVICES", "2"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("device=0 kind=device live_bytes=0")) << r.child.output;
+  EXPECT_TRUE(r.has("device=1 kind=device live_bytes=0")) << r.child.output;
+}
+
+} // namespace

@@ -1,0 +1,102 @@
+// The GMEM_* options table (common/options.h): parsing, defaults, warnings, and that README's
+// option table lists every row.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/options.h"
+
+namespace {
+
+struct parsed {
+  gmem::options o;
+  std::vector<std::string> warnings;
+};
+
+parsed parse(std::map<std::string, std::string> env) {
+  parsed p;
+  p.o = gmem::options::parse(
+      [&](const char* name) -> const char* {
+        auto it = env.find(name);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      [&](const std::string& line) { p.warnings.push_back(line); });
+  return p;
+}
+
+TEST(options, defaults) {
+  const parsed p = parse({});
+  EXPECT_TRUE(p.warnings.empty());
+  EXPECT_TRUE(p.o.enable);
+  EXPECT_TRUE(p.o.reuse_safety);
+  EXPECT_TRUE(p.o.host);
+  EXPECT_FALSE(p.o.limit_set);
+  EXPECT_EQ(p.o.limit.resolve(1000), 0u);
+  EXPECT_EQ(p.o.verbose, 0u);
+  EXPECT_EQ(p.o.warmup, 0u);
+}
+
+TEST(options, values) {
+  const parsed p = parse({{"GMEM_ENABLE", "0"},
+                          {"GMEM_LIMIT", "12G"},
+                          {"GMEM_MAX_CACHED", "512M"},
+                          {"GMEM_SMALL_SEGMENT", "4M"},
+                          {"GMEM_REUSE_SAFETY", "off"},
+                          {"GMEM_VERBOSE", "2"}});
+  EXPECT_TRUE(p.warnings.empty());
+  EXPECT_FALSE(p.o.enable);
+  EXPECT_TRUE(p.o.limit_set);
+  EXPECT_EQ(p.o.limit.resolve(0), 12ull << 30);
+  EXPECT_EQ(p.o.max_cached, 512ull << 20);
+  EXPECT_TRUE(p.o.small_segment_set);
+  EXPECT_EQ(p.o.small_segment, 4ull << 20);
+  EXPECT_FALSE(p.o.reuse_safety);
+  EXPECT_EQ(p.o.verbose, 2u);
+}
+
+TEST(options, percentage_limit) {
+  const parsed p = parse({{"GMEM_LIMIT", "75%"}});
+  EXPECT_TRUE(p.o.limit_set);
+  EXPECT_TRUE(p.o.limit.is_percent);
+  EXPECT_EQ(p.o.limit.resolve(1000), 750u);
+}
+
+TEST(options, bad_values_warn_and_keep_defaults) {
+  const parsed p = parse({{"GMEM_LIMIT", "12X"}, {"GMEM_ENABLE", "maybe"}, {"GMEM_VERBOSE", "-1"}});
+  ASSERT_EQ(p.warnings.size(), 3u);
+  EXPECT_EQ(p.warnings[0], "gmem: warning: GMEM_ENABLE='maybe' is not 0 or 1; using 1");
+  EXPECT_EQ(p.warnings[1], "gmem: warning: GMEM_LIMIT='12X' is not a size; using no limit");
+  EXPECT_EQ(p.warnings[2], "gmem: warning: GMEM_VERBOSE='-1' is not a whole number; using 0");
+  EXPECT_TRUE(p.o.enable);
+  EXPECT_FALSE(p.o.limit_set);
+  EXPECT_EQ(p.o.verbose, 0u);
+}
+
+TEST(options, table_rows_are_unique_and_named_gmem) {
+  std::size_t n = 0;
+  const gmem::option_row* rows = gmem::option_rows(&n);
+  ASSERT_GT(n, 8u);
+  std::map<std::string, int> seen;
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(std::string(rows[i].env_name).rfind("GMEM_", 0), 0u) << rows[i].env_name;
+    EXPECT_EQ(seen[rows[i].env_name]++, 0) << rows[i].env_name;
+    EXPECT_GT(std::string(rows[i].help).size(), 10u) << rows[i].env_name;
+  }
+}
+
+TEST(options, readme_lists_every_option) {
+  std::ifstream in("README.md");
+  if (!in) GTEST_SKIP() << "README.md not found (run from the repository root)";
+  std::stringstream text;
+  text << in.rdbuf();
+  std::size_t n = 0;
+  const gmem::option_row* rows = gmem::option_rows(&n);
+  for (std::size_t i = 0; i < n; ++i) {
+    EXPECT_NE(text.str().find(std::string("`") + rows[i].env_name + "`"), std::string::npos)
+        << rows[i].env_name << " is missing from README.md";
+  }
+}
+
+} // namespace

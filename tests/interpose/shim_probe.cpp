@@ -1,0 +1,455 @@
+// A CUDA driver program for the shim's end-to-end tests: `shim_probe ROUTE SCENARIO`. It runs
+// under LD_PRELOAD=libgmem.so against the fake libcuda.so.1 (tests/fake_cuda) and prints
+// "FAIL: ..." lines for what it can check itself, then the fake's counters
+// ("counter NAME=VALUE") for interpose_test.cpp to check against the pool's behaviour.
+// Exit: 0 ok, 1 failed, 2 usage/setup, 3 the hazard scenario saw corrupted memory.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <random>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "tests/interpose/probe_driver.h"
+
+namespace {
+
+probe::driver_api g;
+int g_failures = 0;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      std::printf("FAIL: %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+      std::printf(__VA_ARGS__);                                                                    \
+      std::printf("\n");                                                                           \
+      ++g_failures;                                                                                \
+    }                                                                                              \
+  } while (0)
+#define CHECK_CU(call) CHECK((call) == CUDA_SUCCESS, "%s", #call)
+
+void print_counters() {
+  fake_cuda_counters c{};
+  g.get_counters(&c);
+#define PROBE_PRINT(n) std::printf("counter %s=%llu\n", #n, static_cast<unsigned long long>(c.n));
+  FAKE_CUDA_COUNTERS(PROBE_PRINT)
+#undef PROBE_PRINT
+}
+
+bool setup() {
+  CUcontext ctx = nullptr;
+  return g.init(0) == CUDA_SUCCESS && g.primary_retain(&ctx, 0) == CUDA_SUCCESS &&
+         g.ctx_set_current(ctx) == CUDA_SUCCESS;
+}
+
+struct block {
+  CUdeviceptr p;
+  std::size_t n;
+};
+
+// Distinct, non-overlapping, 256-aligned pointers that hold what was written to them.
+void scenario_basic() {
+  std::mt19937 rng(7);
+  std::vector<block> blocks;
+  for (int i = 0; i < 200; ++i) {
+    const std::size_t n = 1 + rng() % (i % 10 == 0 ? (3u << 20) : (64u << 10));
+    CUdeviceptr p = 0;
+    CHECK_CU(g.mem_alloc(&p, n));
+    CHECK(p % 256 == 0, "pointer 0x%llx not 256-aligned", static_cast<unsigned long long>(p));
+    CHECK_CU(g.memset_d8(p, static_cast<unsigned char>(i), n));
+    blocks.push_back({p, n});
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    unsigned char first = 0, last = 0;
+    CHECK_CU(g.memcpy_dtoh(&first, blocks[i].p, 1));
+    CHECK_CU(g.memcpy_dtoh(&last, blocks[i].p + blocks[i].n - 1, 1));
+    CHECK(first == static_cast<unsigned char>(i) && last == first, "block %zu overwritten", i);
+  }
+  std::vector<block> sorted = blocks;
+  std::sort(sorted.begin(), sorted.end(), [](const block& a, const block& b) { return a.p < b.p; });
+  for (std::size_t i = 1; i < sorted.size(); ++i) {
+    CHECK(sorted[i - 1].p + sorted[i - 1].n <= sorted[i].p, "blocks %zu and %zu overlap", i - 1, i);
+  }
+  for (const block& b : blocks)
+    CHECK_CU(g.mem_free(b.p));
+}
+
+// The driver's errors: 0 bytes, unknown pointer, double free, interior free.
+void scenario_errors() {
+  CUdeviceptr p = 0;
+  CUresult r = g.mem_alloc(&p, 0);
+  CHECK(r == CUDA_ERROR_INVALID_VALUE, "cuMemAlloc(0) returned %d", r);
+  r = g.mem_free(static_cast<CUdeviceptr>(0x1000));
+  CHECK(r == CUDA_ERROR_INVALID_VALUE, "free of an unknown pointer returned %d", r);
+  CHECK_CU(g.mem_alloc(&p, 4096));
+  CHECK_CU(g.mem_free(p));
+  r = g.mem_free(p);
+  CHECK(r == CUDA_ERROR_INVALID_VALUE, "double free returned %d", r);
+  CUdeviceptr q = 0;
+  CHECK_CU(g.mem_alloc(&q, 4096));
+  r = g.mem_free(q + 256);
+  CHECK(r == CUDA_ERROR_INVALID_VALUE, "interior free returned %d", r);
+  CHECK_CU(g.mem_free(q));
+  void* h = nullptr;
+  CHECK_CU(g.mem_alloc_host(&h, 100));
+  r = g.mem_free_host(static_cast<char*>(h) + 512);
+  CHECK(r == CUDA_ERROR_INVALID_VALUE, "interior host free returned %d", r);
+  CHECK_CU(g.mem_free_host(h));
+  int on_stack = 0;
+  r = g.mem_free_host(&on_stack);
+  CHECK(r == CUDA_ERROR_INVALID_VALUE, "host free of a stack address returned %d", r);
+}
+
+void print_info(const char* label) {
+  std::size_t free_bytes = 0, total = 0;
+  CHECK_CU(g.mem_get_info(&free_bytes, &total));
+  std::printf("meminfo %s free=%zu total=%zu\n", label, free_bytes, total);
+}
+
+void scenario_meminfo() {
+  print_info("start");
+  CUdeviceptr p = 0;
+  CHECK_CU(g.mem_alloc(&p, 16u << 20));
+  print_info("allocated");
+  CHECK_CU(g.mem_free(p));
+  CHECK_CU(g.ctx_synchronize());
+  print_info("freed");
+}
+
+// At the limit: the second 40 MiB does not fit in 64 MiB until the first is freed.
+void scenario_limit() {
+  CUdeviceptr a = 0, b = 0;
+  CHECK_CU(g.mem_alloc(&a, 40u << 20));
+  CUresult r = g.mem_alloc(&b, 40u << 20);
+  CHECK(r == CUDA_ERROR_OUT_OF_MEMORY, "second 40 MiB under a 64 MiB limit returned %d", r);
+  CHECK_CU(g.mem_free(a));
+  CHECK_CU(g.mem_alloc(&b, 40u << 20));
+  CHECK_CU(g.mem_free(b));
+}
+
+void scenario_range() {
+  CUdeviceptr a = 0, b = 0;
+  CHECK_CU(g.mem_alloc(&a, 1000));
+  CHECK_CU(g.mem_alloc(&b, 1000));
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  CHECK_CU(g.mem_get_address_range(&base, &size, b + 100));
+  CHECK(base == b && size >= 1000 && size < 4096, "range of b+100: base 0x%llx size %zu",
+        static_cast<unsigned long long>(base), size);
+  CUdeviceptr start = 0;
+  CHECK_CU(g.pointer_get_attribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, a + 10));
+  CHECK(start == a, "RANGE_START_ADDR of a+10 is 0x%llx", static_cast<unsigned long long>(start));
+  CUcontext ctx = nullptr;
+  std::size_t range = 0;
+  CUpointer_attribute attrs[] = {CU_POINTER_ATTRIBUTE_CONTEXT,
+                                 CU_POINTER_ATTRIBUTE_RANGE_START_ADDR,
+                                 CU_POINTER_ATTRIBUTE_RANGE_SIZE};
+  void* data[] = {&ctx, &start, &range};
+  CHECK_CU(g.pointer_get_attributes(3, attrs, data, b + 999));
+  CHECK(start == b && range == size && ctx != nullptr, "attributes of b+999");
+  CHECK_CU(g.mem_free(a));
+  CHECK_CU(g.mem_free(b));
+}
+
+void scenario_async() {
+  CUstream s1 = nullptr, s2 = nullptr;
+  CHECK_CU(g.stream_create(&s1, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(g.stream_create(&s2, CU_STREAM_NON_BLOCKING));
+  for (int round = 0; round < 50; ++round) {
+    CUdeviceptr a = 0, b = 0, c = 0;
+    CHECK_CU(g.mem_alloc_async(&a, 10000, s1));
+    CHECK_CU(g.mem_alloc_async(&b, 300000, s2));
+    CHECK_CU(g.mem_alloc_async(&c, 10000, nullptr));
+    CHECK_CU(g.memset_d8_async(a, 1, 10000, s1));
+    CHECK_CU(g.memset_d8_async(b, 2, 300000, s2));
+    CHECK_CU(g.mem_free_async(a, s1));
+    CHECK_CU(g.mem_free_async(b, s2));
+    CHECK_CU(g.mem_free_async(c, nullptr));
+  }
+  CHECK_CU(g.stream_synchronize(s1));
+  CHECK_CU(g.stream_synchronize(s2));
+  CHECK_CU(g.ctx_synchronize());
+}
+
+void scenario_host() {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 100; ++i) {
+    void* p = nullptr;
+    if (i % 2 == 0) {
+      CHECK_CU(g.mem_host_alloc(&p, 4096, 0));
+    } else {
+      CHECK_CU(g.mem_alloc_host(&p, 4096));
+    }
+    std::memset(p, i, 4096);
+    blocks.push_back(p);
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    CHECK(static_cast<unsigned char*>(blocks[i])[4095] == static_cast<unsigned char>(i),
+          "host block %zu overwritten", i);
+    CHECK_CU(g.mem_free_host(blocks[i]));
+  }
+}
+
+// DESIGN.md "Reuse safety": a slow kernel writes a block after the program freed it; the next
+// owner's memset must not be overwritten. `async`: the stream-ordered variant.
+int scenario_hazard(bool async) {
+  constexpr std::size_t n = 1u << 20;
+  CUstream slow = nullptr, other = nullptr;
+  CHECK_CU(g.stream_create(&slow, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(g.stream_create(&other, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr a = 0, b = 0;
+  CHECK_CU(async ? g.mem_alloc_async(&a, n, slow) : g.mem_alloc(&a, n));
+  CHECK_CU(g.launch_kernel(slow, 300000, a, 0xAA, n));
+  CHECK_CU(async ? g.mem_free_async(a, slow) : g.mem_free(a));
+  CHECK_CU(async ? g.mem_alloc_async(&b, n, other) : g.mem_alloc(&b, n));
+  CHECK_CU(g.memset_d8_async(b, 0, n, other));
+  CHECK_CU(g.stream_synchronize(other));
+  CHECK_CU(g.ctx_synchronize());
+  std::vector<unsigned char> host(n);
+  CHECK_CU(g.memcpy_dtoh(host.data(), b, n));
+  const bool corrupted =
+      std::any_of(host.begin(), host.end(), [](unsigned char c) { return c != 0; });
+  std::printf("hazard reused=%d corrupted=%d\n", a == b ? 1 : 0, corrupted ? 1 : 0);
+  return corrupted ? 3 : 0;
+}
+
+// 8 threads, each keeping up to 16 live blocks stamped with its id.
+void scenario_stress() {
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  CUcontext ctx = nullptr;
+  CHECK_CU(g.primary_retain(&ctx, 0));
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([t, ctx, &errors] {
+      g.ctx_set_current(ctx);
+      std::mt19937 rng(static_cast<unsigned>(t));
+      std::vector<block> live;
+      const auto stamp = static_cast<unsigned char>(t + 1);
+      for (int i = 0; i < 3000; ++i) {
+        if (live.size() < 16 && (live.empty() || rng() % 2 == 0)) {
+          const std::size_t n = 1 + rng() % (rng() % 8 == 0 ? (2u << 20) : (16u << 10));
+          CUdeviceptr p = 0;
+          if (g.mem_alloc(&p, n) != CUDA_SUCCESS) {
+            ++errors;
+            continue;
+          }
+          std::memset(reinterpret_cast<void*>(p), stamp, n); // fake device memory is host memory
+          live.push_back({p, n});
+        } else {
+          const std::size_t k = rng() % live.size();
+          const block b = live[k];
+          auto* bytes = reinterpret_cast<unsigned char*>(b.p);
+          if (bytes[0] != stamp || bytes[b.n - 1] != stamp || bytes[b.n / 2] != stamp) ++errors;
+          if (g.mem_free(b.p) != CUDA_SUCCESS) ++errors;
+          live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
+        }
+      }
+      for (const block& b : live) {
+        if (g.mem_free(b.p) != CUDA_SUCCESS) ++errors;
+      }
+    });
+  }
+  for (auto& th : threads)
+    th.join();
+  CHECK(errors == 0, "%d errors", errors.load());
+}
+
+// The child of a fork stands aside: its calls reach the driver directly.
+void scenario_fork() {
+  CUdeviceptr p = 0;
+  CHECK_CU(g.mem_alloc(&p, 1000));
+  const pid_t pid = fork();
+  if (pid == 0) {
+    fake_cuda_counters before{}, after{};
+    g.get_counters(&before);
+    CUdeviceptr q = 0;
+    const bool ok = g.mem_alloc(&q, 777) == CUDA_SUCCESS && g.mem_free(q) == CUDA_SUCCESS;
+    g.get_counters(&after);
+    const bool direct = after.mem_alloc_calls == before.mem_alloc_calls + 1;
+    std::printf("child ok=%d direct=%d\n", ok ? 1 : 0, direct ? 1 : 0);
+    std::fflush(stdout);
+    _exit(ok && direct ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  CHECK_CU(g.mem_free(p));
+  CUdeviceptr r = 0;
+  CHECK_CU(g.mem_alloc(&r, 1000));
+  CHECK_CU(g.mem_free(r));
+}
+
+// exit() while other threads keep allocating: no crash, no hang, exit status kept.
+[[noreturn]] void scenario_exit_threads() {
+  CUcontext ctx = nullptr;
+  g.primary_retain(&ctx, 0);
+  static std::atomic<long> done{0};
+  for (int t = 0; t < 4; ++t) {
+    std::thread([ctx, t] {
+      g.ctx_set_current(ctx);
+      std::mt19937 rng(static_cast<unsigned>(t));
+      for (;;) {
+        CUdeviceptr p = 0;
+        if (g.mem_alloc(&p, 1 + rng() % 100000) == CUDA_SUCCESS) g.mem_free(p);
+        done.fetch_add(1);
+      }
+    }).detach();
+  }
+  for (int i = 0; i < 1000 && done.load() < 2000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::printf("exiting after %ld allocations\n", done.load());
+  std::fflush(stdout);
+  std::exit(0);
+}
+
+// Allocations on a capturing stream belong to the graph: they reach the driver unchanged.
+void scenario_capture() {
+  CUstream s = nullptr;
+  CHECK_CU(g.stream_create(&s, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(g.set_capturing(s, 1));
+  CUdeviceptr p = 0;
+  CHECK_CU(g.mem_alloc_async(&p, 12345, s));
+  CHECK_CU(g.mem_free_async(p, s));
+  CHECK_CU(g.set_capturing(s, 0));
+  CHECK_CU(g.stream_synchronize(s));
+}
+
+// A destroyed context's pool is dropped; the primary context keeps working; a reset drops it.
+void scenario_contexts() {
+  CUcontext mine = nullptr, primary = nullptr;
+  CHECK_CU(g.primary_retain(&primary, 0));
+  CHECK_CU(g.ctx_create(&mine, 0, 0));
+  CUdeviceptr a = 0, b = 0;
+  CHECK_CU(g.mem_alloc(&a, 5000));
+  CHECK_CU(g.ctx_destroy(mine));
+  CHECK_CU(g.ctx_set_current(primary));
+  CHECK_CU(g.mem_alloc(&b, 5000));
+  CHECK_CU(g.memset_d8(b, 1, 5000));
+  CHECK_CU(g.mem_free(b));
+  CHECK_CU(g.primary_reset(0));
+  CHECK_CU(g.primary_retain(&primary, 0));
+  CHECK_CU(g.ctx_set_current(primary));
+  CHECK_CU(g.mem_alloc(&b, 5000));
+  CHECK_CU(g.memset_d8(b, 2, 5000));
+  CHECK_CU(g.mem_free(b));
+}
+
+// Substitution is by address: the CUDA 2.0 cuMemAlloc (32-bit size) is not ours; the 11.3
+// cuGetProcAddress hands out the same hooks as the 12.0 one.
+void scenario_old_abi() {
+  CHECK(g.get_proc_address != nullptr, "needs the runtime route");
+  if (g.get_proc_address == nullptr) return;
+  void* v1 = nullptr;
+  CUdriverProcAddressQueryResult st{};
+  CHECK_CU(g.get_proc_address("cuMemAlloc", &v1, 3000, 0, &st));
+  CHECK(v1 != reinterpret_cast<void*>(g.mem_alloc), "v1 cuMemAlloc was substituted");
+  unsigned int p32 = 0;
+  auto alloc_v1 = reinterpret_cast<CUresult (*)(unsigned int*, unsigned int)>(v1);
+  CHECK_CU(alloc_v1(&p32, 1000));
+  void* gpa11 = nullptr;
+  CHECK_CU(g.get_proc_address("cuGetProcAddress", &gpa11, 11030, 0, &st));
+  auto old_gpa = reinterpret_cast<CUresult (*)(const char*, void**, int, cuuint64_t)>(gpa11);
+  void* alloc = nullptr;
+  CHECK_CU(old_gpa("cuMemAlloc", &alloc, 12000, 0));
+  CHECK(alloc == reinterpret_cast<void*>(g.mem_alloc),
+        "11.3 cuGetProcAddress gave another cuMemAlloc");
+}
+
+// Another preloaded library that wraps getpid() with dlsym(RTLD_NEXT) must still work.
+void scenario_other_interposer() {
+  auto calls = reinterpret_cast<long (*)()>(dlsym(RTLD_DEFAULT, "other_interposer_calls"));
+  CHECK(calls != nullptr, "libother_interposer.so is not preloaded");
+  if (calls == nullptr) return;
+  const long before = calls();
+  const pid_t pid = getpid();
+  CHECK(pid == static_cast<pid_t>(syscall(SYS_getpid)), "getpid through the interposer is wrong");
+  CHECK(calls() == before + 1, "the interposer's getpid was not called");
+  CUdeviceptr p = 0;
+  CHECK_CU(g.mem_alloc(&p, 1000));
+  CHECK_CU(g.mem_free(p));
+}
+
+// Two devices: a pool each; a pointer freed while the other device's context is current.
+void scenario_two_devices() {
+  CUcontext c0 = nullptr, c1 = nullptr;
+  CHECK_CU(g.primary_retain(&c0, 0));
+  CHECK_CU(g.primary_retain(&c1, 1));
+  CUdeviceptr a = 0, b = 0;
+  CHECK_CU(g.ctx_set_current(c0));
+  CHECK_CU(g.mem_alloc(&a, 3000));
+  CHECK_CU(g.ctx_set_current(c1));
+  CHECK_CU(g.mem_alloc(&b, 3000));
+  CHECK_CU(g.mem_free(a));
+  CHECK_CU(g.ctx_set_current(c0));
+  CHECK_CU(g.mem_free(b));
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    std::fprintf(stderr, "usage: shim_probe ROUTE SCENARIO\n");
+    return 2;
+  }
+  const std::string error = probe::load(argv[1], g);
+  if (!error.empty()) {
+    std::printf("FAIL: %s\n", error.c_str());
+    return 2;
+  }
+  if (!setup()) {
+    std::printf("FAIL: driver setup\n");
+    return 2;
+  }
+  const std::string s = argv[2];
+  int rc = 0;
+  if (s == "basic")
+    scenario_basic();
+  else if (s == "errors")
+    scenario_errors();
+  else if (s == "meminfo")
+    scenario_meminfo();
+  else if (s == "limit")
+    scenario_limit();
+  else if (s == "range")
+    scenario_range();
+  else if (s == "async")
+    scenario_async();
+  else if (s == "host")
+    scenario_host();
+  else if (s == "hazard")
+    rc = scenario_hazard(false);
+  else if (s == "hazard_async")
+    rc = scenario_hazard(true);
+  else if (s == "stress")
+    scenario_stress();
+  else if (s == "fork")
+    scenario_fork();
+  else if (s == "exit_threads")
+    scenario_exit_threads();
+  else if (s == "capture")
+    scenario_capture();
+  else if (s == "contexts")
+    scenario_contexts();
+  else if (s == "old_abi")
+    scenario_old_abi();
+  else if (s == "other_interposer")
+    scenario_other_interposer();
+  else if (s == "two_devices")
+    scenario_two_devices();
+  else {
+    std::printf("FAIL: unknown scenario %s\n", s.c_str());
+    return 2;
+  }
+  print_counters();
+  std::fflush(stdout);
+  if (g_failures != 0) return 1;
+  return rc;
+}
