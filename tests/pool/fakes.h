@@ -73,9 +73,10 @@ public:
     ++syncs;
     if (!sync_ok) return false;
     std::uint64_t begin = ++clock;
-    // A full fence completes every event recorded before it.
-    for (auto& [id, e] : events)
-      if (e.recorded_at < begin) e.complete = true;
+    // A full fence completes every event recorded before it, which is every event so far.
+    for (event_handle id : incomplete_)
+      events[id].complete = true;
+    incomplete_.clear();
     fence_log.push_back({begin, ++clock});
     latest_fence_begin_ = begin;
     return true;
@@ -85,6 +86,7 @@ public:
     if (!record_ok) return 0;
     event_handle id = ++next_event_;
     events[id] = event_state{s, ++clock, auto_complete};
+    if (!auto_complete) incomplete_.insert(id);
     return id;
   }
   bool query(event_handle e) noexcept override {
@@ -116,11 +118,13 @@ public:
   void complete(event_handle e) {
     std::lock_guard lock(mu_);
     events.at(e).complete = true;
+    incomplete_.erase(e);
   }
   void complete_all() {
     std::lock_guard lock(mu_);
-    for (auto& [id, e] : events)
-      e.complete = true;
+    for (event_handle id : incomplete_)
+      events[id].complete = true;
+    incomplete_.clear();
   }
   std::uint64_t now() {
     std::lock_guard lock(mu_);
@@ -175,6 +179,7 @@ public:
 private:
   std::uint64_t latest_fence_begin_locked() const { return latest_fence_begin_; }
   std::mutex mu_;
+  std::set<event_handle> incomplete_;
   event_handle next_event_ = 0;
   std::uint64_t latest_fence_begin_ = 0;
 };
