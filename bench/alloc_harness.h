@@ -12,6 +12,10 @@
 // steady state. Samples of all threads are pooled; the median and p99 are reported.
 #pragma once
 
+#include "include/gmem/gmem.h"
+
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -210,6 +214,27 @@ inline void write_json(const harness_options& o, const char* allocator, const ce
   std::fclose(f);
 }
 
+// When libgmem.so is preloaded, appends its pool counters for device 0 (gmem_stats()) to the
+// JSON file: the profile that goes with the timings (cache hits, fences, segment maps).
+inline void dump_gmem_stats(const harness_options& o) {
+  using stats_fn = gmem_status (*)(int, gmem_stats_t*);
+  auto fn = reinterpret_cast<stats_fn>(dlsym(RTLD_DEFAULT, "gmem_stats"));
+  if (!fn) return;
+  gmem_stats_t s{};
+  s.struct_size = sizeof s;
+  if (fn(0, &s) != GMEM_OK || !(s.flags & GMEM_STATS_FROM_POOL)) return;
+  std::string line = "{\"kind\":\"gmem_stats\",\"label\":\"" + o.label + "\"";
+#define GMEM_BENCH_FIELD_(name) line += ",\"" #name "\":" + std::to_string(s.name);
+  GMEM_STATS_FIELDS(GMEM_BENCH_FIELD_)
+#undef GMEM_BENCH_FIELD_
+  line += "}\n";
+  std::printf("%s", line.c_str());
+  if (FILE* f = o.json_path.empty() ? nullptr : std::fopen(o.json_path.c_str(), "a")) {
+    std::fputs(line.c_str(), f);
+    std::fclose(f);
+  }
+}
+
 inline void run_suite(allocator_under_test& a, const harness_options& o) {
   const bool pair = o.tests.find("pair") != std::string::npos;
   const bool random = o.tests.find("random") != std::string::npos;
@@ -219,6 +244,7 @@ inline void run_suite(allocator_under_test& a, const harness_options& o) {
         write_json(o, a.name(), run_pair(a, o, size, threads));
     if (random) write_json(o, a.name(), run_random(a, o, threads));
   }
+  dump_gmem_stats(o);
 }
 
 // Parses "--label X --tests pair,random --threads 1,4,16 --sizes 512,1M --seconds 0.25
@@ -256,6 +282,8 @@ inline std::vector<int> parse_args(harness_options& o, int argc, char** argv) {
       o.json_path = next();
     else if (a == "--seconds")
       o.seconds_per_cell = std::atof(next());
+    else if (a == "--max-samples")
+      o.max_samples_per_thread = std::strtoull(next(), nullptr, 10);
     else if (a == "--sizes")
       o.sizes = parse_list(next());
     else if (a == "--threads") {

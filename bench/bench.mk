@@ -6,7 +6,7 @@
 #                      bench/results/<date>-<gpu>.{md,csv,json} (skips without a GPU)
 #   make bench-report  rebuild the report from raw results: make bench-report RAW=dir
 BENCH_CUDA_ARCH ?= sm_90
-BENCH_NVCC_FLAGS := -arch=$(BENCH_CUDA_ARCH) -O2 -std=c++17 -Xcompiler -Wall,-Wextra
+BENCH_NVCC_FLAGS := -arch=$(BENCH_CUDA_ARCH) -O2 -std=c++17 -I. -Xcompiler -Wall,-Wextra
 BENCH_OUT ?= $(BUILD)/bench/out
 
 # --- gmem_replay (CPU) -------------------------------------------------------------------
@@ -24,20 +24,20 @@ GMEM_REPLAY := $(BUILD)/bench/gmem_replay
 $(GMEM_REPLAY): $(BUILD)/bench/replay/gmem_replay_main.o $(REPLAY_OBJS) $(REPLAY_POOL) \
                 $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -pthread
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -lz -pthread
 LIBS_ALL += $(GMEM_REPLAY)
 
 BENCH_REPLAY_TEST := $(BUILD)/tests/bench_replay_test
 $(BENCH_REPLAY_TEST): $(BUILD)/bench/replay/replay_test.o $(REPLAY_OBJS) $(REPLAY_POOL)
 	@mkdir -p $(@D)
-	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -lz $(GTEST_LIBS)
 UNIT_TESTS += $(BENCH_REPLAY_TEST)
 SAN_TESTS += $(BENCH_REPLAY_TEST)
 
 # --- GPU programs (nvcc, static runtime: see bench/alloc_bench.cu) ----------------------
 $(BUILD)/bench/alloc_bench: bench/alloc_bench.cu bench/alloc_harness.h
 	@mkdir -p $(@D)
-	$(NVCC) $(BENCH_NVCC_FLAGS) $< -o $@ -L$(CUDA_HOME)/lib64/stubs -lcuda
+	$(NVCC) $(BENCH_NVCC_FLAGS) $< -o $@ -L$(CUDA_HOME)/lib64/stubs -lcuda -ldl
 $(BUILD)/bench/replay_gpu: bench/replay_gpu.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(BENCH_NVCC_FLAGS) $< -o $@
@@ -53,3 +53,11 @@ bench-gpu: bench-build
 RAW ?= $(BENCH_OUT)
 bench-report: $(GMEM_REPLAY)
 	python3 bench/report.py --raw $(RAW) --replay $(GMEM_REPLAY) --results bench/results
+
+# --- hook_bench: the shim's hook path without the runtime (runs on the fake driver too) -----
+HOOK_BENCH := $(BUILD)/bench/hook_bench
+$(BUILD)/bench/hook_bench.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS) -Ibench
+$(HOOK_BENCH): $(BUILD)/bench/hook_bench.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl -pthread
+bench-build: $(HOOK_BENCH)

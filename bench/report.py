@@ -20,13 +20,16 @@ import subprocess
 import tempfile
 
 SIZES = [512, 65536, 1 << 20, 16 << 20, 256 << 20]
-ALLOC_ORDER = ["cudaMalloc", "cuMemAlloc", "gmem-runtime", "gmem-driver", "cudaMallocAsync",
+ALLOC_ORDER = ["cudaMalloc", "cuMemAlloc", "gmem-runtime", "gmem-driver", "gmem-runtime+trace",
+               "gmem-runtime+trace+stacks", "cudaMallocAsync",
                "cub", "torch-caching", "torch-caching-python"]
 ALLOC_DESC = {
     "cudaMalloc": "cudaMalloc + cudaFree (static runtime)",
     "cuMemAlloc": "cuMemAlloc_v2 + cuMemFree_v2 (driver)",
     "gmem-runtime": "**gmem** via the runtime (cudaMalloc, LD_PRELOAD)",
     "gmem-driver": "**gmem** via the driver (cuMemAlloc_v2, LD_PRELOAD)",
+    "gmem-runtime+trace": "gmem via the runtime, trace on, stacks off",
+    "gmem-runtime+trace+stacks": "gmem via the runtime, trace on, stacks on (gmem's default)",
     "cudaMallocAsync": "cudaMallocAsync + cudaFreeAsync (pool kept)",
     "cub": "CUB CachingDeviceAllocator (pow2 bins 512 B-256 MiB)",
     "torch-caching": "PyTorch caching allocator (C++ raw_alloc/raw_delete)",
@@ -96,6 +99,29 @@ def alloc_section(env, recs, out):
                     cells.append(f"{us(m[0]['median_ns'])} / {us(m[0]['p99_ns'])}")
             if any(cells):
                 out.append(f"| {ALLOC_DESC.get(l, l)} | " + " | ".join(cells) + " |")
+    out.append("")
+
+
+COUNTERS = ["total_allocs", "cache_hits", "fences", "segment_maps", "segment_unmaps",
+            "peak_live_bytes", "peak_reserved_bytes", "pending_bytes", "stream_free_bytes"]
+
+
+def counters_row(name, g):
+    cells = []
+    for c in COUNTERS:
+        v = g.get(c)
+        cells.append("—" if v is None else (gib(v) if c.endswith("bytes") else str(v)))
+    return f"| {name} | " + " | ".join(cells) + " |"
+
+
+def counters_section(pool_stats, out, title="gmem pool counters at the end of each part-1 run"):
+    if not pool_stats:
+        return
+    out.append(f"\n{title} (gmem_stats(), device 0):\n")
+    out.append("| run | " + " | ".join(COUNTERS) + " |")
+    out.append("|---" * (len(COUNTERS) + 1) + "|")
+    for name, g in pool_stats.items():
+        out.append(counters_row(name, g))
     out.append("")
 
 
@@ -175,6 +201,9 @@ def workload_section(env, recs, out, merged=False):
             out.append(f"| {m} | {r['description']} | {r['steps_per_s']:.2f} | {rel:.2f} | "
                        f"{gib(res)} | {gib(r['nvml_peak'])} | {loss_check(r, ref)} |" +
                        (f" {r.get('run_date', '')} |" if merged else ""))
+        g = {m: rows[m]["gmem"] for m in order if rows[m].get("gmem")}
+        if g:
+            counters_section(g, out, "gmem pool counters at the end of the run")
         cmds = sorted({r["command"] for r in rows.values()})
         out.append("\nCommands (from the repository root): " +
                    "; ".join(f"`{c.strip()}`" for c in cmds))
@@ -266,10 +295,13 @@ def main():
         if os.path.exists(cpu_jsonl):
             os.remove(cpu_jsonl)
         subprocess.run([args.replay, "--json", cpu_jsonl] + traces, check=False)
-    alloc, work, gpu_replay = {}, {}, {}
+    alloc, work, gpu_replay, pool_stats = {}, {}, {}, {}
     for i, d in enumerate(raws):  # later runs replace earlier ones cell by cell
         for r in load_jsonl(os.path.join(d, "alloc.jsonl")):
-            alloc[(r["label"], r["test"], r["size"], r["threads"])] = r
+            if r.get("kind") == "gmem_stats":
+                pool_stats[r["label"]] = r
+            else:
+                alloc[(r["label"], r["test"], r["size"], r["threads"])] = r
         seen = {}
         for r in load_jsonl(os.path.join(d, "workloads.jsonl")):
             r["run_date"] = envs[i].get("date")
@@ -296,6 +328,7 @@ def main():
            "bench/README.md says how to read each table.\n"]
     if alloc:
         alloc_section(env, alloc, out)
+        counters_section(pool_stats, out)
     rows_all = workload_section(env, work, out, len(raws) > 1) if work else {}
     replay_section(env, replay, out)
     tracing_section(rows_all, out)

@@ -10,7 +10,8 @@
 #
 # Environment: BUILD (build), GMEM_LIB ($BUILD/lib/libgmem.so; gmem rows are skipped when it
 # is missing), PARTS (alloc,torchalloc,workloads,replay), REPS (workload repetitions, 1),
-# SECONDS_PER_CELL (0.25), GMEM_COMMIT (git rev-parse when unset), RESULTS (bench/results).
+# SECONDS_PER_CELL (0.25), GMEM_COMMIT (git rev-parse when unset), ONLY (workload runs whose
+# "workload/mode" contains one of these comma-separated texts), RECORD (1; empty: no traces).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -18,6 +19,7 @@ OUT_DIR=${1:-$BUILD/bench/out}
 GMEM_LIB=${GMEM_LIB:-$BUILD/lib/libgmem.so}
 PARTS=${PARTS:-alloc,torchalloc,workloads,replay}
 REPS=${REPS:-1}
+RECORD=${RECORD-1} # empty: do not record allocation traces (part 3 input)
 SECONDS_PER_CELL=${SECONDS_PER_CELL:-0.25}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT_DIR/logs"
@@ -68,6 +70,13 @@ if have_part alloc; then
         --seconds "$SECONDS_PER_CELL" --json "$OUT_DIR/alloc.jsonl" \
         >"$OUT_DIR/logs/alloc-${m##*:}.log" 2>&1 || log "alloc_bench ${m##*:} failed (see logs)"
     done
+    # Part 4 at the call level: the same calls with the trace on (1 thread).
+    for t in "trace:GMEM_TRACE=1 GMEM_STACK_DEPTH=0" "trace+stacks:GMEM_TRACE=1"; do
+      env ${t#*:} LD_PRELOAD=$(realpath "$GMEM_LIB") $AB --method cudaMalloc \
+        --label "gmem-runtime+${t%%:*}" --threads 1 --seconds "$SECONDS_PER_CELL" \
+        --json "$OUT_DIR/alloc.jsonl" >"$OUT_DIR/logs/alloc-gmem-${t%%:*}.log" 2>&1 ||
+        log "alloc_bench gmem-runtime+${t%%:*} failed (see logs)"
+    done
   fi
 fi
 if have_part torchalloc; then
@@ -78,8 +87,8 @@ if have_part torchalloc; then
 fi
 if have_part workloads; then
   log "parts 2 and 4: real workloads"
-  $PY bench/run_workloads.py --out "$OUT_DIR" --reps "$REPS" --record-traces \
-    ${GMEM_LIB:+--gmem-lib "$GMEM_LIB"} ${ONLY:+--only "$ONLY"} 2>&1 |
+  $PY bench/run_workloads.py --out "$OUT_DIR" --reps "$REPS" ${RECORD:+--record-traces} \
+    --timeout "${WL_TIMEOUT:-240}" ${GMEM_LIB:+--gmem-lib "$GMEM_LIB"} ${ONLY:+--only "$ONLY"} 2>&1 |
     tee "$OUT_DIR/logs/workloads.log"
 fi
 if have_part replay && [ -x "$BUILD/bench/replay_gpu" ]; then

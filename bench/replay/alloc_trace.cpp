@@ -1,8 +1,8 @@
 #include "bench/replay/alloc_trace.h"
 
+#include <zlib.h>
+
 #include <charconv>
-#include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 namespace gmem_bench {
@@ -77,15 +77,25 @@ std::optional<alloc_trace> parse_trace(std::string_view text, trace_error& error
   return t;
 }
 
+// gzread reads plain files unchanged, so committed .txt.gz traces and fresh .txt ones both work.
 std::optional<alloc_trace> read_trace(const std::string& path, trace_error& error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  gzFile in = gzopen(path.c_str(), "rb");
+  if (in == nullptr) {
     error = {0, "cannot open " + path};
     return std::nullopt;
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_trace(ss.str(), error);
+  std::string text;
+  char buf[1 << 16];
+  int n = 0;
+  while ((n = gzread(in, buf, sizeof buf)) > 0)
+    text.append(buf, static_cast<std::size_t>(n));
+  const bool failed = n < 0;
+  gzclose(in);
+  if (failed) {
+    error = {0, "cannot decompress " + path};
+    return std::nullopt;
+  }
+  return parse_trace(text, error);
 }
 
 } // namespace gmem_bench

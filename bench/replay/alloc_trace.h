@@ -40,7 +40,7 @@ struct trace_error {
 // Parses the text format. Returns the trace, or the first malformed line in `error`.
 std::optional<alloc_trace> parse_trace(std::string_view text, trace_error& error);
 
-// Reads and parses a file; a missing file is reported as line 0.
+// Reads and parses a file, plain or gzip-compressed; a missing file is reported as line 0.
 std::optional<alloc_trace> read_trace(const std::string& path, trace_error& error);
 
 } // namespace gmem_bench

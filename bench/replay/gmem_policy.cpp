@@ -7,6 +7,7 @@
 #include "pool/pool.h"
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 namespace gmem_bench {
@@ -43,32 +44,48 @@ private:
 
 class gmem_policy final : public replay_policy {
 public:
-  gmem_policy() : pool_(up_, fe_, gmem::pool_options{}) {}
-  std::string name() const override { return "gmem"; }
+  // stream_frees: allocate and free on stream 0 (cuMemAllocAsync/cuMemFreeAsync), so freed
+  // blocks are reusable at once; separates the fit policy from the pending/fence policy.
+  explicit gmem_policy(bool stream_frees)
+      : pool_(up_, fe_, gmem::pool_options{}),
+        stream_(stream_frees ? gmem::stream_handle{0} : gmem::k_no_stream) {}
+  std::string name() const override {
+    return stream_ == gmem::k_no_stream ? "gmem" : "gmem (stream-ordered frees)";
+  }
   bool allocate(std::uint32_t id, std::size_t bytes, std::uint64_t) override {
-    gmem::alloc_result r = pool_.allocate(bytes == 0 ? 1 : bytes, gmem::k_no_stream);
+    gmem::alloc_result r = pool_.allocate(bytes == 0 ? 1 : bytes, stream_);
     if (r.status != gmem::pool_status::ok) return false;
     if (id >= addr_.size()) addr_.resize(id + 1u, 0);
     addr_[id] = r.address;
     return true;
   }
   void deallocate(std::uint32_t id) override {
-    if (pool_.deallocate(addr_[id], gmem::k_no_stream) != gmem::pool_status::ok)
+    if (pool_.deallocate(addr_[id], stream_) != gmem::pool_status::ok)
       std::fprintf(stderr, "gmem_replay: gmem pool refused the free of allocation %u\n", id);
   }
   std::size_t reserved_bytes() const override { return up_.mapped(); }
+  std::string details() const override {
+    const gmem::pool_stats st = pool_.stats();
+    std::string out;
+#define GMEM_BENCH_STAT_(name, ...)                                                                \
+  out += std::string(out.empty() ? "" : " ") + #name "=" + std::to_string(st.name);
+    GMEM_POOL_STATS(GMEM_BENCH_STAT_)
+#undef GMEM_BENCH_STAT_
+    return out;
+  }
 
 private:
   counting_upstream up_;
   instant_fences fe_;
   gmem::pool pool_;
+  gmem::stream_handle stream_;
   std::vector<std::uintptr_t> addr_;
 };
 
 } // namespace
 
-std::unique_ptr<replay_policy> make_gmem_policy() {
-  return std::make_unique<gmem_policy>();
+std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees) {
+  return std::make_unique<gmem_policy>(stream_frees);
 }
 
 } // namespace gmem_bench

@@ -35,10 +35,13 @@ const char* base_name(const std::string& path) {
 int main(int argc, char** argv) {
   std::vector<std::string> policies = gmem_bench::policy_names(), traces;
   std::string json;
+  bool verbose = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--policies" && i + 1 < argc)
       policies = split(argv[++i]);
+    else if (a == "-v" || a == "--verbose")
+      verbose = true;
     else if (a == "--json" && i + 1 < argc)
       json = argv[++i];
     else if (a == "-h" || a == "--help") {
@@ -61,7 +64,7 @@ int main(int argc, char** argv) {
   FILE* out = json.empty() ? nullptr : std::fopen(json.c_str(), "a");
   if (!json.empty() && !out)
     std::fprintf(stderr, "gmem_replay: cannot append to '%s'; table only\n", json.c_str());
-  std::printf("%-28s %-22s %8s %12s %12s %7s %9s\n", "trace", "policy", "events", "peak live",
+  std::printf("%-28s %-28s %8s %12s %12s %7s %9s\n", "trace", "policy", "events", "peak live",
               "peak reserved", "ratio", "ns/event");
   for (const std::string& path : traces) {
     gmem_bench::trace_error err;
@@ -78,10 +81,11 @@ int main(int argc, char** argv) {
         continue;
       }
       gmem_bench::replay_result r = gmem_bench::replay(*trace, *policy);
-      std::printf("%-28s %-22s %8zu %12s %12s %7.3f %9.1f%s\n", base_name(path), r.policy.c_str(),
+      std::printf("%-28s %-28s %8zu %12s %12s %7.3f %9.1f%s\n", base_name(path), r.policy.c_str(),
                   r.events, gmem::format_bytes(r.peak_live_bytes).c_str(),
                   gmem::format_bytes(r.peak_reserved_bytes).c_str(), r.ratio(), r.ns_per_event,
                   r.failures ? " FAILURES" : "");
+      if (verbose && !policy->details().empty()) std::printf("    %s\n", policy->details().c_str());
       if (out)
         std::fprintf(out,
                      "{\"kind\":\"replay\",\"where\":\"cpu\",\"trace\":\"%s\",\"policy\":\"%s\","

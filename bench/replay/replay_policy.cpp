@@ -9,7 +9,7 @@
 namespace gmem_bench {
 
 #ifdef GMEM_BENCH_WITH_POOL
-std::unique_ptr<replay_policy> make_gmem_policy(); // gmem_policy.cpp
+std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees); // gmem_policy.cpp
 #endif
 
 replay_result replay(const alloc_trace& trace, replay_policy& policy) {
@@ -50,6 +50,7 @@ std::vector<std::string> policy_names() {
   std::vector<std::string> v;
 #ifdef GMEM_BENCH_WITH_POOL
   v.push_back("gmem");
+  v.push_back("gmem-stream");
 #endif
   v.insert(v.end(), {"torch-like", "pow2-bins", "exact"});
   return v;
@@ -57,7 +58,8 @@ std::vector<std::string> policy_names() {
 
 std::unique_ptr<replay_policy> make_policy(const std::string& name) {
 #ifdef GMEM_BENCH_WITH_POOL
-  if (name == "gmem") return make_gmem_policy();
+  if (name == "gmem") return make_gmem_policy(false);
+  if (name == "gmem-stream") return make_gmem_policy(true);
 #endif
   if (name == "torch-like") return std::make_unique<torch_like_policy>();
   if (name == "pow2-bins") return std::make_unique<pow2_bins_policy>();

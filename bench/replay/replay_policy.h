@@ -19,7 +19,8 @@ public:
   // false = the policy could not serve the request (counted as a failure; the replay goes on).
   virtual bool allocate(std::uint32_t id, std::size_t bytes, std::uint64_t stream) = 0;
   virtual void deallocate(std::uint32_t id) = 0;
-  virtual std::size_t reserved_bytes() const = 0; // obtained from the simulated driver now
+  virtual std::size_t reserved_bytes() const = 0;    // obtained from the simulated driver now
+  virtual std::string details() const { return {}; } // counters worth printing after a replay
 };
 
 struct replay_result {
@@ -37,7 +38,8 @@ struct replay_result {
 
 replay_result replay(const alloc_trace& trace, replay_policy& policy);
 
-// Policies by name: "gmem" (pool/pool.h when built with it), "torch-like", "pow2-bins",
+// Policies by name: "gmem" (pool/pool.h when built with it; stream-less frees, as mode c
+// sends them), "gmem-stream" (the same pool, frees on stream 0), "torch-like", "pow2-bins",
 // "exact" (every request its own upstream allocation rounded to 2 MiB pages, like cudaMalloc
 // of large blocks; a floor for "no caching"). Unknown names give nullptr.
 std::unique_ptr<replay_policy> make_policy(const std::string& name);

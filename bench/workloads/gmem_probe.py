@@ -6,11 +6,28 @@ libgmem.so is not preloaded or does not export gmem_stats.
 """
 import ctypes
 import os
+import re
 
-FIELDS = ("live_bytes live_requested_bytes live_blocks reserved_bytes peak_live_bytes "
-          "peak_reserved_bytes total_allocs total_frees total_alloc_bytes cache_hits "
-          "upstream_allocs segments segment_maps segment_unmaps pending_bytes pending_blocks "
-          "fences ooms free_bytes largest_free_block trims trimmed_bytes limit_bytes").split()
+def _fields():
+    """The counter names, in order, from include/gmem/gmem.h's GMEM_STATS_FIELDS."""
+    header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include",
+                          "gmem", "gmem.h")
+    try:
+        text = open(header).read()
+        body = text[text.index("#define GMEM_STATS_FIELDS"):]
+        body = body[:body.index("\n\n")]
+        names = re.findall(r"X\((\w+)\)", body)
+        if names:
+            return names
+    except (OSError, ValueError):
+        pass
+    return ("live_bytes live_requested_bytes live_blocks reserved_bytes peak_live_bytes "
+            "peak_reserved_bytes total_allocs total_frees total_alloc_bytes cache_hits "
+            "upstream_allocs segments segment_maps segment_unmaps pending_bytes pending_blocks "
+            "fences ooms free_bytes largest_free_block trims trimmed_bytes limit_bytes").split()
+
+
+FIELDS = _fields()
 
 
 class GmemStats(ctypes.Structure):
