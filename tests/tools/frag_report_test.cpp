@@ -1,0 +1,83 @@
+#include "tools/frag_report.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/tools/sample_trace.h"
+
+namespace gmem::tools {
+namespace {
+
+using namespace testing;
+
+// Walks a segment's ranges: sorted, touching, covering exactly.
+void expect_covering(const segment_frag& s) {
+  std::uint64_t at = 0, free_bytes = 0, used = 0;
+  for (const auto& r : s.ranges) {
+    EXPECT_EQ(r.offset, at);
+    at += r.bytes;
+    (r.used ? used : free_bytes) += r.bytes;
+  }
+  EXPECT_EQ(at, s.bytes);
+  EXPECT_EQ(free_bytes, s.free_bytes);
+  EXPECT_EQ(used, s.used_bytes);
+}
+
+TEST(frag_report, maps_segments_and_matches_pool_counters) {
+  const auto t = sample_trace();
+  const frag_report r = build_frag_report(t);
+  ASSERT_EQ(r.devices.size(), 1u);
+  const device_frag& d = r.devices[0];
+  ASSERT_EQ(d.segments.size(), 3u);
+  for (const auto& s : d.segments)
+    expect_covering(s);
+  EXPECT_EQ(d.reserved_bytes, 24u << 20);
+  EXPECT_EQ(d.used_bytes, 10u << 20);
+  // The sample's pool counters were written to agree with its live table: the gap-derived
+  // numbers must match them (no pending blocks in the sample).
+  EXPECT_EQ(d.free_bytes, t.devices[0].stats.free_bytes);
+  EXPECT_EQ(d.free_bytes, t.devices[0].stats.reserved_bytes - t.devices[0].stats.live_bytes);
+  EXPECT_EQ(d.largest_free, t.devices[0].stats.largest_free_block);
+  EXPECT_EQ(d.largest_free, 7u << 20); // segment 1 after the 1 MiB block at 12 MiB
+  EXPECT_EQ(d.largest_request, 7u << 20);
+  EXPECT_NEAR(d.fragmentation(), t.devices[0].stats.fragmentation(), 1e-12);
+  EXPECT_EQ(d.empty_segments, 1u);
+  EXPECT_EQ(d.empty_bytes, 2u << 20);
+  // Segment 0: four adjacent blocks merge into one used range, then 1 MiB free.
+  const auto& s0 = d.segments[0];
+  ASSERT_EQ(s0.ranges.size(), 2u);
+  EXPECT_TRUE(s0.ranges[0].used);
+  EXPECT_EQ(s0.ranges[0].blocks, 4u);
+  EXPECT_EQ(s0.ranges[0].bytes, 1u << 20);
+  EXPECT_EQ(s0.live_blocks, 4u);
+  // Segment 1: used 8M, free 4M, used 1M, free 7M.
+  const auto& s1 = d.segments[1];
+  ASSERT_EQ(s1.ranges.size(), 4u);
+  EXPECT_EQ(s1.ranges[1].bytes, 4u << 20);
+  EXPECT_NEAR(s1.fragmentation(), 1.0 - 7.0 / 11.0, 1e-12);
+  EXPECT_EQ(segment_map_line(s1, 20), "########....#.......");
+  EXPECT_EQ(segment_map_line(d.segments[2], 8), "........");
+}
+
+TEST(frag_report, advice_names_options) {
+  auto t = sample_trace();
+  // Make most of the reserve an empty segment: advice must name GMEM_MAX_CACHED.
+  t.segments.push_back({0x7f0010000000, 64u << 20, 0, 0});
+  t.devices[0].stats.ooms = 2;
+  t.devices[0].stats.limit_bytes = 96u << 20;
+  const auto r = build_frag_report(t);
+  std::string all;
+  for (const auto& a : r.devices[0].advice)
+    all += a + "\n";
+  EXPECT_NE(all.find("GMEM_MAX_CACHED="), std::string::npos) << all;
+  EXPECT_NE(all.find("GMEM_LIMIT"), std::string::npos) << all;
+  EXPECT_NE(all.find("2 out-of-memory"), std::string::npos) << all;
+}
+
+TEST(frag_report, no_segments_no_advice_to_tune) {
+  gmem::trace::trace t;
+  const auto r = build_frag_report(t);
+  EXPECT_TRUE(r.devices.empty());
+}
+
+} // namespace
+} // namespace gmem::tools

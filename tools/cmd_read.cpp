@@ -1,0 +1,208 @@
+// The read commands: leaks, frag, stats, report, export. Each opens one trace (pid, object or
+// file), runs an analysis and prints text, JSON, HTML, or an export.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+
+#include "common/units.h"
+#include "tools/chrome_export.h"
+#include "tools/commands.h"
+#include "tools/frag_report.h"
+#include "tools/html_report.h"
+#include "tools/json_output.h"
+#include "tools/leak_report.h"
+#include "tools/printers.h"
+#include "tools/pytorch_export.h"
+#include "tools/trace_source.h"
+
+namespace gmem::tools {
+
+int fail(int code, const std::string& message) {
+  std::fprintf(stderr, "gmem: error: %s\n", message.c_str());
+  return code;
+}
+
+bool write_output(const std::string& path, const std::string& data) {
+  if (path == "-") {
+    std::fwrite(data.data(), 1, data.size(), stdout);
+    return std::fflush(stdout) == 0;
+  }
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f) {
+    fail(k_exit_io, "cannot write " + path + ": " + std::strerror(errno));
+    return false;
+  }
+  f.write(data.data(), static_cast<std::streamsize>(data.size()));
+  f.close();
+  if (!f) {
+    fail(k_exit_io, "writing " + path + " failed: " + std::strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+namespace {
+
+const char* k_target_help = "PID, trace object (gmem.PID.TICKS) or saved trace FILE";
+
+// Opens the target, printing the error and setting `status` when it cannot.
+std::unique_ptr<gmem::trace::trace> load(const std::string& target, int& status,
+                                         const gmem::trace::read_options& opts = {}) {
+  auto r = open_trace(target, opts);
+  if (!r.ok) {
+    status = fail(r.error.code, r.error.message);
+    return nullptr;
+  }
+  std::fputs(trace_warnings(r.value).c_str(), stderr);
+  return std::make_unique<gmem::trace::trace>(std::move(r.value));
+}
+
+std::string dump(const nlohmann::json& j) {
+  return j.dump(2) + "\n";
+}
+
+} // namespace
+
+command_fn add_leaks(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "leaks", "Outstanding allocations grouped by call site, largest first. Exits 1 when any is "
+               "reported (like LeakSanitizer), so CI can fail on leaks.");
+  struct args {
+    std::string target, min_age, min_bytes;
+    std::size_t top = 0, frames = 8;
+    bool json = false, full_paths = false;
+  };
+  auto a = std::make_shared<args>();
+  sub->add_option("target", a->target, k_target_help)->required();
+  sub->add_option("--min-age", a->min_age, "only allocations at least this old (30s, 5m, 250ms)");
+  sub->add_option("--min-bytes", a->min_bytes,
+                  "only call sites holding at least this much (1M, 4K)");
+  sub->add_option("--top", a->top, "at most N call sites (default: all)");
+  sub->add_option("--frames", a->frames, "stack frames per call site (default 8)");
+  sub->add_flag("--full-paths", a->full_paths, "show full source and module paths");
+  sub->add_flag("--json", a->json, "one JSON document instead of text");
+  return [a]() -> int {
+    leak_filter f;
+    f.top = a->top;
+    if (!a->min_age.empty()) {
+      auto ns = parse_duration_ns(a->min_age);
+      if (!ns)
+        return fail(k_exit_usage,
+                    "--min-age '" + a->min_age + "' is not a duration (e.g. 30s, 5m)");
+      f.min_age_ns = *ns;
+    }
+    if (!a->min_bytes.empty()) {
+      auto b = parse_size(a->min_bytes);
+      if (!b)
+        return fail(k_exit_usage, "--min-bytes '" + a->min_bytes + "' is not a size (e.g. 1M)");
+      f.min_bytes = *b;
+    }
+    int status = 0;
+    auto t = load(a->target, status, {.events = false, .samples = false});
+    if (!t) return status;
+    symbolizer symbols(module_ranges(*t));
+    const leak_report r = build_leak_report(*t, symbols, f);
+    print_options o;
+    o.frames = a->frames;
+    o.full_paths = a->full_paths;
+    if (!write_output("-", a->json ? dump(leaks_json(*t, r)) : print_leaks(*t, r, o)))
+      return k_exit_io;
+    return r.sites.empty() ? k_exit_ok : k_exit_leaks;
+  };
+}
+
+command_fn add_frag(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "frag", "Fragmentation per device and per segment: a map of used and free space, the "
+              "largest block, the largest request that fits without growing, and advice.");
+  struct args {
+    std::string target;
+    std::size_t width = 64;
+    bool json = false;
+  };
+  auto a = std::make_shared<args>();
+  sub->add_option("target", a->target, k_target_help)->required();
+  sub->add_option("--width", a->width, "characters per segment map (default 64)");
+  sub->add_flag("--json", a->json, "one JSON document instead of text");
+  return [a]() -> int {
+    int status = 0;
+    auto t = load(a->target, status, {.events = false, .samples = false});
+    if (!t) return status;
+    const frag_report r = build_frag_report(*t);
+    print_options o;
+    o.map_width = std::max<std::size_t>(8, a->width);
+    return write_output("-", a->json ? dump(frag_json(*t, r)) : print_frag(*t, r, o)) ? k_exit_ok
+                                                                                      : k_exit_io;
+  };
+}
+
+command_fn add_stats(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "stats", "Every pool counter of every device, and what the trace recorded.");
+  struct args {
+    std::string target;
+    bool json = false;
+  };
+  auto a = std::make_shared<args>();
+  sub->add_option("target", a->target, k_target_help)->required();
+  sub->add_flag("--json", a->json, "one JSON document instead of text");
+  return [a]() -> int {
+    int status = 0;
+    auto t = load(a->target, status, {.events = true, .samples = false});
+    if (!t) return status;
+    return write_output("-", a->json ? dump(stats_json(*t)) : print_stats(*t)) ? k_exit_ok
+                                                                               : k_exit_io;
+  };
+}
+
+command_fn add_report(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "report", "One self-contained HTML file: timeline of live vs reserved memory with markers, "
+                "OOMs and fences, the segment map, leak and fragmentation tables.");
+  struct args {
+    std::string target, out = "gmem-report.html";
+  };
+  auto a = std::make_shared<args>();
+  sub->add_option("target", a->target, k_target_help)->required();
+  sub->add_option("-o,--output", a->out,
+                  "HTML file to write (default gmem-report.html; - = stdout)");
+  return [a]() -> int {
+    int status = 0;
+    auto t = load(a->target, status);
+    if (!t) return status;
+    symbolizer symbols(module_ranges(*t));
+    if (!write_output(a->out, html_report(*t, symbols))) return k_exit_io;
+    if (a->out != "-") std::fprintf(stderr, "gmem: wrote %s\n", a->out.c_str());
+    return k_exit_ok;
+  };
+}
+
+command_fn add_export(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "export", "Export a trace: --format chrome (Chrome trace JSON for Perfetto / "
+                "chrome://tracing) or --format pytorch (snapshot pickle for PyTorch's memory "
+                "viewer, pytorch.org/memory_viz).");
+  struct args {
+    std::string target, format = "chrome", out = "-";
+  };
+  auto a = std::make_shared<args>();
+  sub->add_option("target", a->target, k_target_help)->required();
+  sub->add_option("-f,--format", a->format, "chrome or pytorch")
+      ->check(CLI::IsMember({"chrome", "pytorch"}));
+  sub->add_option("-o,--output", a->out, "file to write (default: stdout)");
+  return [a]() -> int {
+    int status = 0;
+    auto t = load(a->target, status);
+    if (!t) return status;
+    symbolizer symbols(module_ranges(*t));
+    const std::string data = a->format == "chrome" ? chrome_trace(*t, symbols).dump() + "\n"
+                                                   : encode_pickle(pytorch_snapshot(*t, symbols));
+    if (!write_output(a->out, data)) return k_exit_io;
+    if (a->out != "-")
+      std::fprintf(stderr, "gmem: wrote %s (%s)\n", a->out.c_str(), a->format.c_str());
+    return k_exit_ok;
+  };
+}
+
+} // namespace gmem::tools

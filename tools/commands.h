@@ -1,0 +1,30 @@
+// The subcommands of gmem. Each add_* declares its options on `app` and returns the function
+// that runs it after parsing; the function returns the process exit status (exit_codes.h).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace gmem::tools {
+
+using command_fn = std::function<int()>;
+
+command_fn add_run(CLI::App& app);
+command_fn add_ps(CLI::App& app);
+command_fn add_top(CLI::App& app);
+command_fn add_leaks(CLI::App& app);
+command_fn add_frag(CLI::App& app);
+command_fn add_stats(CLI::App& app);
+command_fn add_save(CLI::App& app);
+command_fn add_clean(CLI::App& app);
+command_fn add_report(CLI::App& app);
+command_fn add_export(CLI::App& app);
+
+// "gmem: error: <message>" on stderr; returns `code`.
+int fail(int code, const std::string& message);
+// Writes `data` to `path` ("-" = stdout); false after printing an error.
+bool write_output(const std::string& path, const std::string& data);
+
+} // namespace gmem::tools

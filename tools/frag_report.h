@@ -1,0 +1,70 @@
+// Fragmentation analysis: per device and per segment, which parts are used and free, the
+// largest free block, the fragmentation ratio, the largest request that would succeed
+// without growing the pool, and advice naming the option to change.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_model.h"
+
+namespace gmem::tools {
+
+// A used or free stretch of one segment. Invariant: the ranges of a segment are sorted,
+// touch each other and cover the segment exactly.
+struct segment_range {
+  std::uint64_t offset = 0;
+  std::uint64_t bytes = 0;
+  bool used = false;
+  std::uint64_t requested = 0; // used ranges: bytes the program asked for (<= bytes)
+  std::uint64_t blocks = 0;    // used ranges: live blocks merged into this range
+};
+
+struct segment_frag {
+  std::uint64_t base = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t used_bytes = 0;
+  std::uint64_t free_bytes = 0;
+  std::uint64_t largest_free = 0;
+  std::uint64_t live_blocks = 0;
+  std::vector<segment_range> ranges;
+  double fragmentation() const; // 1 - largest_free/free_bytes; 0 when nothing is free
+};
+
+struct device_frag {
+  int device = 0;
+  std::vector<segment_frag> segments; // by address
+  std::uint64_t reserved_bytes = 0;   // sum of segment sizes
+  std::uint64_t used_bytes = 0;       // live blocks, as rounded by the pool
+  std::uint64_t requested_bytes = 0;  // live blocks, as asked for
+  std::uint64_t free_bytes = 0;       // gaps between live blocks (includes pending blocks)
+  std::uint64_t largest_free = 0;
+  std::uint64_t empty_segments = 0; // segments without a live block
+  std::uint64_t empty_bytes = 0;
+  std::uint64_t largest_request = 0; // largest request served now without growing
+  // From the pool's own counters (0 when the trace has none for this device).
+  std::uint64_t pending_bytes = 0;
+  std::uint64_t limit_bytes = 0;
+  std::uint64_t ooms = 0;
+  std::uint64_t pool_free_bytes = 0;
+  std::uint64_t pool_largest_free = 0;
+  bool has_pool_counters = false;
+  std::vector<std::string> advice;
+  double fragmentation() const;
+};
+
+struct frag_report {
+  std::vector<device_frag> devices; // by device ordinal, host (-1) first
+};
+
+frag_report build_frag_report(const gmem::trace::trace& trace);
+
+// Allocation granularity of the pool: a request is rounded up to a multiple of this.
+inline constexpr std::uint64_t k_pool_rounding = 512;
+
+// "################....====......" : `width` characters, one per 1/width of the segment:
+// '#' fully used, '=' at least half used, '-' less than half used, '.' free.
+std::string segment_map_line(const segment_frag& s, std::size_t width);
+
+} // namespace gmem::tools

@@ -1,0 +1,175 @@
+#include "tools/html_report.h"
+
+#include <cstdio>
+#include <ctime>
+
+#include "common/units.h"
+#include "tools/frag_report.h"
+#include "tools/leak_report.h"
+#include "tools/svg_charts.h"
+#include "tools/timeline.h"
+
+namespace gmem::tools {
+namespace {
+
+constexpr const char* k_style = R"(
+body{font:14px/1.45 -apple-system,"Segoe UI",Helvetica,Arial,sans-serif;color:#1d2330;margin:0;background:#f4f5f8}
+main{max-width:1100px;margin:0 auto;padding:24px 28px 40px;background:#fff;min-height:100vh}
+h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #e3e6ec;padding-bottom:4px}
+h3{font-size:14px;margin:16px 0 6px}.sub{color:#5a6275;margin:0 0 16px}
+.cards{display:flex;flex-wrap:wrap;gap:10px;margin:12px 0}
+.card{border:1px solid #e3e6ec;border-radius:6px;padding:8px 12px;min-width:120px;background:#fafbfd}
+.card b{display:block;font-size:18px}.card span{color:#5a6275;font-size:12px}
+.card.bad b{color:#c0392b}
+table{border-collapse:collapse;width:100%;margin:6px 0 10px;font-size:13px}
+th,td{text-align:left;padding:4px 8px;border-bottom:1px solid #eceef3;vertical-align:top}
+th{background:#f6f7fa;font-weight:600}td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}pre{margin:4px 0;white-space:pre-wrap}
+.legend span{display:inline-block;margin-right:16px;font-size:12px;color:#5a6275}
+.sw{display:inline-block;width:12px;height:12px;vertical-align:-2px;margin-right:4px;border:1px solid #0002}
+.ax{font-size:11px;fill:#5a6275}.mk{font-size:11px;fill:#6b4fa0}
+.note{color:#5a6275;font-size:12px}.warn{color:#a0522d}
+ul.advice li{margin:4px 0}
+)";
+
+std::string pool_title(int device) {
+  return device < 0 ? std::string("Host (pinned) pool") : "Device " + std::to_string(device);
+}
+
+std::string card(const std::string& value, const std::string& label, bool bad = false) {
+  return std::string("<div class=\"card") + (bad ? " bad" : "") + "\"><b>" + html_escape(value) +
+         "</b><span>" + html_escape(label) + "</span></div>";
+}
+
+std::string pct(double v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%.0f%%", v * 100);
+  return b;
+}
+
+std::string wall_time(std::uint64_t unix_ns) {
+  const std::time_t secs = static_cast<std::time_t>(unix_ns / 1'000'000'000u);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char b[40];
+  std::strftime(b, sizeof b, "%Y-%m-%d %H:%M:%S UTC", &tm);
+  return b;
+}
+
+} // namespace
+
+std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
+  const timeline tl = build_timeline(t);
+  const frag_report fr = build_frag_report(t);
+  const leak_report lr = build_leak_report(t, symbols, leak_filter{});
+  gmem::pool_stats sum;
+  for (const auto& d : t.devices) {
+    sum.peak_live_bytes += d.stats.peak_live_bytes;
+    sum.peak_reserved_bytes += d.stats.peak_reserved_bytes;
+    sum.total_allocs += d.stats.total_allocs;
+    sum.cache_hits += d.stats.cache_hits;
+    sum.fences += d.stats.fences;
+    sum.ooms += d.stats.ooms;
+  }
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>gmem "
+                  "report: pid " +
+                  std::to_string(t.info.pid) + "</title>\n<style>" + k_style +
+                  "</style></head>\n<body><main>\n";
+  h += "<h1>gmem report</h1>\n<p class=\"sub\"><code>" + html_escape(t.info.command_line) +
+       "</code><br>pid " + std::to_string(t.info.pid) + ", " +
+       gmem::trace::to_string(t.info.state) + ", started " + wall_time(t.info.start_realtime_ns) +
+       ", " + html_escape(t.info.source) + "</p>\n";
+  h += "<div class=\"cards\">";
+  h += card(format_bytes(sum.peak_live_bytes), "peak live");
+  h += card(format_bytes(sum.peak_reserved_bytes), "peak reserved");
+  h += card(format_bytes(lr.all_bytes), std::to_string(lr.all_count) + " outstanding allocations",
+            lr.all_count > 0 && !lr.process_alive);
+  h += card(sum.total_allocs
+                ? pct(static_cast<double>(sum.cache_hits) / static_cast<double>(sum.total_allocs))
+                : "-",
+            "cache hit rate");
+  h += card(std::to_string(sum.fences), "fences");
+  h += card(std::to_string(sum.ooms), "out-of-memory errors", sum.ooms > 0);
+  h += "</div>\n";
+  if (t.losses.lost_events || t.losses.live_overflow || t.losses.stack_overflow)
+    h += "<p class=\"warn\">Not everything was recorded: " + std::to_string(t.losses.lost_events) +
+         " events lost, " + std::to_string(t.losses.live_overflow) +
+         " allocations missing from the live table, " + std::to_string(t.losses.stack_overflow) +
+         " stacks not stored.</p>\n";
+
+  h += "<h2>Timeline</h2>\n<p class=\"legend\"><span><i class=\"sw\" "
+       "style=\"background:#3b6fd8\"></i>live</span>"
+       "<span><i class=\"sw\" "
+       "style=\"background:#f2c14e88;border-color:#d99a00\"></i>reserved</span>"
+       "<span><i class=\"sw\" style=\"background:#6b4fa0\"></i>marker</span>"
+       "<span><i class=\"sw\" style=\"background:#d0312d\"></i>OOM</span>"
+       "<span><i class=\"sw\" style=\"background:#2a9d5c\"></i>fence</span></p>\n";
+  if (tl.devices.empty()) h += "<p class=\"note\">No pooled memory was recorded.</p>\n";
+  for (const auto& d : tl.devices) {
+    h += "<h3>" + pool_title(d.device) + ": peak live " + format_bytes(d.peak_live) +
+         ", peak reserved " + format_bytes(d.peak_reserved) + "</h3>\n";
+    h += timeline_svg(tl, d, 1040, 300);
+  }
+  if (tl.lost_events)
+    h += "<p class=\"note\">The event ring lost its oldest events; the curves are anchored at the "
+         "final state.</p>\n";
+
+  h += "<h2>Segments</h2>\n<p class=\"legend\"><span><i class=\"sw\" "
+       "style=\"background:#3b6fd8\"></i>requested</span>"
+       "<span><i class=\"sw\" style=\"background:#9db7ea\"></i>rounding</span>"
+       "<span><i class=\"sw\" style=\"background:#e6e8ee\"></i>free</span> (bar width: square root "
+       "of the segment size)</p>\n";
+  for (const auto& d : fr.devices) {
+    h += "<h3>" + pool_title(d.device) + "</h3>\n";
+    h += "<table><tr><th>reserved</th><th>used</th><th>requested</th><th>free</th><th>largest free "
+         "block</th>"
+         "<th>fragmentation</th><th>largest request without growing</th><th>pending</th></tr><tr>";
+    for (const auto v :
+         {d.reserved_bytes, d.used_bytes, d.requested_bytes, d.free_bytes, d.largest_free})
+      h += "<td class=\"n\">" + format_bytes(v) + "</td>";
+    h += "<td class=\"n\">" + pct(d.fragmentation()) + "</td><td class=\"n\">" +
+         format_bytes(d.largest_request) + "</td><td class=\"n\">" + format_bytes(d.pending_bytes) +
+         "</td></tr></table>\n";
+    h += segment_map_svg(d, 1040);
+    h += "<ul class=\"advice\">";
+    for (const auto& a : d.advice)
+      h += "<li>" + html_escape(a) + "</li>";
+    h += "</ul>\n";
+  }
+
+  h += "<h2>Outstanding allocations by call site</h2>\n";
+  if (lr.process_alive)
+    h += "<p class=\"note\">The process is running: these may still be freed.</p>\n";
+  if (lr.sites.empty())
+    h += "<p class=\"note\">None.</p>\n";
+  else {
+    h +=
+        "<table><tr><th>#</th><th>bytes</th><th>count</th><th>oldest</th><th>call site</th></tr>\n";
+    std::size_t n = 0;
+    for (const auto& s : lr.sites) {
+      if (++n > 50) break;
+      std::string top = s.frames.empty() ? "(no stack)" : s.frames[0].name();
+      std::string stack;
+      for (const auto& f : s.frames)
+        stack += f.name() + (f.file.empty() ? "" : "  " + f.location()) + "\n";
+      h += "<tr><td class=\"n\">" + std::to_string(n) + "</td><td class=\"n\">" +
+           format_bytes(s.bytes) + "</td><td class=\"n\">" + std::to_string(s.count) +
+           "</td><td class=\"n\">" + format_duration_ns(s.oldest_age_ns) +
+           "</td><td><details><summary><code>" + html_escape(top) +
+           (s.frames.empty() || s.frames[0].file.empty()
+                ? ""
+                : "</code> at <code>" + html_escape(s.frames[0].location())) +
+           "</code></summary><pre>" + html_escape(stack) + "</pre></details></td></tr>\n";
+    }
+    h += "</table>\n";
+    if (lr.sites.size() > 50)
+      h += "<p class=\"note\">" + std::to_string(lr.sites.size() - 50) +
+           " more sites: see gmem leaks.</p>\n";
+  }
+  h += "<p class=\"note\">Generated by <code>gmem report</code> from " +
+       html_escape(t.info.source) + " (trace format " + std::to_string(t.info.format_version) +
+       ").</p>\n</main></body></html>\n";
+  return h;
+}
+
+} // namespace gmem::tools

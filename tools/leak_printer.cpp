@@ -1,0 +1,96 @@
+#include <cstdio>
+
+#include "common/units.h"
+#include "tools/leak_report.h"
+#include "tools/printers.h"
+
+namespace gmem::tools {
+namespace {
+
+std::string basename_of(const std::string& path) {
+  const auto slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (const int d : v)
+    s += (s.empty() ? "" : ",") + (d < 0 ? std::string("host") : std::to_string(d));
+  return s;
+}
+
+std::string plural(std::uint64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+} // namespace
+
+std::string describe_source(const gmem::trace::trace& t) {
+  std::string s = "pid " + std::to_string(t.info.pid);
+  if (!t.info.command_line.empty()) s += " (" + t.info.command_line + ")";
+  s += ", ";
+  s += gmem::trace::to_string(t.info.state);
+  s += t.info.saved_file ? ", saved file " : ", ";
+  s += t.info.source;
+  return s;
+}
+
+std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const print_options& o) {
+  std::string out = "gmem leaks: " + describe_source(t) + "\n";
+  if (r.process_alive)
+    out += "The process is still running: outstanding allocations may yet be freed.\n";
+  if (r.incomplete)
+    out += "warning: the live table overflowed (" + std::to_string(t.losses.live_overflow) +
+           " allocations not recorded); totals are a lower bound.\n";
+  if (r.sites.empty()) {
+    out += r.all_count == 0 ? "No outstanding allocations.\n"
+                            : "No call site passes the filters (" +
+                                  plural(r.all_count, "allocation", "allocations") + ", " +
+                                  format_bytes(r.all_bytes) + " outstanding in all).\n";
+    return out;
+  }
+  out += "\n";
+  std::size_t n = 0;
+  for (const auto& s : r.sites) {
+    char head[64];
+    std::snprintf(head, sizeof head, "#%zu ", ++n);
+    out += head + format_bytes(s.bytes) + " in " + plural(s.count, "allocation", "allocations");
+    out += ", oldest " + format_duration_ns(s.oldest_age_ns);
+    if (s.count > 1) out += ", youngest " + format_duration_ns(s.youngest_age_ns);
+    out += ", " + std::string(s.devices.size() == 1 && s.devices[0] < 0
+                                  ? "host"
+                                  : "device " + join_ints(s.devices));
+    if (!(s.kinds.size() == 1 && s.kinds[0] == "device")) {
+      out += " (";
+      for (std::size_t i = 0; i < s.kinds.size(); ++i)
+        out += (i ? "," : "") + s.kinds[i];
+      out += ")";
+    }
+    out += "\n";
+    if (s.frames.empty()) out += "    (no stack recorded: GMEM_STACK_DEPTH=0 or capture failed)\n";
+    for (std::size_t i = 0; i < s.frames.size() && i < o.frames; ++i) {
+      const frame_info& f = s.frames[i];
+      char idx[32];
+      std::snprintf(idx, sizeof idx, "    #%-2zu ", i);
+      out += idx + f.name();
+      if (!f.file.empty())
+        out += " at " + (o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
+      out += " (" + (o.full_paths ? f.module : basename_of(f.module)) + ")\n";
+    }
+    if (s.frames.size() > o.frames)
+      out += "    ... " + plural(s.frames.size() - o.frames, "more frame", "more frames") +
+             " (--frames)\n";
+    out += "\n";
+  }
+  out += "SUMMARY: " + format_bytes(r.total_bytes) + " in " +
+         plural(r.total_count, "allocation", "allocations") + " from " +
+         plural(r.sites.size(), "call site", "call sites");
+  if (r.hidden_sites > 0)
+    out += "; " + plural(r.hidden_sites, "more site", "more sites") + " hidden by filters (" +
+           format_bytes(r.all_bytes) + " in " + plural(r.all_count, "allocation", "allocations") +
+           " in all)";
+  out += ".\n";
+  return out;
+}
+
+} // namespace gmem::tools

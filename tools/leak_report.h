@@ -1,0 +1,51 @@
+// Leak analysis: outstanding allocations grouped by call site (symbolized stack), sorted by
+// bytes. Works on the decoded trace model; printing lives in text_printer / json_output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_model.h"
+#include "tools/symbolizer.h"
+
+namespace gmem::tools {
+
+struct leak_filter {
+  std::uint64_t min_age_ns = 0; // only allocations at least this old
+  std::uint64_t min_bytes = 0;  // only sites whose total is at least this
+  std::size_t top = 0;          // at most this many sites (0 = all)
+};
+
+// One call site. Invariant: bytes = sum of the requested sizes of its `count` allocations;
+// oldest_age_ns >= youngest_age_ns.
+struct leak_site {
+  std::vector<frame_info> frames;  // innermost first, the shim's own frames removed
+  std::uint64_t bytes = 0;         // requested
+  std::uint64_t rounded_bytes = 0; // as served by the pool
+  std::uint64_t count = 0;
+  std::uint64_t oldest_age_ns = 0;
+  std::uint64_t youngest_age_ns = 0;
+  std::vector<int> devices;       // sorted, unique
+  std::vector<std::string> kinds; // alloc kinds seen, e.g. "device", "host_pinned"
+};
+
+struct leak_report {
+  std::vector<leak_site> sites;  // sorted by bytes, descending; filtered
+  std::uint64_t total_bytes = 0; // of the shown sites
+  std::uint64_t total_count = 0;
+  std::uint64_t all_bytes = 0; // of every outstanding allocation, before filtering
+  std::uint64_t all_count = 0;
+  std::size_t hidden_sites = 0; // filtered out
+  bool process_alive = false;   // a live process's "leaks" may still be freed
+  bool incomplete = false;      // the live table overflowed: some allocations are missing
+};
+
+leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbols,
+                              const leak_filter& filter);
+
+// The frames shown for a stack: the shim's own frames (libgmem.so) and the unwinder's are
+// dropped from the innermost end; everything else is kept, unknown frames included.
+std::vector<frame_info> visible_frames(const std::vector<std::uint64_t>& ips, symbolizer& symbols);
+
+} // namespace gmem::tools

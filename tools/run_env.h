@@ -1,0 +1,27 @@
+// What `gmem run` puts into the program's environment: LD_PRELOAD with libgmem.so in front,
+// and the GMEM_* variables its flags set (one flag per row of common/options.h's table).
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gmem::tools {
+
+// libgmem.so for this gmem: $GMEM_LIB if set, else <dir of the gmem binary>/../lib/libgmem.so.
+// Returns "" and fills `why` when there is none.
+std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why);
+
+// "--max-cached" for row field "max_cached".
+std::string flag_name_of(const char* field);
+
+// Checks `value` with the shim's own parser; returns the warning the shim would print, or "".
+std::string check_option_value(const char* env_name, const std::string& value);
+
+// `env` with LD_PRELOAD=<lib>[:previous] and each setting applied (replacing earlier values).
+std::vector<std::string>
+child_environment(const std::vector<std::string>& env,
+                  const std::vector<std::pair<std::string, std::string>>& settings,
+                  const std::string& lib);
+
+} // namespace gmem::tools

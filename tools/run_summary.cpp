@@ -1,0 +1,80 @@
+#include "tools/run_summary.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstring>
+#include <set>
+
+#include "common/units.h"
+#include "tools/trace_source.h"
+
+namespace gmem::tools {
+
+std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
+                               const std::string& program, int wait_status,
+                               const std::string& problem) {
+  const std::string p = std::to_string(pid);
+  std::string out = "\ngmem: " + program + " (pid " + p + ") ";
+  if (WIFEXITED(wait_status))
+    out += "exited with status " + std::to_string(WEXITSTATUS(wait_status));
+  else if (WIFSIGNALED(wait_status))
+    out += std::string("was killed by signal ") + std::to_string(WTERMSIG(wait_status)) + " (" +
+           strsignal(WTERMSIG(wait_status)) + ")";
+  if (t == nullptr) return out + "\ngmem: no trace: " + problem + "\n";
+  out += ", " +
+         format_duration_ns(t->info.exit_realtime_ns > t->info.start_realtime_ns
+                                ? t->info.exit_realtime_ns - t->info.start_realtime_ns
+                                : 0) +
+         " traced\n";
+  std::uint64_t allocs = 0, hits = 0, fences = 0, ooms = 0;
+  for (const auto& d : t->devices) {
+    const auto& s = d.stats;
+    allocs += s.total_allocs;
+    hits += s.cache_hits;
+    fences += s.fences;
+    ooms += s.ooms;
+    out += "gmem: " +
+           (d.device < 0 ? std::string("host pool") : "device " + std::to_string(d.device)) +
+           ": peak " + format_bytes(s.peak_live_bytes) + " live, " +
+           format_bytes(s.peak_reserved_bytes) + " reserved; at exit " +
+           format_bytes(s.live_bytes) + " live in " + std::to_string(s.live_blocks) + " blocks\n";
+  }
+  if (t->devices.empty()) out += "gmem: no pooled allocation was made\n";
+  std::uint64_t live_bytes = 0;
+  std::set<std::uint32_t> sites;
+  for (const auto& a : t->live) {
+    live_bytes += a.requested;
+    sites.insert(a.stack_id);
+  }
+  char rate[32];
+  std::snprintf(rate, sizeof rate, "%.1f%%",
+                allocs ? 100.0 * static_cast<double>(hits) / static_cast<double>(allocs) : 0.0);
+  out += "gmem: " + std::to_string(allocs) + " allocations, cache hit rate " + rate + ", " +
+         std::to_string(fences) + " fences, " + std::to_string(ooms) + " out-of-memory errors\n";
+  if (t->live.empty())
+    out += "gmem: no leaks: every allocation was freed\n";
+  else
+    out += "gmem: LEAKS: " + format_bytes(live_bytes) + " in " + std::to_string(t->live.size()) +
+           " allocations from " + std::to_string(sites.size()) +
+           " call sites were never freed: gmem leaks " + p + "\n";
+  if (t->losses.lost_events || t->losses.live_overflow)
+    out += "gmem: note: " + std::to_string(t->losses.lost_events) + " events lost, " +
+           std::to_string(t->losses.live_overflow) + " allocations not in the live table\n";
+  out += "gmem: trace " + t->info.source + " (gmem report " + p + " -o report.html; gmem clean " +
+         p + " removes it)\n";
+  return out;
+}
+
+std::string run_summary(std::uint32_t pid, const std::string& program, int wait_status) {
+  auto r = open_trace(std::to_string(pid), {.events = false, .samples = false});
+  if (!r.ok)
+    return format_run_summary(
+        nullptr, pid, program, wait_status,
+        r.error.code == k_exit_not_found
+            ? "the program made no CUDA call through libgmem.so, or GMEM_TRACE=0"
+            : r.error.message);
+  return format_run_summary(&r.value, pid, program, wait_status, {});
+}
+
+} // namespace gmem::tools

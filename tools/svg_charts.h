@@ -1,0 +1,23 @@
+// The two pictures of the HTML report, as inline SVG text (no scripts, no network):
+// a timeline of live vs reserved bytes with markers, OOMs and fences, and a segment map.
+#pragma once
+
+#include <string>
+
+namespace gmem::tools {
+
+struct device_timeline;
+struct device_frag;
+struct timeline;
+
+// Live (filled) and reserved (outlined area) over [tl.begin_ns, tl.end_ns] for one pool, with
+// the marks of that device drawn on it.
+std::string timeline_svg(const timeline& tl, const device_timeline& d, int width, int height);
+
+// Each segment as a horizontal bar, width proportional to its size: requested bytes dark,
+// rounding slack light, free space grey.
+std::string segment_map_svg(const device_frag& d, int width);
+
+std::string html_escape(const std::string& s);
+
+} // namespace gmem::tools

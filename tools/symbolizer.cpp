@@ -1,0 +1,105 @@
+#include "tools/symbolizer.h"
+
+#include <cxxabi.h>
+#include <elfutils/libdwfl.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace gmem::tools {
+
+std::string demangle(const char* symbol) {
+  if (symbol == nullptr) return {};
+  int status = 0;
+  char* d = abi::__cxa_demangle(symbol, nullptr, nullptr, &status);
+  if (status != 0 || d == nullptr) return symbol;
+  std::string out(d);
+  std::free(d);
+  return out;
+}
+
+std::string frame_info::location() const {
+  if (file.empty()) return {};
+  const auto slash = file.rfind('/');
+  return (slash == std::string::npos ? file : file.substr(slash + 1)) + ":" + std::to_string(line);
+}
+
+std::string frame_info::name() const {
+  if (!function.empty()) return function;
+  const auto slash = module.rfind('/');
+  char off[32];
+  std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(module_offset));
+  return (slash == std::string::npos ? module : module.substr(slash + 1)) + off;
+}
+
+// One offline Dwfl session holding every module that could be opened.
+struct symbolizer::dwfl_state {
+  Dwfl_Callbacks callbacks{};
+  char* debuginfo_path = nullptr;
+  Dwfl* dwfl = nullptr;
+  ~dwfl_state() {
+    if (dwfl != nullptr) dwfl_end(dwfl);
+  }
+};
+
+symbolizer::symbolizer(std::vector<module_range> modules)
+    : modules_(std::move(modules)), dwfl_(std::make_unique<dwfl_state>()) {
+  std::sort(modules_.begin(), modules_.end(),
+            [](const module_range& a, const module_range& b) { return a.start < b.start; });
+  dwfl_->callbacks.find_elf = dwfl_build_id_find_elf;
+  dwfl_->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
+  dwfl_->callbacks.section_address = dwfl_offline_section_address;
+  dwfl_->callbacks.debuginfo_path = &dwfl_->debuginfo_path;
+  dwfl_->dwfl = dwfl_begin(&dwfl_->callbacks);
+  if (dwfl_->dwfl == nullptr) return;
+  dwfl_report_begin(dwfl_->dwfl);
+  for (const auto& m : modules_) {
+    if (m.path.empty() || m.path[0] != '/') continue; // [vdso], anonymous: module+offset only
+    // A missing or unreadable file just leaves this module's frames unresolved.
+    dwfl_report_elf(dwfl_->dwfl, m.path.c_str(), m.path.c_str(), -1, m.base, false);
+  }
+  dwfl_report_end(dwfl_->dwfl, nullptr, nullptr);
+}
+
+symbolizer::~symbolizer() = default;
+
+const module_range* symbolizer::find_module(std::uint64_t ip) const {
+  auto it = std::upper_bound(modules_.begin(), modules_.end(), ip,
+                             [](std::uint64_t a, const module_range& m) { return a < m.start; });
+  while (it != modules_.begin()) {
+    --it;
+    if (ip >= it->start && ip - it->start < it->size) return &*it;
+    if (ip >= it->start) break;
+  }
+  return nullptr;
+}
+
+const frame_info& symbolizer::resolve(std::uint64_t ip) {
+  auto [it, inserted] = cache_.try_emplace(ip);
+  frame_info& f = it->second;
+  if (!inserted) return f;
+  f.ip = ip;
+  const module_range* m = find_module(ip);
+  f.module = m != nullptr ? m->path : "?";
+  f.module_offset = m != nullptr ? ip - m->start : ip;
+  if (m == nullptr || dwfl_->dwfl == nullptr) return f;
+  const Dwarf_Addr pc = ip > 0 ? ip - 1 : ip;
+  Dwfl_Module* mod = dwfl_addrmodule(dwfl_->dwfl, pc);
+  if (mod == nullptr) return f;
+  GElf_Off offset = 0;
+  GElf_Sym sym;
+  const char* name = dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr);
+  f.function = demangle(name);
+  if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc); line != nullptr) {
+    int lineno = 0;
+    const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
+    if (file != nullptr) {
+      f.file = file;
+      f.line = lineno;
+    }
+  }
+  return f;
+}
+
+} // namespace gmem::tools

@@ -1,0 +1,59 @@
+// Turns recorded instruction pointers into demangled function, file:line and module, from the
+// module map recorded in the trace, so it works after the traced process is gone. Uses elfutils
+// libdwfl offline: each module's file is reported at its recorded load address.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace gmem::tools {
+
+// One loaded object as recorded by the traced process.
+struct module_range {
+  std::string path;        // as the process saw it
+  std::uint64_t base = 0;  // load bias (dl_iterate_phdr's dlpi_addr): file vaddr + base = ip
+  std::uint64_t size = 0;  // extent of its mapped segments, from the lowest address
+  std::uint64_t start = 0; // lowest mapped address (base + lowest PT_LOAD vaddr)
+};
+
+struct frame_info {
+  std::uint64_t ip = 0;
+  std::string function; // demangled; empty when unknown
+  std::string file;     // source file; empty when there is no line information
+  int line = 0;
+  std::string module;              // module path; "?" when the ip is in no recorded module
+  std::uint64_t module_offset = 0; // ip - module start, for unknown frames
+
+  // "main.cpp:42" or "" ; "function" or "libfoo.so+0x1234".
+  std::string location() const;
+  std::string name() const;
+};
+
+// Invariant: every ip resolves to exactly one frame_info, cached; unknown parts stay empty and
+// the frame is printed as module+offset, never dropped.
+class symbolizer {
+public:
+  explicit symbolizer(std::vector<module_range> modules);
+  ~symbolizer();
+  symbolizer(const symbolizer&) = delete;
+  symbolizer& operator=(const symbolizer&) = delete;
+
+  // `ip` is a return address except for the innermost frame; lookups use ip - 1 so a call at
+  // the end of a function is attributed to its caller's line, not the next function.
+  const frame_info& resolve(std::uint64_t ip);
+
+private:
+  struct dwfl_state;
+  const module_range* find_module(std::uint64_t ip) const;
+
+  std::vector<module_range> modules_; // sorted by start
+  std::unique_ptr<dwfl_state> dwfl_;
+  std::unordered_map<std::uint64_t, frame_info> cache_;
+};
+
+std::string demangle(const char* symbol);
+
+} // namespace gmem::tools

@@ -1,0 +1,142 @@
+#include "tools/timeline.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "tools/trace_facts.h"
+
+namespace gmem::tools {
+
+bool is_pooled_kind(gmem::trace::alloc_kind kind) {
+  using gmem::trace::alloc_kind;
+  return kind == alloc_kind::device || kind == alloc_kind::async || kind == alloc_kind::host_pinned;
+}
+
+const char* to_string(mark_kind k) {
+  switch (k) {
+  case mark_kind::marker:
+    return "marker";
+  case mark_kind::oom:
+    return "oom";
+  case mark_kind::fence:
+    return "fence";
+  case mark_kind::trim:
+    return "trim";
+  }
+  return "?";
+}
+
+timeline build_timeline(const gmem::trace::trace& trace) {
+  using gmem::trace::event_type;
+  timeline t;
+  t.lost_events = trace.losses.lost_events > 0;
+  struct state {
+    std::int64_t live = 0, reserved = 0;
+    std::vector<std::pair<std::uint64_t, std::pair<std::int64_t, std::int64_t>>> raw;
+  };
+  std::map<int, state> dev;
+  struct block {
+    std::uint64_t bytes;
+    int device;
+  };
+  std::unordered_map<std::uint64_t, block> blocks;   // address -> live pooled block
+  std::unordered_map<std::uint64_t, block> segments; // base -> segment
+  std::vector<const gmem::trace::event*> events;
+  for (const auto& e : trace.events)
+    events.push_back(&e);
+  std::stable_sort(events.begin(), events.end(),
+                   [](const auto* a, const auto* b) { return a->seq < b->seq; });
+  t.begin_ns = events.empty() ? 0 : events.front()->time_ns;
+  for (const auto* e : events) {
+    state& s = dev[e->device];
+    bool changed = true;
+    switch (e->type) {
+    case event_type::alloc:
+      if (!is_pooled_kind(e->kind)) {
+        changed = false;
+        break;
+      }
+      blocks[e->address] = {std::max(e->size2, e->size), e->device};
+      s.live += static_cast<std::int64_t>(std::max(e->size2, e->size));
+      break;
+    case event_type::free: {
+      const auto it = blocks.find(e->address);
+      if (it != blocks.end()) {
+        dev[it->second.device].live -= static_cast<std::int64_t>(it->second.bytes);
+        blocks.erase(it);
+      } else if (is_pooled_kind(e->kind) && e->size2 != 0) {
+        s.live -= static_cast<std::int64_t>(e->size2); // allocated before the ring's window
+      } else {
+        changed = false;
+      }
+      break;
+    }
+    case event_type::segment_map:
+      segments[e->address] = {e->size, e->device};
+      s.reserved += static_cast<std::int64_t>(e->size);
+      break;
+    case event_type::segment_unmap: {
+      const auto it = segments.find(e->address);
+      s.reserved -= static_cast<std::int64_t>(it != segments.end() ? it->second.bytes : e->size);
+      if (it != segments.end()) segments.erase(it);
+      break;
+    }
+    case event_type::oom:
+      t.marks.push_back({e->time_ns, e->device, mark_kind::oom, {}, e->size, 0});
+      changed = false;
+      break;
+    case event_type::fence:
+      t.marks.push_back({e->time_ns, e->device, mark_kind::fence, {}, e->size, e->size2});
+      changed = false;
+      break;
+    case event_type::trim:
+      t.marks.push_back({e->time_ns, e->device, mark_kind::trim, {}, e->size, 0});
+      changed = false;
+      break;
+    case event_type::marker:
+      t.marks.push_back({e->time_ns, e->device, mark_kind::marker, e->label, 0, 0});
+      changed = false;
+      break;
+    case event_type::option:
+      changed = false;
+      break;
+    }
+    if (changed) {
+      state& d = dev[e->device];
+      d.raw.push_back({e->time_ns, {d.live, d.reserved}});
+    }
+    t.end_ns = std::max(t.end_ns, e->time_ns);
+  }
+  t.end_ns = std::max(t.end_ns, trace_now_ns(trace));
+  // Anchor each curve at the present state.
+  std::map<int, std::pair<std::int64_t, std::int64_t>> present;
+  for (const auto& a : trace.live)
+    if (is_pooled_kind(a.kind))
+      present[a.device].first += static_cast<std::int64_t>(std::max(a.rounded, a.requested));
+  for (const auto& s : trace.segments)
+    present[s.device].second += static_cast<std::int64_t>(s.bytes);
+  for (const auto& [d, p] : present)
+    dev[d];
+  for (auto& [d, s] : dev) {
+    const auto now = present[d];
+    const std::int64_t shift_live = now.first - s.live, shift_res = now.second - s.reserved;
+    device_timeline dt;
+    dt.device = d;
+    auto clamp = [](std::int64_t v) {
+      return static_cast<std::uint64_t>(std::max<std::int64_t>(v, 0));
+    };
+    dt.points.push_back({t.begin_ns, clamp(shift_live), clamp(shift_res)});
+    for (const auto& [time, v] : s.raw)
+      dt.points.push_back({time, clamp(v.first + shift_live), clamp(v.second + shift_res)});
+    dt.points.push_back({t.end_ns, clamp(now.first), clamp(now.second)});
+    for (const auto& p : dt.points) {
+      dt.peak_live = std::max(dt.peak_live, p.live);
+      dt.peak_reserved = std::max(dt.peak_reserved, p.reserved);
+    }
+    t.devices.push_back(std::move(dt));
+  }
+  return t;
+}
+
+} // namespace gmem::tools

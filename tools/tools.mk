@@ -1,0 +1,29 @@
+# tools/: the gmem command. Analyses and printers go into a static archive that the unit tests
+# link; the command's entry points (main.cpp, cmd_*.cpp) only into the binary.
+TOOLS_CORE_SRCS := $(filter-out tools/main.cpp tools/cmd_%.cpp,$(wildcard tools/*.cpp))
+TOOLS_CMD_SRCS  := tools/main.cpp $(wildcard tools/cmd_*.cpp)
+TOOLS_CORE_LIB  := $(BUILD)/lib/libgmem_tools.a
+GMEM_TOOL       := $(BUILD)/bin/gmem
+TOOLS_LIBS      := -ldw -lelf -lfmt -pthread
+
+# The reader of the profiler (trace bytes -> model); absent while the profiler is written.
+TOOLS_READER := $(PROFILER_READER_LIB)
+
+$(TOOLS_CORE_LIB): $(TOOLS_CORE_SRCS:%.cpp=$(BUILD)/%.o)
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+
+$(GMEM_TOOL): $(TOOLS_CMD_SRCS:%.cpp=$(BUILD)/%.o) $(TOOLS_CORE_LIB) $(TOOLS_READER) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(TOOLS_LIBS)
+LIBS_ALL += $(GMEM_TOOL)
+
+# Unit tests: analyses over hand-built traces, printers against golden files, the pickle writer.
+TOOLS_TEST_SRCS := $(wildcard tests/tools/*_test.cpp) tests/tools/sample_trace.cpp
+TOOLS_TEST      := $(BUILD)/tests/tools_test
+$(BUILD)/tests/tools/%.o: EXTRA_CPPFLAGS += -DGMEM_TOOLS_GOLDEN_DIR=\"$(abspath tests/tools/golden)\"
+$(TOOLS_TEST): $(TOOLS_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(TOOLS_CORE_LIB) $(TOOLS_READER) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(TOOLS_LIBS) $(GTEST_LIBS)
+UNIT_TESTS += $(TOOLS_TEST)
+SAN_TESTS += $(TOOLS_TEST)

@@ -1,0 +1,19 @@
+// Facts about a decoded trace that several reports need: its clock and its module map.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "profiler/trace_model.h"
+#include "tools/symbolizer.h"
+
+namespace gmem::tools {
+
+// "Now" on the trace's own clock (ns since recording began): the exit time of a process that
+// exited, the last heartbeat of one that died, the current time for a running one.
+std::uint64_t trace_now_ns(const gmem::trace::trace& t);
+
+// The recorded module map, for the symbolizer.
+std::vector<module_range> module_ranges(const gmem::trace::trace& t);
+
+} // namespace gmem::tools
