@@ -46,10 +46,10 @@ live_entry unpack(const std::uint64_t* words) {
 
 } // namespace
 
-live_table::live_table(std::uint64_t* slots, std::uint64_t capacity, std::uint64_t* count,
-                       std::uint64_t* overflow, std::uint64_t* unmatched) noexcept
+live_table::live_table(std::uint64_t* slots, std::uint64_t capacity, std::uint64_t* overflow,
+                       std::uint64_t* unmatched) noexcept
     : slots_(slots), mask_(capacity - 1), bits_(static_cast<unsigned>(std::countr_zero(capacity))),
-      count_(count), overflow_(overflow), unmatched_(unmatched) {}
+      overflow_(overflow), unmatched_(unmatched) {}
 
 bool live_table::insert(const live_entry& e) noexcept {
   if (e.address <= w::k_erasing) {
@@ -64,7 +64,6 @@ bool live_table::insert(const live_entry& e) noexcept {
     while (key == w::k_empty || key == w::k_tombstone) {
       if (layout::compare_exchange(s + w::key, key, e.address)) {
         write_slot(s, e);
-        layout::fetch_add(count_, 1);
         return true;
       }
     }
@@ -81,16 +80,18 @@ bool live_table::erase(std::uintptr_t address, live_entry* erased) noexcept {
     std::uint64_t key = load_word(s + w::key);
     if (key == w::k_empty) break;
     if (key != address || !layout::compare_exchange(s + w::key, key, w::k_erasing)) continue;
-    // We own the slot: nobody else writes it until the key becomes a tombstone.
-    std::uint64_t words[w::count];
-    for (unsigned k = 0; k < w::count; ++k)
-      words[k] = load_word(s + k);
-    if (erased) *erased = unpack(words);
-    live_entry gone = unpack(words);
-    gone.address = 0;
-    write_slot(s, gone);
+    // We own the slot: nobody else writes it until the key becomes a tombstone. Unpublishing
+    // takes only the address word (inside the seqlock); the other words go stale.
+    if (erased) {
+      erased->address = address;
+      erased->requested = load_word(s + w::requested);
+      erased->rounded = load_word(s + w::rounded);
+    }
+    const std::uint64_t v = load_word(s + w::version);
+    store_word(s + w::version, (v & ~0xffffffffull) | ((v + 1) & 0xffffffffu)); // odd
+    layout::store_release(s + w::address, 0);
+    layout::store_release(s + w::version, (v & ~0xffffffffull) | ((v + 2) & 0xffffffffu));
     layout::store_release(s + w::key, w::k_tombstone);
-    layout::fetch_add(count_, ~std::uint64_t{0}); // -1
     return true;
   }
   layout::fetch_add(unmatched_, 1);
@@ -98,7 +99,6 @@ bool live_table::erase(std::uintptr_t address, live_entry* erased) noexcept {
 }
 
 bool live_table::is_valid() const {
-  std::uint64_t published = 0;
   std::unordered_set<std::uint64_t> seen;
   for (std::uint64_t i = 0; i <= mask_; ++i) {
     const std::uint64_t* s = slots_ + i * w::count;
@@ -109,9 +109,8 @@ bool live_table::is_valid() const {
       continue;
     }
     if (address != key || !seen.insert(address).second) return false;
-    ++published;
   }
-  return published == load_word(count_);
+  return true;
 }
 
 std::uint64_t read_live_table(const std::uint64_t* slots, std::uint64_t capacity,

@@ -9,8 +9,9 @@
 // Invariants (checked by is_valid() when no writer runs):
 //   - a key word is never set back to empty, so a key is found before the first empty slot of
 //     its probe sequence;
-//   - a slot's published address is 0 or equal to its key; `count` equals the slots with a
-//     published address; no address is published twice.
+//   - a slot's published address is 0 or equal to its key; no address is published twice.
+// There is no shared count (two atomic adds per pair cost more than the rest of an insert):
+// readers count the published slots.
 // When no slot is free within k_max_probe, the allocation is counted in `overflow` and not
 // stored: counted, never silently dropped, never corrupting another slot.
 #pragma once
@@ -41,13 +42,14 @@ public:
 
   live_table() = default;
   // `slots`: capacity * 8 words; capacity a power of two. The counters live in the header.
-  live_table(std::uint64_t* slots, std::uint64_t capacity, std::uint64_t* count,
-             std::uint64_t* overflow, std::uint64_t* unmatched) noexcept;
+  live_table(std::uint64_t* slots, std::uint64_t capacity, std::uint64_t* overflow,
+             std::uint64_t* unmatched) noexcept;
 
   bool is_open() const noexcept { return slots_ != nullptr; }
   // Stores `e` (e.address >= 3). false: no slot free within k_max_probe (counted in overflow).
   bool insert(const live_entry& e) noexcept;
-  // Removes `address`; copies what it held into *erased when given. false: not present
+  // Removes `address`; copies its address, requested and rounded sizes into *erased when
+  // given. false: not present
   // (counted in unmatched).
   bool erase(std::uintptr_t address, live_entry* erased) noexcept;
   bool is_valid() const;
@@ -56,7 +58,6 @@ private:
   std::uint64_t* slots_ = nullptr;
   std::uint64_t mask_ = 0;
   unsigned bits_ = 0;
-  std::uint64_t* count_ = nullptr;
   std::uint64_t* overflow_ = nullptr;
   std::uint64_t* unmatched_ = nullptr;
 };

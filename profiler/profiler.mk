@@ -48,3 +48,37 @@ $(PROFILER_SHM_TEST): $(BUILD)/tests/profiler/shm_trace_test.o $(PROFILER_LIB) $
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(PROFILER_LDLIBS)
 UNIT_TESTS += $(PROFILER_SHM_TEST)
+
+# Fuzzing the reader. `make fuzz` (clang, libFuzzer, ASan+UBSan) runs FUZZ_SECONDS (60) from
+# the committed corpus; `make test` replays the corpus with a gcc-built runner.
+FUZZ_CORPUS := tests/fuzz/corpus/trace_reader
+TRACE_REPLAY := $(BUILD)/tests/trace_reader_replay
+$(BUILD)/tests/fuzz/replay_main.o: EXTRA_CPPFLAGS += -DGMEM_FUZZ_CORPUS='"$(abspath $(FUZZ_CORPUS))"'
+$(TRACE_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/trace_reader_fuzz.o $(PROFILER_READER_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -pthread
+UNIT_TESTS += $(TRACE_REPLAY)
+SAN_TESTS += $(TRACE_REPLAY)
+MAKE_CORPUS := $(BUILD)/tests/make_corpus
+$(MAKE_CORPUS): $(BUILD)/tests/fuzz/make_corpus.o $(PROFILER_LIB) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(PROFILER_LDLIBS)
+FUZZ_SECONDS ?= 60
+FUZZ_BIN := build/fuzz/trace_reader_fuzz
+$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) | deps-test
+	@mkdir -p $(@D)
+	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined -o $@ $^
+.PHONY: fuzz fuzz-corpus
+fuzz: $(FUZZ_BIN)
+	@mkdir -p build/fuzz/corpus
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) -max_len=65536 build/fuzz/corpus $(FUZZ_CORPUS)
+fuzz-corpus: $(MAKE_CORPUS)
+	$(MAKE_CORPUS) $(FUZZ_CORPUS)
+
+# Recording cost benchmark (Google Benchmark, no GPU): make build/bench/trace_bench
+TRACE_BENCH := $(BUILD)/bench/trace_bench
+$(TRACE_BENCH): $(BUILD)/bench/trace_bench.o $(BUILD)/interpose/trace_hooks.o $(PROFILER_LIB) \
+                $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(BENCH_LIBS) $(PROFILER_LDLIBS)
+LIBS_ALL += $(TRACE_BENCH)

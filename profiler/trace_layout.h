@@ -72,11 +72,11 @@ struct header {
   std::uint64_t event_head;    // 1024: seq of the last claimed event (= events recorded)
   std::uint64_t event_dropped; // 1032: events not written: their slot was still being written
   std::uint64_t pad16[6];
-  std::uint64_t live_count;      // 1088: allocations in the live table
+  std::uint64_t live_count;      // 1088: not maintained in version 1 (0): count the table
   std::uint64_t live_overflow;   // 1096: allocations the live table had no slot for
   std::uint64_t unmatched_frees; // 1104: frees of addresses not found in the live table
   std::uint64_t pad17[5];
-  std::uint64_t segment_count;     // 1152
+  std::uint64_t segment_count;     // 1152: not maintained in version 1 (0)
   std::uint64_t segment_overflow;  // 1160
   std::uint64_t segment_unmatched; // 1168
   std::uint64_t pad18[5];

@@ -20,7 +20,7 @@ namespace l = layout;
 
 namespace {
 
-thread_local std::uint32_t t_tid = 0;
+thread_local std::uint32_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
 std::uint32_t thread_id() noexcept {
   if (t_tid == 0) t_tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   return t_tid;
@@ -156,10 +156,10 @@ trace_writer::trace_writer(void* memory, const writer_config& config, const proc
                      &h.event_head, &h.event_dropped);
   samples_ = seq_ring(section_words(l::k_samples), config_.samples, k_stat_record_words,
                       &h.sample_head, &h.sample_dropped);
-  live_ = live_table(section_words(l::k_live), config_.live_slots, &h.live_count, &h.live_overflow,
+  live_ = live_table(section_words(l::k_live), config_.live_slots, &h.live_overflow,
                      &h.unmatched_frees);
-  segments_ = live_table(section_words(l::k_segments), config_.segment_slots, &h.segment_count,
-                         &h.segment_overflow, &h.segment_unmatched);
+  segments_ = live_table(section_words(l::k_segments), config_.segment_slots, &h.segment_overflow,
+                         &h.segment_unmatched);
   stacks_ = intern_table(section_words(l::k_stack_slots), config_.stack_slots,
                          base + h.sections[l::k_stack_ips].offset, config_.stack_ips * 8, 8,
                          &h.stack_count, &h.stack_overflow, &h.stack_ips_used);
@@ -197,15 +197,21 @@ std::uint64_t* trace_writer::section_words(l::section_id id) const noexcept {
 void trace_writer::emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,
                         std::uint64_t size, std::uint64_t size2, std::uintptr_t stream,
                         std::uint32_t ref) noexcept {
+  emit(type, device, kind, address, size, size2, stream, ref, now_ticks(), thread_id());
+}
+
+void trace_writer::emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,
+                        std::uint64_t size, std::uint64_t size2, std::uintptr_t stream,
+                        std::uint32_t ref, std::uint64_t tick, std::uint32_t thread) noexcept {
   namespace ew = l::event_word;
   std::uint64_t w[ew::count];
   w[ew::state] = 0;
-  w[ew::tick] = now_ticks();
+  w[ew::tick] = tick;
   w[ew::address] = address;
   w[ew::size] = size;
   w[ew::size2] = size2;
   w[ew::stream] = stream;
-  w[ew::thread_ref] = thread_id() | static_cast<std::uint64_t>(ref) << 32;
+  w[ew::thread_ref] = thread | static_cast<std::uint64_t>(ref) << 32;
   w[ew::device_type] = static_cast<std::uint32_t>(device) | static_cast<std::uint64_t>(type) << 32 |
                        static_cast<std::uint64_t>(kind) << 40;
   events_.append(w);
@@ -219,13 +225,13 @@ void trace_writer::alloc(std::uintptr_t addr, std::size_t requested, std::size_t
   e.requested = requested;
   e.rounded = rounded;
   e.stream = stream;
-  e.tick = now_ticks();
+  e.tick = now_ticks(); // one stamp and one thread id for the slot and the event
   e.thread = thread_id();
   e.stack_id = stack;
   e.device = device;
   e.kind = kind;
   live_.insert(e);
-  emit(event_type::alloc, device, kind, addr, requested, rounded, stream, stack);
+  emit(event_type::alloc, device, kind, addr, requested, rounded, stream, stack, e.tick, e.thread);
 }
 
 void trace_writer::free(std::uintptr_t addr, int device, std::uintptr_t stream,

@@ -103,6 +103,10 @@ private:
   std::uint64_t write_stat_record(std::uint64_t* record, std::uint64_t state_or_zero, int device,
                                   sample_reason reason, const pool_stats& stats) noexcept;
   void emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,
+            std::uint64_t size, std::uint64_t size2, std::uintptr_t stream, std::uint32_t ref,
+            std::uint64_t tick, std::uint32_t thread) noexcept;
+  // The same, stamped now by the calling thread.
+  void emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,
             std::uint64_t size, std::uint64_t size2, std::uintptr_t stream,
             std::uint32_t ref) noexcept;
 

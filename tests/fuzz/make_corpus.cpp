@@ -1,0 +1,188 @@
+// Writes the seed corpus for trace_reader_fuzz: valid traces with every record kind, and
+// damaged ones (truncated, other version, hostile counts and offsets, torn records).
+// Usage: make_corpus DIR. Its output is committed in tests/fuzz/corpus/trace_reader.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_layout.h"
+#include "profiler/trace_writer.h"
+
+using namespace gmem::trace;
+
+namespace {
+
+writer_config tiny() {
+  writer_config c;
+  c.live_slots = c.segment_slots = c.events = c.stack_slots = c.string_slots = 64;
+  c.samples = 16;
+  c.stack_ips = 1024;
+  c.string_bytes = 4096;
+  c.module_slots = 16;
+  c.device_slots = 2;
+  c.stack_depth = 4;
+  return c;
+}
+
+struct image {
+  std::vector<std::uint64_t> words;
+  trace_writer* w = nullptr;
+  image() : words(tiny().total_bytes() / 8) {
+    process_identity who;
+    who.pid = 1234;
+    who.proc_start_ticks = 99;
+    who.argv = {"fuzz", "seed"};
+    who.options = "GMEM_LIMIT=1G\n";
+    w = new trace_writer(words.data(), tiny(), who);
+  }
+  ~image() { delete w; }
+  layout::header& h() { return *reinterpret_cast<layout::header*>(words.data()); }
+  std::uint64_t* at(std::uint64_t byte) { return words.data() + byte / 8; }
+};
+
+void fill(trace_writer& w, int allocs) {
+  const std::uintptr_t ips[] = {0x401000, 0x402000, 0x403000};
+  const std::uint32_t stack = w.intern_stack(ips, 3);
+  w.segment(true, 0x700000000000, 1 << 21, 0);
+  for (int i = 0; i < allocs; ++i)
+    w.alloc(0x700000000000 + 512u * static_cast<unsigned>(i), 100, 512, 0, 3, alloc_kind::async,
+            stack);
+  w.free(0x700000000000, 0, 3, alloc_kind::async);
+  w.fence(0, 1000, 512);
+  w.trim(0, 0);
+  gmem::pool_stats s;
+  s.free_bytes = 10;
+  w.oom(0, 1 << 30, s);
+  w.marker("step 1");
+  w.option("GMEM_LIMIT", "2G");
+  device_stats d{0, s};
+  w.sample(&d, 1, sample_reason::periodic);
+  std::vector<module_info> mods(1);
+  mods[0] = {"/bin/prog", 0x400000, 0x400000, 0x10000, "\x12\x34"};
+  w.update_modules(mods);
+}
+
+void save(const std::string& dir, const std::string& name, const void* data, std::size_t n) {
+  std::ofstream f(dir + "/" + name, std::ios::binary);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+}
+
+void save(const std::string& dir, const std::string& name, image& im, std::size_t n = 0) {
+  save(dir, name, im.words.data(), n ? n : im.words.size() * 8);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_corpus DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  {
+    image im;
+    save(dir, "valid_empty", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    save(dir, "valid_every_kind", im);
+  }
+  {
+    image im;
+    fill(*im.w, 80);
+    save(dir, "valid_wrapped_and_overflowed", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    im.w->mark_shutdown();
+    save(dir, "valid_exited", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    save(dir, "truncated_body", im, 9000);
+  }
+  {
+    image im;
+    save(dir, "truncated_header", im, 100);
+  }
+  {
+    image im;
+    im.h().format_version = 3;
+    save(dir, "other_version", im);
+  }
+  {
+    image im;
+    std::memset(im.h().magic, 0, 8);
+    save(dir, "unwritten_header", im);
+  }
+  {
+    image im;
+    im.h().sections[layout::k_events].capacity = 1ull << 60;
+    save(dir, "hostile_capacity", im);
+  }
+  {
+    image im;
+    im.h().sections[layout::k_live].offset = 1ull << 62;
+    save(dir, "hostile_offset", im);
+  }
+  {
+    image im;
+    im.h().sections[layout::k_segments].offset = im.h().sections[layout::k_live].offset;
+    save(dir, "overlapping_sections", im);
+  }
+  {
+    image im;
+    im.h().stat_count = 1000;
+    save(dir, "hostile_stat_count", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    im.h().event_head = ~0ull;
+    im.h().sample_head = ~0ull;
+    im.h().module_count = ~0ull;
+    save(dir, "hostile_heads", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    // A stack slot and a string slot pointing far outside their arenas.
+    auto* stacks = im.at(im.h().sections[layout::k_stack_slots].offset);
+    stacks[1] = layout::slot_word::pack(0xfffffff0, 0xffffff, layout::slot_word::k_ready);
+    auto* strings = im.at(im.h().sections[layout::k_string_slots].offset);
+    for (int i = 0; i < 64; ++i)
+      if (strings[2 * i] != 0)
+        strings[2 * i + 1] = layout::slot_word::pack(4000, 0xffff, layout::slot_word::k_ready);
+    save(dir, "hostile_refs", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    auto* live = im.at(im.h().sections[layout::k_live].offset);
+    for (int i = 0; i < 64; ++i)
+      live[8 * i + 1] |= 1; // every slot mid-update: torn
+    auto* ring = im.at(im.h().sections[layout::k_events].offset);
+    ring[8 * 2] -= 1; // event 3 being written when the writer died
+    save(dir, "torn_records", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    auto* ring = im.at(im.h().sections[layout::k_events].offset);
+    ring[8 * 1 + 7] |= std::uint64_t{0xee} << 32; // unknown event type
+    save(dir, "bad_event_type", im);
+  }
+  {
+    std::vector<unsigned char> garbage(6000);
+    for (std::size_t i = 0; i < garbage.size(); ++i)
+      garbage[i] = static_cast<unsigned char>(i * 131 + 7);
+    std::memcpy(garbage.data(), layout::k_magic, 8);
+    save(dir, "garbage_with_magic", garbage.data(), garbage.size());
+  }
+  return 0;
+}
