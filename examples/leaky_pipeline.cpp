@@ -6,6 +6,8 @@
 //   2. cache_frame_features() keeps one 256 KiB feature map per frame forever (40 x);
 //   3. run_batch()            returns early on "bad input" (every 7th batch) before freeing its
 //                             1 MiB scratch buffer.
+// (The index buffers of the fragmentation pattern stay live until exit on purpose, so
+// `gmem frag` has something to show; `gmem leaks` lists them as a fourth, larger site.)
 // Fragmentation: 24 long-lived 1.5 MiB "index" buffers are interleaved with 24 x 4 MiB
 // temporaries (both in gmem's large-request segments); freeing the temporaries leaves 96 MiB
 // free in 4 MiB holes, so an 8 MiB request cannot use any of it and maps a new segment.
@@ -33,14 +35,21 @@ CUdeviceptr alloc(std::size_t bytes, const char* what) {
   return p;
 }
 
+// Code after the call, so the compiler cannot turn it into a tail call and drop this
+// function's frame from the recorded stack.
+inline void keep_frame() { asm volatile("" ::: "memory"); }
+
 // Leak site 1: the previous weights are forgotten, not freed.
 __attribute__((noinline)) CUdeviceptr reload_weights(CUdeviceptr /*old*/) {
-  return alloc(8u << 20, "cuMemAlloc(weights)");
+  const CUdeviceptr w = alloc(8u << 20, "cuMemAlloc(weights)");
+  keep_frame();
+  return w;
 }
 
 // Leak site 2: a cache that only grows.
 __attribute__((noinline)) void cache_frame_features(std::vector<CUdeviceptr>& cache) {
   cache.push_back(alloc(256u << 10, "cuMemAlloc(features)"));
+  keep_frame();
 }
 
 // Leak site 3: the early return skips the free.

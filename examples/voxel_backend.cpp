@@ -22,7 +22,11 @@ void voxelize_host(const float* points, std::size_t clouds, std::size_t points_p
   }
 }
 
-voxel_backend::voxel_backend(const cuda_driver& cu) : cu_(cu) {
+voxel_backend::voxel_backend(const cuda_driver& cu, bool force_host) : cu_(cu) {
+  if (force_host) {
+    name_ = "host (--host)";
+    return;
+  }
   if (!cu.has_modules()) {
     name_ = "host (the simulated device runs no kernels)";
     return;

@@ -12,7 +12,8 @@ namespace examples {
 
 class voxel_backend {
 public:
-  explicit voxel_backend(const cuda_driver& cu);
+  // force_host: compute on the host even when kernels can run (to compare the two).
+  voxel_backend(const cuda_driver& cu, bool force_host);
   const std::string& name() const { return name_; }
   // grids[c][z][y][x] = 1 for every point of cloud c (grids must be zeroed). points holds
   // clouds * points_per_cloud (x, y, z) floats in [0, 1).

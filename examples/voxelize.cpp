@@ -2,6 +2,7 @@
 // larger than the memory it may use, by processing it in chunks with gmem/chunking.hpp.
 //
 //   voxelize [--clouds B] [--points N] [--grid G] [--unchunked] [--chunk K] [--safety F]
+//            [--host]   (compute on the host even on a GPU, to compare with the kernel)
 //
 // Each cloud needs N*12 bytes of points and G^3 bytes of grid on the device. The default
 // plans chunks from gmem_allocatable_bytes() (GMEM_LIMIT under `gmem run`); --chunk K starts
@@ -28,6 +29,7 @@ struct job {
   std::size_t points = 65536;
   int grid = 96;
   bool unchunked = false;
+  bool host = false;
   std::size_t chunk = 0;
   double safety = 0.7;
 };
@@ -88,6 +90,8 @@ int main(int argc, char** argv) {
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     if (std::strcmp(a, "--unchunked") == 0) {
       j.unchunked = true;
+    } else if (std::strcmp(a, "--host") == 0) {
+      j.host = true;
     } else if (v != nullptr && std::strcmp(a, "--clouds") == 0) {
       j.clouds = parse_count(v, a), ++i;
     } else if (v != nullptr && std::strcmp(a, "--points") == 0) {
@@ -100,12 +104,12 @@ int main(int argc, char** argv) {
       j.safety = std::atof(v), ++i;
     } else {
       std::fprintf(stderr, "usage: voxelize [--clouds B] [--points N] [--grid G] [--unchunked] "
-                           "[--chunk K] [--safety F]\n");
+                           "[--chunk K] [--safety F] [--host]\n");
       return 2;
     }
   }
   const examples::cuda_driver cu = examples::cuda_driver::open();
-  const examples::voxel_backend backend(cu);
+  const examples::voxel_backend backend(cu, j.host);
   const std::size_t cells = static_cast<std::size_t>(j.grid) * static_cast<std::size_t>(j.grid) *
                             static_cast<std::size_t>(j.grid);
   const std::uint64_t per_cloud = j.points * 3 * sizeof(float) + cells;
