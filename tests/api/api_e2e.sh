@@ -91,6 +91,17 @@ if [ -e "$shim" ]; then
   expect report.status GMEM_OK
   expect_text "pool figures from libgmem.so"
   expect_text "pool reserved"
+
+  phase="shim, limit set before any pool exists"
+  out=$(LD_PRELOAD="$(realpath "$shim")" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M \
+        GMEM_TRACE=0 "$probe" 8388608 limit-first 2>&1)
+  expect early_limit.status GMEM_OK
+  expect allocated.status GMEM_OK
+  expect allocated.limit_bytes 16777216
+  expect_le allocated.allocatable_bytes 8388608
+  out=$(LD_PRELOAD="$(realpath "$shim")" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M \
+        GMEM_TRACE=0 "$probe" 33554432 limit-first 2>&1)
+  expect alloc.status failed # 32 MiB over the 16 MiB limit: the pool says out of memory
 else
   echo "api_e2e: note: $shim not built; the shim half was not run"
 fi

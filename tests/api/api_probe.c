@@ -1,6 +1,8 @@
 /* Exercises the C API from plain C (so gmem.h stays valid C) and prints one "key=value" line
  * per fact; tests/api/api_e2e.sh runs it with and without libgmem.so and checks the lines.
- * Usage: api_probe [alloc_bytes]  (allocates that much through the driver, default 8 MiB) */
+ * Usage: api_probe [alloc_bytes [limit-first]]
+ *   alloc_bytes: allocated through the driver (default 8 MiB)
+ *   limit-first: gmem_set_limit(16 MiB) before any context or pool exists */
 #include "gmem/gmem.h"
 
 #include <dlfcn.h>
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
   uint64_t avail = 0;
   void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
 
+  if (argc > 2 && strcmp(argv[2], "limit-first") == 0)
+    printf("early_limit.status=%s\n", gmem_status_name(gmem_set_limit(16u << 20, -1)));
   printf("available=%d\n", gmem_available());
   print_stats("start");
 
