@@ -27,13 +27,18 @@ struct shim_api {
   gmem_status (*memory_report)(char*, std::size_t);
 };
 
+// Any address inside this library. Not &gmem_stats: taking the address of an exported
+// function goes through the GOT and yields the preloaded shim's definition when there is one.
+void self_anchor() {}
+
 // The definition of `name` that the global scope sees, when it lives in another object than
-// `self`'s (that object is libgmem.so).
-template <class F> bool find_other(const char* name, F self, F& out) {
+// this library (that object is libgmem.so).
+template <class F> bool find_other(const char* name, F& out) {
   void* p = dlsym(RTLD_DEFAULT, name);
   if (p == nullptr) return false;
   Dl_info theirs{}, ours{};
-  if (dladdr(p, &theirs) == 0 || dladdr(reinterpret_cast<void*>(self), &ours) == 0) return false;
+  if (dladdr(p, &theirs) == 0 || dladdr(reinterpret_cast<void*>(&self_anchor), &ours) == 0)
+    return false;
   if (theirs.dli_fbase == ours.dli_fbase) return false;
   out = reinterpret_cast<F>(p);
   return true;
@@ -41,14 +46,13 @@ template <class F> bool find_other(const char* name, F self, F& out) {
 
 const shim_api* find_shim() noexcept {
   static shim_api api{};
-  bool all = find_other("gmem_available", &gmem_available, api.available) &&
-             find_other("gmem_stats", &gmem_stats, api.stats) &&
-             find_other("gmem_reset_peak", &gmem_reset_peak, api.reset_peak) &&
-             find_other("gmem_empty_cache", &gmem_empty_cache, api.empty_cache) &&
-             find_other("gmem_set_limit", &gmem_set_limit, api.set_limit) &&
-             find_other("gmem_allocatable_bytes", &gmem_allocatable_bytes, api.allocatable_bytes) &&
-             find_other("gmem_mark", &gmem_mark, api.mark) &&
-             find_other("gmem_memory_report", &gmem_memory_report, api.memory_report);
+  bool all = find_other("gmem_available", api.available) && find_other("gmem_stats", api.stats) &&
+             find_other("gmem_reset_peak", api.reset_peak) &&
+             find_other("gmem_empty_cache", api.empty_cache) &&
+             find_other("gmem_set_limit", api.set_limit) &&
+             find_other("gmem_allocatable_bytes", api.allocatable_bytes) &&
+             find_other("gmem_mark", api.mark) &&
+             find_other("gmem_memory_report", api.memory_report);
   return all ? &api : nullptr;
 }
 

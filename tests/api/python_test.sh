@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs tests/api/test_gmem_python.py (unittest) with no driver, over the fake driver, and
-# with libgmem.so preloaded over it. Exit 0 pass, 77 skip (no python3), 1 fail.
+# with libgmem.so preloaded over it (found in the process, and through libgmem_client.so). Exit 0 pass, 77 skip (no python3), 1 fail.
 set -u
 command -v python3 >/dev/null || { echo "python_test: skipped: python3 not found"; exit 77; }
 build=$(realpath "${GMEM_BUILD:-build}")
@@ -19,6 +19,9 @@ if [ -e "$fake_dir/libcuda.so.1" ]; then
   run fake LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M
   if [ -e "$shim" ]; then
     run shim LD_PRELOAD="$(realpath "$shim")" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M GMEM_TRACE=0
+    # ctypes opens libgmem_client.so itself: its functions must forward to the preloaded shim.
+    run shim_client LD_PRELOAD="$(realpath "$shim")" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M \
+        GMEM_TRACE=0 GMEM_CLIENT_LIB="$build/lib/libgmem_client.so"
   else
     echo "python_test: note: $shim not built; shim mode not run"
   fi

@@ -1,6 +1,7 @@
 """unittest tests of python/gmem. Run by tests/api/python_test.sh in three settings, told by
 GMEM_TEST_MODE: 'nolib' (no driver), 'fake' (fake driver, no shim), 'shim' (libgmem.so
-preloaded over the fake driver; FAKE_CUDA_TOTAL_BYTES=512M in the last two)."""
+preloaded over the fake driver), 'shim_client' (the same, but ctypes opens libgmem_client.so,
+which must forward to the shim); FAKE_CUDA_TOTAL_BYTES=512M in all but the first."""
 
 import os
 import re
@@ -10,6 +11,7 @@ import gmem
 from gmem import chunking
 
 MODE = os.environ.get("GMEM_TEST_MODE", "nolib")
+SHIM = MODE in ("shim", "shim_client")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -169,15 +171,17 @@ class Binding(unittest.TestCase):
         self.assertFalse(gmem.is_out_of_memory(ValueError("bad shape")))
 
 
-@unittest.skipUnless(MODE in ("fake", "shim"), "needs the fake driver")
+@unittest.skipUnless(MODE in ("fake", "shim", "shim_client"), "needs the fake driver")
 class ApiOverFakeDriver(unittest.TestCase):
     def test_available(self):
-        self.assertEqual(gmem.available(), MODE == "shim")
+        self.assertEqual(gmem.available(), SHIM)
+        if MODE == "shim_client":
+            self.assertTrue(gmem._api.lib()._name.endswith("libgmem_client.so"))
 
     def test_stats(self):
         s = gmem.stats()
         self.assertEqual(s.device_total_bytes, 512 << 20)
-        self.assertEqual(s.from_pool, MODE == "shim")
+        self.assertEqual(s.from_pool, SHIM)
         self.assertEqual(s.version, 1)
         self.assertGreater(s.allocatable_bytes, 0)
 
@@ -193,12 +197,12 @@ class ApiOverFakeDriver(unittest.TestCase):
             gmem.set_limit(0)
 
     def test_mark_peak_cache_report(self):
-        self.assertEqual(gmem.mark("python test"), MODE == "shim")
-        self.assertEqual(gmem.reset_peak(), MODE == "shim")
+        self.assertEqual(gmem.mark("python test"), SHIM)
+        self.assertEqual(gmem.reset_peak(), SHIM)
         gmem.empty_cache()
         report = gmem.memory_report()
         self.assertIn("gmem memory report", report)
-        self.assertIn("pool figures from libgmem.so" if MODE == "shim"
+        self.assertIn("pool figures from libgmem.so" if SHIM
                       else "libgmem.so not preloaded", report)
 
 
