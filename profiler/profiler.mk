@@ -44,10 +44,18 @@ SAN_TESTS += $(PROFILER_TEST)
 
 # Tests with real /dev/shm objects and child processes (fork, SIGKILL, setuid): make test only.
 PROFILER_SHM_TEST := $(BUILD)/tests/profiler_shm_test
-$(PROFILER_SHM_TEST): $(BUILD)/tests/profiler/shm_trace_test.o $(PROFILER_LIB) $(COMMON_LIB)
+$(PROFILER_SHM_TEST): $(BUILD)/tests/profiler/shm_trace_test.o $(BUILD)/tests/profiler/shm_e2e_test.o \
+                      $(PROFILER_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(PROFILER_LDLIBS)
 UNIT_TESTS += $(PROFILER_SHM_TEST)
+# The end-to-end program (shm_e2e_test.cpp runs it under libgmem.so and the fake driver).
+TRACE_E2E_PROGRAM := $(BUILD)/tests/trace_e2e_program
+$(BUILD)/tests/profiler/trace_e2e_program.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(TRACE_E2E_PROGRAM): $(BUILD)/tests/profiler/trace_e2e_program.o $(BUILD)/tests/interpose/probe_driver.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl -pthread
+TEST_SCRIPT_DEPS += $(TRACE_E2E_PROGRAM) $(SHIM_LIB) $(FAKE_CUDA_LIB)
 
 # Fuzzing the reader. `make fuzz` (clang, libFuzzer, ASan+UBSan) runs FUZZ_SECONDS (60) from
 # the committed corpus; `make test` replays the corpus with a gcc-built runner.
