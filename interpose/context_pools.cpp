@@ -89,6 +89,10 @@ context_entry* context_pools::current(const real_driver& real) {
   return e;
 }
 
+context_entry* context_pools::last_used() const {
+  return t_generation == g_generation.load(std::memory_order_acquire) ? t_entry : nullptr;
+}
+
 context_entry* context_pools::find_current(const real_driver& real) {
   CUcontext ctx = nullptr;
   if (real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) return nullptr;

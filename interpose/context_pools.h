@@ -47,6 +47,9 @@ public:
   // The entry of the calling thread's current context, created on first use; nullptr when no
   // context is current (the driver then gives the caller its own error).
   context_entry* current(const real_driver& real);
+  // The entry this thread used last, without asking the driver (frees need no context);
+  // nullptr when none or when it was dropped since.
+  context_entry* last_used() const;
   // Like current(), but never creates one.
   context_entry* find_current(const real_driver& real);
   // The live entry of `ctx`, or nullptr.

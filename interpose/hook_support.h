@@ -2,6 +2,8 @@
 // the device of the current context for trace records.
 #pragma once
 
+#include <atomic>
+
 #include "interpose/context_pools.h"
 #include "interpose/real_driver.h"
 #include "interpose/shim_state.h"
@@ -42,6 +44,12 @@ inline int current_device() {
   return d;
 }
 
+// Allocations that reached the driver unpooled, by trace kind (GMEM_VERBOSE report).
+extern std::atomic<std::uint64_t> g_passthrough_counts[trace::k_alloc_kind_count];
+inline void count_passthrough(trace::alloc_kind kind) {
+  g_passthrough_counts[static_cast<std::size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
+}
+
 // A pass-through allocation the profiler still sees: `call` performs it and returns the
 // address through `*out`.
 template <typename Call>
@@ -50,6 +58,7 @@ inline CUresult traced_passthrough(trace::alloc_kind kind, std::size_t bytes, st
   const std::uint32_t stack = trace::capture_stack();
   const CUresult r = call();
   if (r == CUDA_SUCCESS && out != nullptr) {
+    count_passthrough(kind);
     trace::alloc(*out, bytes, bytes, current_device(), stream, kind, stack);
   }
   return r;

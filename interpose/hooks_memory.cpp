@@ -38,8 +38,7 @@ CUresult pool_alloc(CUdeviceptr* out, std::size_t bytes, stream_handle s, std::u
 template <typename Fallback>
 CUresult pool_free(CUdeviceptr p, stream_handle s, std::uintptr_t stream, alloc_kind kind,
                    Fallback&& fallback) {
-  const real_driver* real = driver();
-  context_entry* e = real != nullptr ? pools().current(*real) : nullptr;
+  context_entry* e = pools().last_used(); // usually the owner; no driver call needed
   if (GMEM_LIKELY(e != nullptr)) {
     trace::free(p, e->device(), stream, kind);
     hook_scope scope;

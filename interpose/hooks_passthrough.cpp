@@ -19,6 +19,7 @@ GMEM_HOOK CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, std::size_t* pitch, std
   const std::uint32_t stack = gmem::trace::capture_stack();
   const CUresult r = GMEM_REAL(cuMemAllocPitch_v2, dptr, pitch, width, height, element_bytes);
   if (r == CUDA_SUCCESS && dptr != nullptr && pitch != nullptr) {
+    count_passthrough(alloc_kind::pitched);
     gmem::trace::alloc(*dptr, width * height, *pitch * height, current_device(), 0,
                        alloc_kind::pitched, stack);
   }

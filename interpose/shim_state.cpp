@@ -6,11 +6,13 @@
 #include <pthread.h>
 
 #include "interpose/context_pools.h"
+#include "interpose/hook_support.h"
 #include "interpose/trace_hooks.h"
 
 namespace gmem::shim {
 
 std::atomic<bool> g_active{false};
+std::atomic<std::uint64_t> g_passthrough_counts[trace::k_alloc_kind_count];
 thread_local bool t_in_hook __attribute__((tls_model("initial-exec"))) = false;
 
 namespace {
@@ -40,6 +42,12 @@ void print_counters() {
     for (std::size_t j = 0; j < h; ++j)
       print("host", *e.host[j].host_pool);
   });
+  std::fprintf(stderr, "gmem: passthrough");
+  for (std::size_t k = 0; k < trace::k_alloc_kind_count; ++k) {
+    std::fprintf(stderr, " %s=%llu", trace::to_string(static_cast<trace::alloc_kind>(k)),
+                 static_cast<unsigned long long>(g_passthrough_counts[k].load()));
+  }
+  std::fprintf(stderr, "\n");
   const substitution_counts c = substitutions();
   std::fprintf(stderr, "gmem: substitutions dlsym=%llu cuGetProcAddress=%llu\n",
                static_cast<unsigned long long>(c.by_dlsym),

@@ -392,6 +392,23 @@ void scenario_two_devices() {
   CHECK_CU(g.mem_free(b));
 }
 
+// Not a test: ns per cuMemAlloc_v2 + cuMemFree_v2 pair of 512 bytes (the shim's own cost, as
+// the fake driver's calls cost next to nothing).
+void scenario_pair_cost() {
+  for (int round = 0; round < 3; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    constexpr int n = 1000000;
+    for (int i = 0; i < n; ++i) {
+      CUdeviceptr p = 0;
+      g.mem_alloc(&p, 512);
+      g.mem_free(p);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    std::printf("pair_cost %.1f ns\n",
+                std::chrono::duration<double, std::nano>(t1 - t0).count() / n);
+  }
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -444,6 +461,8 @@ int main(int argc, char** argv) {
     scenario_other_interposer();
   else if (s == "two_devices")
     scenario_two_devices();
+  else if (s == "pair_cost")
+    scenario_pair_cost();
   else {
     std::printf("FAIL: unknown scenario %s\n", s.c_str());
     return 2;
