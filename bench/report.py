@@ -235,6 +235,36 @@ def tracing_section(rows_all, out):
     out.append("")
 
 
+def summary_section(rows_all, replay, out):
+    """The issue's targets, one line per torch workload: where gmem meets them and where not."""
+    lines = []
+    for wl, rows in sorted(rows_all.items()):
+        if not wl.startswith("torch-") or "steps_per_s" not in rows.get("c", {}):
+            continue
+        a, c = rows.get("a", {}), rows["c"]
+        best = min(((rows[m].get("framework_peak_reserved"), m) for m in ("a", "a-expandable", "d")
+                    if rows.get(m, {}).get("framework_peak_reserved")), default=(None, None))
+        thr = c["steps_per_s"] / a["steps_per_s"] if a.get("steps_per_s") else None
+        res = c.get("gmem_peak_reserved")
+        trace = f"trace-{wl}.txt"
+        rp = [r for r in replay if r["trace"] == trace and r["policy"] == "gmem"]
+        cells = [wl,
+                 f"{thr:.2f} {'✓' if thr >= 0.97 else '✗'}" if thr else "—",
+                 (f"{gib(res)} vs {gib(best[0])} ({best[1]}) {'✓' if res <= best[0] else '✗'}"
+                  if res and best[0] else "—"),
+                 (f"{rp[0]['ratio']:.3f} {'✓' if rp[0]['ratio'] <= 1.10 else '✗'}" if rp else "—"),
+                 loss_check(c, a)]
+        lines.append("| " + " | ".join(cells) + " |")
+    if not lines:
+        return
+    out.append("## Summary against the targets\n")
+    out.append("| workload | (c) ÷ (a) steps/s, target ≥ 0.97 | (c) peak reserved vs best PyTorch "
+               "mode, target ≤ | replay ratio of gmem's pool, target ≤ 1.10 | (c) losses vs (a) |")
+    out.append("|---|---|---|---|---|")
+    out += lines
+    out.append("")
+
+
 def replay_section(env, recs, out):
     if not recs:
         return
@@ -326,10 +356,14 @@ def main():
            f"Made by `{args.command}` (bench/run_gpu.sh, then bench/report.py); gmem library: "
            f"`{env.get('gmem_lib') or 'none (gmem rows missing)'}`; parts: {env.get('parts')}. "
            "bench/README.md says how to read each table.\n"]
+    summary_at = len(out)
     if alloc:
         alloc_section(env, alloc, out)
         counters_section(pool_stats, out)
     rows_all = workload_section(env, work, out, len(raws) > 1) if work else {}
+    summary = []
+    summary_section(rows_all, replay, summary)
+    out[summary_at:summary_at] = summary
     replay_section(env, replay, out)
     tracing_section(rows_all, out)
     md = os.path.join(args.results, stem + ".md")

@@ -151,6 +151,7 @@ def main():
             e.update(env)
             e["PYTHONUNBUFFERED"] = "1"
             if gmem:
+                e["GMEM_VERBOSE"] = "1"  # counters and substitution counts at exit, to the log
                 e["LD_PRELOAD"] = os.path.abspath(args.gmem_lib)
                 e["BENCH_GMEM_LIB"] = os.path.abspath(args.gmem_lib)
             tmp = os.path.join(args.out, "tmp-run.jsonl")
@@ -181,6 +182,9 @@ def main():
                         "nvml_baseline": base, "nvml_peak_delta": max(0, peak - base)})
             if rc != 0:
                 rec["stderr_tail"] = err[-3000:]
+            os.makedirs(os.path.join(args.out, "logs"), exist_ok=True)
+            with open(os.path.join(args.out, "logs", f"{workload}-{mode}-{rep}.log"), "w") as f:
+                f.write(out[-20000:] + "\n--- stderr ---\n" + err[-20000:])
             with open(jsonl, "a") as f:
                 f.write(json.dumps(rec) + "\n")
             sps = rec.get("steps_per_s")
