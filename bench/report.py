@@ -20,7 +20,8 @@ import subprocess
 import tempfile
 
 SIZES = [512, 65536, 1 << 20, 16 << 20, 256 << 20]
-ALLOC_ORDER = ["cudaMalloc", "cuMemAlloc", "gmem-runtime", "gmem-driver", "gmem-runtime+trace",
+ALLOC_ORDER = ["cudaMalloc", "cuMemAlloc", "gmem-runtime", "gmem-driver", "gmem-async",
+               "gmem-runtime-nosafety", "gmem-runtime+trace",
                "gmem-runtime+trace+stacks", "cudaMallocAsync",
                "cub", "torch-caching", "torch-caching-python"]
 ALLOC_DESC = {
@@ -28,6 +29,8 @@ ALLOC_DESC = {
     "cuMemAlloc": "cuMemAlloc_v2 + cuMemFree_v2 (driver)",
     "gmem-runtime": "**gmem** via the runtime (cudaMalloc, LD_PRELOAD)",
     "gmem-driver": "**gmem** via the driver (cuMemAlloc_v2, LD_PRELOAD)",
+    "gmem-async": "gmem via cudaMallocAsync + cudaFreeAsync (stream-ordered, LD_PRELOAD)",
+    "gmem-runtime-nosafety": "gmem via the runtime, GMEM_REUSE_SAFETY=0 (unsafe; fence cost)",
     "gmem-runtime+trace": "gmem via the runtime, trace on, stacks off",
     "gmem-runtime+trace+stacks": "gmem via the runtime, trace on, stacks on (gmem's default)",
     "cudaMallocAsync": "cudaMallocAsync + cudaFreeAsync (pool kept)",
@@ -138,6 +141,9 @@ def aggregate(runs):
     row["steps_per_s_all"] = [round(r["steps_per_s"], 3) for r in ok]
     row["nvml_peak"] = max(r.get("nvml_peak_delta", 0) for r in ok)
     row["losses"] = ok[0].get("losses")
+    others = [r.get("losses") for r in ok[1:] if r.get("losses")]
+    if others:  # run-to-run reproducibility of the same mode
+        row["rep_check"] = loss_check({"losses": others[0]}, {"losses": row["losses"]})
     g = [r["gmem"] for r in ok if r.get("gmem")]
     if g:
         row["gmem_peak_reserved"] = max(x["peak_reserved_bytes"] for x in g)
@@ -198,8 +204,13 @@ def workload_section(env, recs, out, merged=False):
                 continue
             res = r.get("gmem_peak_reserved", r.get("framework_peak_reserved"))
             rel = r["steps_per_s"] / ref["steps_per_s"] if ref.get("steps_per_s") else 0
-            out.append(f"| {m} | {r['description']} | {r['steps_per_s']:.2f} | {rel:.2f} | "
-                       f"{gib(res)} | {gib(r['nvml_peak'])} | {loss_check(r, ref)} |" +
+            sps = f"{r['steps_per_s']:.2f}"
+            if len(r["steps_per_s_all"]) > 1:
+                sps += " (" + ", ".join(f"{x:.2f}" for x in r["steps_per_s_all"]) + ")"
+            out.append(f"| {m} | {r['description']} | {sps} | {rel:.2f} | "
+                       f"{gib(res)} | {gib(r['nvml_peak'])} | {loss_check(r, ref)}"
+                       + (f" (rep 2 vs rep 1: {r['rep_check']})" if r.get("rep_check") else "")
+                       + " |" +
                        (f" {r.get('run_date', '')} |" if merged else ""))
         g = {m: rows[m]["gmem"] for m in order if rows[m].get("gmem")}
         if g:

@@ -11,7 +11,8 @@
 # Environment: BUILD (build), GMEM_LIB ($BUILD/lib/libgmem.so; gmem rows are skipped when it
 # is missing), PARTS (alloc,torchalloc,workloads,replay), REPS (workload repetitions, 1),
 # SECONDS_PER_CELL (0.25), GMEM_COMMIT (git rev-parse when unset), ONLY (workload runs whose
-# "workload/mode" contains one of these comma-separated texts), RECORD (1; empty: no traces).
+# "workload/mode" contains one of these comma-separated texts), REPS_ONLY (the same, for
+# repetitions after the first), RECORD (1; empty: no traces), WL_TIMEOUT (240 s per run).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -71,6 +72,15 @@ if have_part alloc; then
         >"$OUT_DIR/logs/alloc-${m##*:}.log" 2>&1 || log "alloc_bench ${m##*:} failed (see logs)"
     done
     # Part 4 at the call level: the same calls with the trace on (1 thread).
+    # Diagnosis: stream-ordered calls through gmem (no fences needed), and reuse safety off
+    # (never fences; unsafe, only to measure what the fences cost).
+    LD_PRELOAD=$(realpath "$GMEM_LIB") GMEM_TRACE=0 $AB --method cudaMallocAsync \
+      --label gmem-async --seconds "$SECONDS_PER_CELL" --json "$OUT_DIR/alloc.jsonl" \
+      >"$OUT_DIR/logs/alloc-gmem-async.log" 2>&1 || log "alloc_bench gmem-async failed (see logs)"
+    LD_PRELOAD=$(realpath "$GMEM_LIB") GMEM_TRACE=0 GMEM_REUSE_SAFETY=0 $AB --method cudaMalloc \
+      --label gmem-runtime-nosafety --threads 1,16 --seconds "$SECONDS_PER_CELL" \
+      --json "$OUT_DIR/alloc.jsonl" >"$OUT_DIR/logs/alloc-gmem-nosafety.log" 2>&1 ||
+      log "alloc_bench gmem-runtime-nosafety failed (see logs)"
     for t in "trace:GMEM_TRACE=1 GMEM_STACK_DEPTH=0" "trace+stacks:GMEM_TRACE=1"; do
       env ${t#*:} LD_PRELOAD=$(realpath "$GMEM_LIB") $AB --method cudaMalloc \
         --label "gmem-runtime+${t%%:*}" --threads 1 --seconds "$SECONDS_PER_CELL" \
@@ -88,7 +98,7 @@ fi
 if have_part workloads; then
   log "parts 2 and 4: real workloads"
   $PY bench/run_workloads.py --out "$OUT_DIR" --reps "$REPS" ${RECORD:+--record-traces} \
-    --timeout "${WL_TIMEOUT:-240}" ${GMEM_LIB:+--gmem-lib "$GMEM_LIB"} ${ONLY:+--only "$ONLY"} 2>&1 |
+    --timeout "${WL_TIMEOUT:-240}" ${GMEM_LIB:+--gmem-lib "$GMEM_LIB"} ${ONLY:+--only "$ONLY"} ${REPS_ONLY:+--reps-only "$REPS_ONLY"} 2>&1 |
     tee "$OUT_DIR/logs/workloads.log"
 fi
 if have_part replay && [ -x "$BUILD/bench/replay_gpu" ]; then

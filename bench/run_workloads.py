@@ -110,6 +110,8 @@ def main():
     ap.add_argument("--gmem-lib", default="")
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated substrings of 'workload/mode'")
+    ap.add_argument("--reps-only", default="",
+                    help="repetitions after the first only for these 'workload/mode' substrings")
     ap.add_argument("--record-traces", action="store_true",
                     help="also run each torch workload once recording its allocation trace")
     ap.add_argument("--gpt-steps", type=int, default=40)
@@ -143,6 +145,9 @@ def main():
             if gmem and not args.gmem_lib:
                 continue
             if mode == "a-record" and rep > 0:
+                continue
+            more = [x for x in args.reps_only.split(",") if x]
+            if rep > 0 and more and not any(x in key for x in more):
                 continue
             e = dict(os.environ)
             for k in list(e):  # every mode starts from the same clean allocator settings
