@@ -90,3 +90,4 @@ $(TRACE_BENCH): $(BUILD)/bench/trace_bench.o $(BUILD)/interpose/trace_hooks.o $(
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(BENCH_LIBS) $(PROFILER_LDLIBS)
 LIBS_ALL += $(TRACE_BENCH)
+$(BUILD)/tests/profiler/corpus_test.o: EXTRA_CPPFLAGS += -DGMEM_FUZZ_CORPUS='"$(abspath $(FUZZ_CORPUS))"'

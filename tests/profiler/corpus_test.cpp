@@ -1,0 +1,81 @@
+// The committed fuzz seeds (tests/fuzz/corpus/trace_reader, written by make_corpus) decode to
+// exactly the result each one was made for: valid ones to traces, damaged ones to errors that
+// name the right byte.
+#include <fstream>
+#include <gtest/gtest.h>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_reader.h"
+
+namespace gmem::trace {
+namespace {
+
+read_result seed(const std::string& name) {
+  std::ifstream f(std::string(GMEM_FUZZ_CORPUS) + "/" + name, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_FALSE(bytes.empty()) << name;
+  return decode(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
+}
+
+TEST(corpus, valid_seeds_decode) {
+  for (const char* name :
+       {"valid_empty", "valid_every_kind", "valid_exited", "valid_wrapped_and_overflowed",
+        "hostile_heads", "hostile_refs", "torn_records"}) {
+    const read_result r = seed(name);
+    EXPECT_TRUE(r) << name << ": " << r.error.to_string();
+  }
+  const read_result every = seed("valid_every_kind");
+  EXPECT_EQ(every.value.events.size(), 12u);
+  EXPECT_EQ(every.value.live.size(), 4u);
+  EXPECT_EQ(every.value.modules.size(), 1u);
+  EXPECT_EQ(every.value.modules[0].build_id, "1234");
+  const read_result wrapped = seed("valid_wrapped_and_overflowed");
+  EXPECT_EQ(wrapped.value.events.size(), 64u);
+  EXPECT_EQ(wrapped.value.losses.live_overflow, 16u);
+  EXPECT_EQ(seed("valid_exited").value.info.state, trace_state::exited);
+}
+
+TEST(corpus, hostile_values_are_contained) {
+  const read_result heads = seed("hostile_heads");
+  EXPECT_LE(heads.value.events.size(), 64u);
+  EXPECT_EQ(heads.value.losses.last_seq, ~0ull);
+  EXPECT_LE(heads.value.modules.size(), 16u);
+  const read_result refs = seed("hostile_refs");
+  for (const auto& a : refs.value.live)
+    EXPECT_EQ(refs.value.stack(a.stack_id) != nullptr, a.stack_id != 0);
+  const read_result torn = seed("torn_records");
+  EXPECT_TRUE(torn.value.live.empty());
+  EXPECT_GE(torn.value.losses.torn_records, 64u);
+  EXPECT_EQ(torn.value.losses.lost_events, 1u);
+}
+
+TEST(corpus, damaged_seeds_fail_at_the_right_byte) {
+  struct want {
+    const char* name;
+    std::uint64_t offset;
+    const char* text;
+  };
+  for (const want& w :
+       {want{"truncated_body", 16, "truncated"},
+        want{"truncated_header", 100, "shorter than its 4096-byte header"},
+        want{"other_version", 8, "trace format version 3, this gmem reads version 1"},
+        want{"unwritten_header", 0, "not written yet"},
+        want{"hostile_capacity", 128 + 3 * 32 + 16, "capacity"},
+        want{"hostile_offset", 128 + 1 * 32, "offset"},
+        want{"overlapping_sections", 128 + 2 * 32, "overlap"},
+        want{"hostile_stat_count", 72, "out of range"}, want{"bad_event_type", 0, "unknown type"},
+        want{"garbage_with_magic", 8, "version"}}) {
+    const read_result r = seed(w.name);
+    ASSERT_FALSE(r) << w.name;
+    if (w.offset != 0 || std::string(w.name) == "unwritten_header") {
+      EXPECT_EQ(r.error.offset, w.offset) << w.name << ": " << r.error.to_string();
+    }
+    EXPECT_NE(r.error.message.find(w.text), std::string::npos) << w.name << ": " << r.error.message;
+  }
+}
+
+} // namespace
+} // namespace gmem::trace
