@@ -75,7 +75,11 @@ command_fn add_run(CLI::App& app) {
     }
     for (const auto& [name, value] : a->settings) {
       const std::string warning = check_option_value(name.c_str(), value);
-      if (!warning.empty()) return fail(k_exit_usage, warning.substr(warning.find(name)));
+      if (!warning.empty()) {
+        std::string what = warning.substr(std::min(warning.find(name), warning.size()));
+        what = what.substr(0, what.find("; ")); // the shim would go on with a default; we stop
+        return fail(k_exit_usage, what + " (see gmem run --help)");
+      }
     }
     std::string why;
     const std::string lib = find_libgmem(self_exe(), std::getenv("GMEM_LIB"), &why);

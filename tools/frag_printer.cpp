@@ -25,20 +25,24 @@ std::string print_frag(const gmem::trace::trace& t, const frag_report& r, const 
   std::string out = "gmem frag: " + describe_source(t) + "\n";
   if (r.devices.empty()) return out + "No pools: the process made no pooled allocation.\n";
   for (const auto& d : r.devices) {
-    out += "\n" +
-           (d.device < 0 ? std::string("host (pinned)") : "device " + std::to_string(d.device)) +
-           ": " + format_bytes(d.reserved_bytes) + " reserved in " +
+    const std::string name = d.device < 0 ? "host (pinned)" : "device " + std::to_string(d.device);
+    out += "\n" + name + ": " + format_bytes(d.reserved_bytes) + " reserved in " +
            std::to_string(d.segments.size()) + " segment" + (d.segments.size() == 1 ? "" : "s") +
            ", " + format_bytes(d.used_bytes) + " used (" + format_bytes(d.requested_bytes) +
-           " requested), " + format_bytes(d.free_bytes) + " free\n";
-    out += "  largest free block " + format_bytes(d.largest_free) + ", fragmentation " +
-           percent(d.fragmentation()) + ", largest request that fits without growing " +
-           format_bytes(d.largest_request) + "\n";
-    if (d.has_pool_counters)
-      out += "  pool counters: free " + format_bytes(d.pool_free_bytes) + ", largest free " +
-             format_bytes(d.pool_largest_free) + ", pending " + format_bytes(d.pending_bytes) +
-             ", limit " + (d.limit_bytes ? format_bytes(d.limit_bytes) : std::string("none")) +
-             ", OOMs " + std::to_string(d.ooms) + "\n";
+           " requested), " + format_bytes(d.free_bytes) + " free";
+    if (d.has_pool_counters && d.pending_bytes != 0)
+      out += " (" + format_bytes(d.pool_free_bytes) + " reusable + " +
+             format_bytes(d.pending_bytes) + " pending a fence)";
+    out += "\n  largest free block " +
+           format_bytes(d.has_pool_counters ? d.pool_largest_free : d.largest_free) +
+           ", fragmentation " + percent(d.fragmentation()) +
+           ", largest request that fits without growing " + format_bytes(d.largest_request) + "\n";
+    if (d.largest_request_after_fence > d.largest_request)
+      out += "  after a fence (pending blocks reusable): largest free block " +
+             format_bytes(d.largest_free) + ", largest request " +
+             format_bytes(d.largest_request_after_fence) + "\n";
+    out += "  limit " + (d.limit_bytes ? format_bytes(d.limit_bytes) : std::string("none")) +
+           ", out-of-memory errors " + std::to_string(d.ooms) + "\n";
     if (!d.segments.empty())
       out += "  segments  (map: # used, = mostly used, - partly used, . free)\n";
     for (const auto& s : d.segments) {

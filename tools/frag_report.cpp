@@ -108,7 +108,8 @@ double segment_frag::fragmentation() const {
   return ratio(largest_free, free_bytes);
 }
 double device_frag::fragmentation() const {
-  return ratio(largest_free, free_bytes);
+  return has_pool_counters ? ratio(pool_largest_free, pool_free_bytes)
+                           : ratio(largest_free, free_bytes);
 }
 
 frag_report build_frag_report(const gmem::trace::trace& trace) {
@@ -157,7 +158,9 @@ frag_report build_frag_report(const gmem::trace::trace& trace) {
   }
   frag_report r;
   for (auto& [dev, d] : by_device) {
-    d.largest_request = d.largest_free / k_pool_rounding * k_pool_rounding;
+    d.largest_request_after_fence = d.largest_free / k_pool_rounding * k_pool_rounding;
+    d.largest_request = (d.has_pool_counters ? d.pool_largest_free : d.largest_free) /
+                        k_pool_rounding * k_pool_rounding;
     advise(d);
     r.devices.push_back(std::move(d));
   }

@@ -38,11 +38,17 @@ struct device_frag {
   std::uint64_t reserved_bytes = 0;   // sum of segment sizes
   std::uint64_t used_bytes = 0;       // live blocks, as rounded by the pool
   std::uint64_t requested_bytes = 0;  // live blocks, as asked for
-  std::uint64_t free_bytes = 0;       // gaps between live blocks (includes pending blocks)
+  // Gaps between live blocks, pending blocks included. Invariant with pool counters:
+  // free_bytes == pool_free_bytes + pending_bytes (the end-to-end test checks it on a real run).
+  std::uint64_t free_bytes = 0;
   std::uint64_t largest_free = 0;
   std::uint64_t empty_segments = 0; // segments without a live block
   std::uint64_t empty_bytes = 0;
-  std::uint64_t largest_request = 0; // largest request served now without growing
+  // Largest request served now without growing the pool: from the pool's own largest free
+  // block (pending blocks excluded) when the trace has counters, else from the map.
+  std::uint64_t largest_request = 0;
+  // The same once pending blocks are fenced (map-derived: gaps include pending blocks).
+  std::uint64_t largest_request_after_fence = 0;
   // From the pool's own counters (0 when the trace has none for this device).
   std::uint64_t pending_bytes = 0;
   std::uint64_t limit_bytes = 0;
@@ -51,6 +57,7 @@ struct device_frag {
   std::uint64_t pool_largest_free = 0;
   bool has_pool_counters = false;
   std::vector<std::string> advice;
+  // The pool's 1 - largest_free_block/free_bytes when it has counters, else the map's.
   double fragmentation() const;
 };
 

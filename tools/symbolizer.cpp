@@ -91,6 +91,9 @@ const frame_info& symbolizer::resolve(std::uint64_t ip) {
   GElf_Sym sym;
   const char* name = dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr);
   f.function = demangle(name);
+  if (const auto at = f.function.find('@');
+      at != std::string::npos && f.function.find('(') == std::string::npos)
+    f.function.resize(at); // "__libc_start_main@@GLIBC_2.34": the symbol version is noise
   if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc); line != nullptr) {
     int lineno = 0;
     const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);

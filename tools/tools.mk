@@ -27,3 +27,14 @@ $(TOOLS_TEST): $(TOOLS_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(TOOLS_CORE_LIB) $(TOOLS_R
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(TOOLS_LIBS) $(GTEST_LIBS)
 UNIT_TESTS += $(TOOLS_TEST)
 SAN_TESTS += $(TOOLS_TEST)
+
+# End-to-end: a driver program with three known leak sites, run under `gmem run` against the
+# fake driver (no GPU), and the scripts that check every subcommand on it.
+LEAK_SITES := $(BUILD)/tests/tools/leak_sites
+$(BUILD)/tests/tools/leak_sites.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/tools/leak_sites.o: EXTRA_CXXFLAGS += -O1 -fno-inline -fno-omit-frame-pointer
+$(LEAK_SITES): $(BUILD)/tests/tools/leak_sites.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
+TEST_SCRIPTS += $(wildcard tests/tools/*_test.sh)
+TEST_SCRIPT_DEPS += $(GMEM_TOOL) $(LEAK_SITES) $(SHIM_LIB) $(FAKE_CUDA_LIB)
