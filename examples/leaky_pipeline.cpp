@@ -37,7 +37,9 @@ CUdeviceptr alloc(std::size_t bytes, const char* what) {
 
 // Code after the call, so the compiler cannot turn it into a tail call and drop this
 // function's frame from the recorded stack.
-inline void keep_frame() { asm volatile("" ::: "memory"); }
+inline void keep_frame() {
+  asm volatile("" ::: "memory");
+}
 
 // Leak site 1: the previous weights are forgotten, not freed.
 __attribute__((noinline)) CUdeviceptr reload_weights(CUdeviceptr /*old*/) {

@@ -30,4 +30,4 @@ $(API_PROBE): $(BUILD)/tests/api/api_probe.o $(CLIENT_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(GMEM_LDFLAGS) -o $@ $< -L$(BUILD)/lib -lgmem_client -Wl,-rpath,'$$ORIGIN/../../lib' -ldl
 TEST_SCRIPTS += tests/api/api_e2e.sh tests/api/python_test.sh
-TEST_SCRIPT_DEPS += $(API_PROBE) $(CLIENT_LIB)
+TEST_SCRIPT_DEPS += $(API_PROBE) $(CLIENT_LIB) $(FAKE_CUDA_LIB) $(SHIM_LIB)

@@ -23,8 +23,8 @@ static void print_stats(const char* tag) {
   gmem_status rc = gmem_stats(-1, &s);
   printf("%s.status=%s\n", tag, gmem_status_name(rc));
   if (rc != GMEM_OK) return;
-  printf("%s.struct_size=%u\n%s.version=%u\n%s.flags=%u\n", tag, s.struct_size, tag, s.version,
-         tag, s.flags);
+  printf("%s.struct_size=%u\n%s.version=%u\n%s.flags=%u\n", tag, s.struct_size, tag, s.version, tag,
+         s.flags);
   printf("%s.device_total_bytes=%llu\n%s.allocatable_bytes=%llu\n", tag,
          (unsigned long long)s.device_total_bytes, tag, (unsigned long long)s.allocatable_bytes);
   printf("%s.live_bytes=%llu\n%s.reserved_bytes=%llu\n%s.peak_live_bytes=%llu\n", tag,
