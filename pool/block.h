@@ -21,6 +21,7 @@ struct event_ref {
   event_handle event = 0;
   std::uint32_t refs = 0;
   bool complete = false;          // a query saw it complete
+  bool queued = false;            // collected by refresh_events (dedupe)
   event_ref* list_next = nullptr; // slab free list
 };
 

@@ -72,7 +72,21 @@ stream_cache* pool_impl::get_stream_locked(stream_handle s) {
   return last_stream_ = streams_.back().get();
 }
 
+// Oversize requests take an oversize segment only when it wastes little (it is never split),
+// else space in a large segment (the warm-up segment, say), else they get a new segment.
 block* pool_impl::find_fit_locked(std::size_t size, unsigned cls, stream_handle s) const {
+  if (cls != k_oversize) return find_fit_in_locked(size, cls, s);
+  block* b = find_fit_in_locked(size, k_oversize, s);
+  auto waste_ok = [&](const block* x) {
+    return static_cast<double>(x->size - size) <=
+           opt_.oversize_max_waste * static_cast<double>(size) +
+               static_cast<double>(opt_.segment_granule_bytes);
+  };
+  if (b != nullptr && waste_ok(b)) return b;
+  return find_fit_in_locked(size, k_large, s);
+}
+
+block* pool_impl::find_fit_in_locked(std::size_t size, unsigned cls, stream_handle s) const {
   block* b = free_[cls].find_fit(size);
   if (s != k_no_stream && !streams_.empty()) {
     if (stream_cache* sc = find_stream_locked(s)) {
@@ -96,6 +110,7 @@ void pool_impl::unlist_locked(block* b) {
 
 void pool_impl::carve_locked(block* b, std::size_t size) {
   std::size_t rest = b->size - size;
+  if (b->seg->kind == segment_kind::oversize) return; // one block per oversize segment
   std::size_t min_rest = b->seg->kind == segment_kind::small
                              ? k_block_granule
                              : std::max(opt_.large_split_min_bytes, k_block_granule);
@@ -199,7 +214,7 @@ void pool_impl::insert_stream_free_locked(block* b) {
 }
 
 void pool_impl::enforce_cache_cap_locked(deferred& d) {
-  while (idle_head_ != nullptr && free_[0].bytes() + free_[1].bytes() > opt_.max_cached_bytes)
+  while (idle_head_ != nullptr && free_bytes_locked() > opt_.max_cached_bytes)
     detach_segment_locked(idle_head_, d);
 }
 

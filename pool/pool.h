@@ -60,16 +60,19 @@ struct pool_options {
   std::size_t limit_bytes = 0;             // reserved bytes never exceed this; 0 = no limit
   std::size_t max_cached_bytes = SIZE_MAX; // free bytes kept beyond this are trimmed
   std::size_t small_segment_bytes = std::size_t{2} << 20;   // segment size for small requests
-  std::size_t large_segment_bytes = std::size_t{20} << 20;  // segment size for large requests
+  std::size_t large_segment_bytes = std::size_t{40} << 20;  // segment size for large requests
   std::size_t small_max_bytes = std::size_t{1} << 20;       // requests up to this are small
-  std::size_t oversize_bytes = std::size_t{10} << 20;       // requests above: own segment
+  std::size_t oversize_bytes = std::size_t{20} << 20;       // requests above: own segment
   std::size_t segment_granule_bytes = std::size_t{2} << 20; // oversize segments rounded to it
   std::size_t large_split_min_bytes = std::size_t{1} << 20; // smaller remainders stay attached
   std::size_t warmup_bytes = 0; // mapped at construction (small + large segments)
   bool reuse_safety = true;     // false: frees are reusable at once (hazard tests only)
   // Growth: before mapping, unmap wholly free segments while reserved + new segment would
   // exceed (1 + grow_slack) x (live + request). Negative: never release before growing.
-  double grow_slack = 0.125;
+  double grow_slack = 0.1;
+  // An oversize segment is never split; a free one serves a later oversize request only if
+  // it is at most this fraction (plus one granule) larger than the request.
+  double oversize_max_waste = 0.125;
 };
 
 enum class pool_status {

@@ -20,4 +20,4 @@ POOL_BENCH := $(BUILD)/bench/pool_bench
 $(POOL_BENCH): $(BUILD)/bench/pool_bench.o $(POOL_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(BENCH_LIBS)
-# LIBS_ALL += $(POOL_BENCH)  (added once bench/pool_bench.cpp exists)
+LIBS_ALL += $(POOL_BENCH)

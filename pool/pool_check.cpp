@@ -2,6 +2,7 @@
 // the invariant walker; and abandon(), which forgets everything.
 #include "pool/pool_impl.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace gmem {
@@ -32,7 +33,9 @@ std::optional<block_info> pool_impl::find(std::uintptr_t address) const {
 pool_stats pool_impl::stats() const {
   std::lock_guard lock(mu_);
   pool_stats s = st_;
-  s.free_bytes = free_[0].bytes() + free_[1].bytes();
+  s.free_bytes = 0;
+  for (const auto& index : free_)
+    s.free_bytes += index.bytes();
   std::size_t largest = 0;
   for (const auto& index : free_)
     if (block* b = index.largest(); b != nullptr && b->size > largest) largest = b->size;
@@ -76,7 +79,8 @@ void pool_impl::abandon() {
   last_stream_ = nullptr;
   live_.clear();
   pending_head_ = pending_tail_ = nullptr;
-  pending_class_bytes_[0] = pending_class_bytes_[1] = 0;
+  for (auto& n : pending_class_bytes_)
+    n = 0;
   idle_head_ = nullptr;
   blocks_ = slab<block>{};
   events_ = slab<event_ref>{}; // their events die with the context
@@ -104,7 +108,7 @@ bool pool_impl::is_valid_locked() const {
   std::size_t live = 0, live_requested = 0, live_blocks = 0, free_bytes = 0, free_blocks = 0;
   std::size_t pending = 0, pending_blocks = 0, stream_bytes = 0, stream_blocks = 0;
   std::size_t reserved = 0, blocks = 0, idle = 0, claimed = 0;
-  std::size_t pending_class[2] = {};
+  std::size_t pending_class[k_classes] = {};
   for (const auto& [base, seg] : segments_) {
     if (seg->base != base || seg->first == nullptr || seg->first->address != base ||
         seg->first->prev != nullptr)
@@ -170,7 +174,7 @@ bool pool_impl::is_valid_locked() const {
   if (idle != idle_expected) return false;
   // Indexes hold exactly the blocks of their kind.
   std::size_t listed_free = 0, listed_free_bytes = 0;
-  for (unsigned cls = 0; cls < 2; ++cls) {
+  for (unsigned cls = 0; cls < k_classes; ++cls) {
     if (!free_[cls].is_valid()) return false;
     bool ok = true;
     free_[cls].for_each(
@@ -182,7 +186,7 @@ bool pool_impl::is_valid_locked() const {
   if (listed_free != free_blocks || listed_free_bytes != free_bytes) return false;
   std::size_t listed_stream = 0, listed_stream_bytes = 0;
   for (const auto& sc : streams_) {
-    for (unsigned cls = 0; cls < 2; ++cls) {
+    for (unsigned cls = 0; cls < k_classes; ++cls) {
       if (!sc->index[cls].is_valid()) return false;
       bool ok = true;
       sc->index[cls].for_each([&](block* b) {

@@ -46,8 +46,9 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       return r;
     }
     bool others = pending_or_stream_bytes_locked(cls, s) > pending_class_bytes_[cls];
-    // 1. Blocks freed on other streams whose event has completed are safe for all.
-    if (!queried && others) {
+    // 1. Stream-free blocks whose event has completed are safe for all and merge with their
+    // free neighbours (own-stream ones too: pieces freed under different events never merge).
+    if (!queried && st_.stream_free_bytes != 0) {
       queried = true;
       lock.unlock();
       refresh_events();
@@ -72,9 +73,10 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     }
     // 4. Grow, within the limit.
     std::size_t bytes = segment_bytes_for(size);
-    segment_kind kind = cls == k_small                      ? segment_kind::small
-                        : bytes == opt_.large_segment_bytes ? segment_kind::large
-                                                            : segment_kind::oversize;
+    segment_kind kind = cls == k_small ? segment_kind::small
+                        : cls == k_large && bytes == opt_.large_segment_bytes
+                            ? segment_kind::large
+                            : segment_kind::oversize;
     auto over_limit = [&](std::size_t n) {
       return opt_.limit_bytes != 0 &&
              st_.reserved_bytes + in_flight_map_bytes_ + in_flight_unmap_bytes_ + n >
@@ -142,11 +144,12 @@ bool pool_impl::refresh_events() {
     std::lock_guard lock(mu_);
     for (auto& sc : streams_)
       for (auto& index : sc->index)
-        index.for_each([&](block* b) { refs.push_back(b->ev); });
-    std::sort(refs.begin(), refs.end());
-    refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
-    for (event_ref* r : refs)
-      ++r->refs; // held while queried without the lock
+        index.for_each([&](block* b) {
+          if (b->ev->queued) return;
+          b->ev->queued = true;
+          ++b->ev->refs; // held while queried without the lock
+          refs.push_back(b->ev);
+        });
   }
   std::vector<char> done(refs.size());
   bool any = false;
@@ -157,6 +160,7 @@ bool pool_impl::refresh_events() {
     std::lock_guard lock(mu_);
     for (std::size_t i = 0; i < refs.size(); ++i) {
       if (done[i]) refs[i]->complete = true;
+      refs[i]->queued = false;
       if (--refs[i]->refs == 0) {
         d.releases.push_back(refs[i]->event);
         events_.put(refs[i]);
@@ -284,7 +288,16 @@ std::size_t pool_impl::segment_bytes_for(std::size_t size) const {
 }
 
 void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind) {
-  auto owned = std::make_unique<segment>();
+  std::unique_ptr<segment> owned;
+  if (spare_segments_.empty()) {
+    owned = std::make_unique<segment>();
+  } else { // recycled: its bitmap keeps its capacity
+    owned = std::move(spare_segments_.back());
+    spare_segments_.pop_back();
+    owned->first = nullptr;
+    owned->idle_prev = owned->idle_next = nullptr;
+    owned->idle = false;
+  }
   segment* seg = owned.get();
   seg->base = base;
   seg->size = bytes;
@@ -317,14 +330,16 @@ void pool_impl::detach_segment_locked(segment* seg, deferred& d) {
   in_flight_unmap_bytes_ += seg->size;
   d.unmaps.emplace_back(seg->base, seg->size);
   d.trimmed_bytes += seg->size;
-  segments_.erase(seg->base);
+  auto it = segments_.find(seg->base);
+  if (spare_segments_.size() < k_spare_segments) spare_segments_.push_back(std::move(it->second));
+  segments_.erase(it);
 }
 
 std::size_t pool_impl::trim_locked(std::size_t keep_free_bytes, deferred& d) {
   std::size_t released = 0;
   for (segment* seg = idle_head_; seg != nullptr;) {
     segment* next = seg->idle_next;
-    if (free_[0].bytes() + free_[1].bytes() >= keep_free_bytes + seg->size) {
+    if (free_bytes_locked() >= keep_free_bytes + seg->size) {
       released += seg->size;
       detach_segment_locked(seg, d);
     }

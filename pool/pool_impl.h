@@ -30,7 +30,7 @@ struct deferred {
 // Stream-free blocks of one stream, by segment class.
 struct stream_cache {
   stream_handle stream = k_no_stream;
-  free_index index[2];
+  free_index index[3]; // by segment class: small, large, oversize
 };
 
 class pool_impl {
@@ -55,18 +55,19 @@ public:
   const pool_options& options() const { return opt_; }
 
 private:
-  static constexpr unsigned k_small = 0, k_large = 1;
+  static constexpr unsigned k_small = 0, k_large = 1, k_oversize = 2, k_classes = 3;
   unsigned class_of_size(std::size_t rounded) const {
-    return rounded <= opt_.small_max_bytes ? k_small : k_large;
+    return rounded <= opt_.small_max_bytes  ? k_small
+           : rounded <= opt_.oversize_bytes ? k_large
+                                            : k_oversize;
   }
-  static unsigned class_of(const segment* seg) {
-    return seg->kind == segment_kind::small ? k_small : k_large;
-  }
+  static unsigned class_of(const segment* seg) { return static_cast<unsigned>(seg->kind); }
 
   // --- pool.cpp: block bookkeeping (all *_locked) ---
   stream_cache* find_stream_locked(stream_handle s) const;
   stream_cache* get_stream_locked(stream_handle s);
   block* find_fit_locked(std::size_t size, unsigned cls, stream_handle s) const;
+  block* find_fit_in_locked(std::size_t size, unsigned cls, stream_handle s) const;
   void unlist_locked(block* b); // out of whatever index holds it (free or stream_free)
   void carve_locked(block* b, std::size_t size); // split off the tail beyond size if worth it
   alloc_result make_live_locked(block* b, std::size_t requested, stream_handle s, deferred& d);
@@ -75,6 +76,9 @@ private:
   void drop_event_locked(block* b, deferred& d);     // b no longer holds its event
   void merge_into_locked(block* left, block* right); // right joins left; right is recycled
   void enforce_cache_cap_locked(deferred& d);
+  std::size_t free_bytes_locked() const {
+    return free_[0].bytes() + free_[1].bytes() + free_[2].bytes();
+  }
   void run_deferred(deferred& d);
   void check_locked() const;
 
@@ -110,15 +114,17 @@ private:
   mutable spin_mutex mu_;
   // Everything below is guarded by mu_.
   std::map<std::uintptr_t, std::unique_ptr<segment>> segments_; // by base
-  free_index free_[2];                                          // safe for all streams
-  std::vector<std::unique_ptr<stream_cache>> streams_;          // stream-free blocks
-  mutable stream_cache* last_stream_ = nullptr;                 // lookup cache
+  free_index free_[k_classes];                         // safe for all streams, by segment class
+  std::vector<std::unique_ptr<stream_cache>> streams_; // stream-free blocks
+  mutable stream_cache* last_stream_ = nullptr;        // lookup cache
   address_map live_;
   // Pending blocks in free order (stamps never decrease), linked through list_next.
   block* pending_head_ = nullptr;
   block* pending_tail_ = nullptr;
-  std::size_t pending_class_bytes_[2] = {};
+  std::size_t pending_class_bytes_[k_classes] = {};
   segment* idle_head_ = nullptr; // wholly free segments
+  static constexpr std::size_t k_spare_segments = 16;
+  std::vector<std::unique_ptr<segment>> spare_segments_; // detached records, for reuse
   slab<block> blocks_;
   slab<event_ref> events_;
   // Fence and stream-sync tickets: a free is stamped with seq_; a fence that began later has

@@ -16,7 +16,7 @@ public:
   void reset(std::size_t granules);
   void set(std::size_t i);
   void clear(std::size_t i);
-  bool test(std::size_t i) const { return (levels_[0][i >> 6] >> (i & 63)) & 1; }
+  bool test(std::size_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
   // The largest set index <= i, or npos.
   std::size_t find_prev(std::size_t i) const { return find_prev_at(0, i); }
   std::size_t count() const; // set bits (for is_valid)
@@ -24,8 +24,16 @@ public:
   bool is_valid() const;
 
 private:
+  static constexpr std::size_t k_max_levels = 12; // 64^11 granules: far beyond any device
+  std::uint64_t* level(std::size_t l) { return words_.data() + offset_[l]; }
+  const std::uint64_t* level(std::size_t l) const { return words_.data() + offset_[l]; }
   std::size_t find_prev_at(std::size_t level, std::size_t i) const;
-  std::vector<std::vector<std::uint64_t>> levels_; // levels_[0]: granules; last: one word
+  // All levels in one allocation (reused by reset): level l holds size_[l] words from
+  // offset_[l]; level 0 has a bit per granule, the last level a single word.
+  std::vector<std::uint64_t> words_;
+  std::size_t offset_[k_max_levels] = {};
+  std::size_t size_[k_max_levels] = {};
+  std::size_t levels_ = 0;
 };
 
 } // namespace gmem

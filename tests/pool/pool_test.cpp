@@ -42,13 +42,13 @@ TEST_F(pool_test, small_large_and_oversize_use_their_own_segments) {
   pool p(up, fe, o, &obs);
   alloc_result small = p.allocate(4096, 1);
   alloc_result large = p.allocate(3 * k_mib, 1);
-  alloc_result huge = p.allocate(33 * k_mib + 5, 1);
+  alloc_result huge = p.allocate(45 * k_mib + 5, 1); // more than the large segment has left
   ASSERT_EQ(up.mapped.size(), 3u);
   auto s = p.find(small.address), l = p.find(large.address), h = p.find(huge.address);
   ASSERT_TRUE(s && l && h);
   EXPECT_EQ(s->segment_size, o.small_segment_bytes);
   EXPECT_EQ(l->segment_size, o.large_segment_bytes);
-  EXPECT_EQ(h->segment_size, 34 * k_mib); // rounded to the 2 MiB granule
+  EXPECT_EQ(h->segment_size, 46 * k_mib); // rounded to the 2 MiB granule
   // A second small request packs into the small segment; a large one into the large one.
   auto s2 = p.find(p.allocate(8192, 1).address);
   auto l2 = p.find(p.allocate(2 * k_mib, 1).address);
@@ -110,6 +110,7 @@ TEST_F(pool_test, splits_and_coalesces_inside_a_segment_only) {
 
 TEST_F(pool_test, small_remainders_of_large_blocks_stay_attached) {
   pool_options o = opts();
+  o.oversize_bytes = o.large_segment_bytes;
   pool p(up, fe, o);
   auto r = p.allocate(o.large_segment_bytes - k_mib / 2, 1);
   EXPECT_EQ(r.size, o.large_segment_bytes); // a 512 KiB sliver is not worth a block
@@ -160,9 +161,9 @@ TEST_F(pool_test, trim_releases_whole_free_segments) {
   EXPECT_EQ(up.mapped.size(), 1u); // the small segment holds a live block
   pool_stats s = p.stats();
   EXPECT_EQ(s.trims, 2u);
-  EXPECT_EQ(s.trimmed_bytes, 84 * k_mib);
+  EXPECT_EQ(s.trimmed_bytes, o.large_segment_bytes + 64 * k_mib);
   EXPECT_EQ(s.reserved_bytes, o.small_segment_bytes);
-  EXPECT_EQ(obs.trimmed, 84 * k_mib);
+  EXPECT_EQ(obs.trimmed, o.large_segment_bytes + 64 * k_mib);
   EXPECT_EQ(obs.unmaps, 2u);
   p.deallocate(a.address);
   p.trim();
@@ -183,7 +184,7 @@ TEST_F(pool_test, limit_is_never_exceeded) {
     live.push_back(r.address);
     ASSERT_LE(up.mapped_now(), o.limit_bytes);
   }
-  EXPECT_GE(live.size(), 14u); // two 20 MiB segments + a tight one within 50 MiB
+  EXPECT_GE(live.size(), 14u); // a 40 MiB segment, then tight ones within 50 MiB
   EXPECT_EQ(obs.ooms, 1u);
   EXPECT_EQ(obs.last_oom, 3 * k_mib);
   EXPECT_EQ(p.stats().ooms, 1u);
@@ -261,7 +262,8 @@ TEST_F(pool_test, warmup_maps_at_construction_and_serves_without_mapping) {
 }
 
 TEST_F(pool_test, stats_and_peaks) {
-  pool p(up, fe, opts());
+  pool_options o = opts();
+  pool p(up, fe, o);
   auto a = p.allocate(1000, 1), b = p.allocate(5 * k_mib, 1);
   pool_stats s = p.stats();
   EXPECT_EQ(s.live_bytes, 1024u + 5 * k_mib);
@@ -270,17 +272,17 @@ TEST_F(pool_test, stats_and_peaks) {
   EXPECT_EQ(s.total_allocs, 2u);
   EXPECT_EQ(s.upstream_allocs, 2u);
   EXPECT_EQ(s.segments, 2u);
-  EXPECT_EQ(s.reserved_bytes, 22 * k_mib);
+  EXPECT_EQ(s.reserved_bytes, o.small_segment_bytes + o.large_segment_bytes);
   p.deallocate(b.address, 1);
   p.stream_synchronized(1);
   s = p.stats();
   EXPECT_EQ(s.peak_live_bytes, 1024u + 5 * k_mib);
   EXPECT_EQ(s.live_bytes, 1024u);
   EXPECT_EQ(s.total_frees, 1u);
-  EXPECT_EQ(s.free_bytes, 22 * k_mib - 1024u);
+  EXPECT_EQ(s.free_bytes, o.small_segment_bytes + o.large_segment_bytes - 1024u);
   p.reset_peaks();
   EXPECT_EQ(p.stats().peak_live_bytes, 1024u);
-  EXPECT_EQ(p.stats().peak_reserved_bytes, 22 * k_mib);
+  EXPECT_EQ(p.stats().peak_reserved_bytes, o.small_segment_bytes + o.large_segment_bytes);
   (void)a;
 }
 

@@ -179,11 +179,11 @@ TEST_F(reuse_test, oom_ladder_fences_then_trims_then_fails) {
   o.grow_slack = -1;
   up.set_capacity(64 * k_mib);
   pool p(up, fe, o, &obs);
-  auto big = p.allocate(40 * k_mib), other = p.allocate(20 * k_mib);
+  auto big = p.allocate(40 * k_mib), other = p.allocate(22 * k_mib);
   ASSERT_EQ(other.status, pool_status::ok);
   p.deallocate(big.address); // pending
-  // 30 MiB: the device is full; the fence frees the 40 MiB block, which serves it.
-  auto c = p.allocate(30 * k_mib);
+  // 36 MiB: the device is full; the fence frees the 40 MiB block, which serves it.
+  auto c = p.allocate(36 * k_mib);
   ASSERT_EQ(c.status, pool_status::ok);
   EXPECT_EQ(c.address, big.address);
   EXPECT_EQ(obs.fences, 1u);
@@ -201,14 +201,16 @@ TEST_F(reuse_test, oom_ladder_fences_then_trims_then_fails) {
 TEST_F(reuse_test, prefers_a_fence_to_growing_when_pending_blocks_would_do) {
   pool_options o;
   pool p(up, fe, o);
-  auto a = p.allocate(5 * k_mib), b = p.allocate(5 * k_mib), c = p.allocate(5 * k_mib),
-       d = p.allocate(5 * k_mib);
+  // Four blocks fill one large segment exactly.
+  const std::size_t quarter = o.large_segment_bytes / 4;
+  auto a = p.allocate(quarter), b = p.allocate(quarter), c = p.allocate(quarter),
+       d = p.allocate(quarter);
   (void)c;
   (void)d;
   p.deallocate(a.address);
   p.deallocate(b.address);
   std::size_t maps = up.maps;
-  auto e = p.allocate(8 * k_mib);
+  auto e = p.allocate(quarter + quarter / 2);
   ASSERT_EQ(e.status, pool_status::ok);
   EXPECT_EQ(up.maps, maps);
   EXPECT_EQ(e.address, a.address); // a and b merged after the fence
