@@ -3,6 +3,7 @@
 //
 //   voxelize [--clouds B] [--points N] [--grid G] [--unchunked] [--chunk K] [--safety F]
 //            [--host]   (compute on the host even on a GPU, to compare with the kernel)
+//            [--stream] (clouds arrive from a source of unknown length: for_each_batch)
 //
 // Each cloud needs N*12 bytes of points and G^3 bytes of grid on the device. The default
 // plans chunks from gmem_allocatable_bytes() (GMEM_LIMIT under `gmem run`); --chunk K starts
@@ -19,6 +20,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +33,7 @@ struct job {
   int grid = 96;
   bool unchunked = false;
   bool host = false;
+  bool stream = false;
   std::size_t chunk = 0;
   double safety = 0.7;
 };
@@ -71,6 +75,30 @@ std::uint64_t fnv1a(const unsigned char* p, std::size_t n,
   return h;
 }
 
+// Cloud ids 0, 1, ... produced one at a time; only the source knows where it ends.
+struct cloud_source {
+  std::size_t remaining;
+  std::size_t next = 0;
+  struct iterator {
+    using iterator_category = std::input_iterator_tag;
+    using value_type = std::size_t;
+    using difference_type = std::ptrdiff_t;
+    using pointer = const std::size_t*;
+    using reference = std::size_t;
+    cloud_source* s = nullptr;
+    std::size_t operator*() const { return s->next; }
+    iterator& operator++() {
+      ++s->next;
+      --s->remaining;
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    friend bool operator==(const iterator& it, std::default_sentinel_t) {
+      return it.s->remaining == 0;
+    }
+  };
+};
+
 std::size_t parse_count(const char* s, const char* flag) {
   char* end = nullptr;
   const unsigned long long v = std::strtoull(s, &end, 10);
@@ -92,6 +120,8 @@ int main(int argc, char** argv) {
       j.unchunked = true;
     } else if (std::strcmp(a, "--host") == 0) {
       j.host = true;
+    } else if (std::strcmp(a, "--stream") == 0) {
+      j.stream = true;
     } else if (v != nullptr && std::strcmp(a, "--clouds") == 0) {
       j.clouds = parse_count(v, a), ++i;
     } else if (v != nullptr && std::strcmp(a, "--points") == 0) {
@@ -104,7 +134,7 @@ int main(int argc, char** argv) {
       j.safety = std::atof(v), ++i;
     } else {
       std::fprintf(stderr, "usage: voxelize [--clouds B] [--points N] [--grid G] [--unchunked] "
-                           "[--chunk K] [--safety F] [--host]\n");
+                           "[--chunk K] [--safety F] [--host] [--stream]\n");
       return 2;
     }
   }
@@ -157,7 +187,25 @@ int main(int argc, char** argv) {
   };
 
   gmem_mark(j.unchunked ? "voxelize: unchunked" : "voxelize: chunked");
-  if (j.unchunked) {
+  if (j.stream) {
+    // The clouds' ids come from a source that cannot say how many there are (a sensor, a
+    // queue); for_each_batch samples their cost, plans batches and holds one at a time.
+    cloud_source source{j.clouds};
+    gmem::chunk_options co;
+    co.safety_fraction = j.safety;
+    const gmem::chunk_result r = gmem::for_each_batch(
+        cloud_source::iterator{&source}, std::default_sentinel, per_cloud,
+        [&](std::span<const std::size_t> ids, std::size_t first) {
+          return process(first, first + ids.size());
+        },
+        co);
+    std::printf("voxelize: streamed %zu clouds in %zu batches, %zu out-of-memory retries\n",
+                r.items_done, r.chunks_run, r.ooms);
+    if (!r) {
+      std::fprintf(stderr, "%s\n", r.message.c_str());
+      return 1;
+    }
+  } else if (j.unchunked) {
     const int rc = process(0, j.clouds);
     if (rc != 0) {
       std::fprintf(stderr, "voxelize: the unchunked batch failed with CUresult %d%s; exiting\n", rc,

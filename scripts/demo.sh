@@ -3,7 +3,8 @@
 #   1. runs examples/leaky_pipeline (three leak sites, a fragmentation pattern) under
 #      `gmem run`, and shows `gmem leaks` and `gmem frag` for it;
 #   2. runs examples/voxelize, a batch ~4x larger than its GMEM_LIMIT, chunked with
-#      gmem/chunking.hpp, and checks its checksum against an unchunked run on a large limit.
+#      gmem/chunking.hpp (planned, from a too-big chunk, streamed), and checks its checksum
+#      against an unchunked run on a large limit.
 # On a machine without a GPU everything runs on the simulated device (the fake libcuda.so.1
 # from tests/fake_cuda: host memory behind the CUDA driver API); the first line says which.
 # Environment: BUILD (build), MAKE (make), DEMO_LIMIT (24M), GMEM_DEMO_FORCE_FAKE=1.
@@ -91,16 +92,22 @@ echo "   ... (all of it in $BUILD/demo/voxelize-retry.log)"
 grep -E '^voxelize: ([0-9]+ chunks|checksum)' "$BUILD/demo/voxelize-retry.log"
 retried=$(sed -n 's/^voxelize: checksum=\([0-9a-f]*\).*/\1/p' "$BUILD/demo/voxelize-retry.log")
 
-step "2c. reference: the whole batch unchunked under GMEM_LIMIT=1G"
+step "2c. streaming: the same clouds from a source of unknown length (--stream: for_each_batch)"
+GMEM_LIMIT=$LIMIT GMEM_TRACE=0 run_gmem "$BUILD/examples/voxelize" --stream >"$BUILD/demo/voxelize-stream.log" 2>&1
+grep -E '^voxelize: (streamed|checksum)' "$BUILD/demo/voxelize-stream.log"
+streamed=$(sed -n 's/^voxelize: checksum=\([0-9a-f]*\).*/\1/p' "$BUILD/demo/voxelize-stream.log")
+
+step "2d. reference: the whole batch unchunked under GMEM_LIMIT=1G"
 GMEM_LIMIT=1G GMEM_TRACE=0 run_gmem "$BUILD/examples/voxelize" --unchunked >"$BUILD/demo/voxelize-unchunked.log" 2>&1
 reference=$(sed -n 's/^voxelize: checksum=\([0-9a-f]*\).*/\1/p' "$BUILD/demo/voxelize-unchunked.log")
 grep '^voxelize: checksum' "$BUILD/demo/voxelize-unchunked.log"
 
 echo
-if [ -n "$reference" ] && [ "$chunked" = "$reference" ] && [ "$retried" = "$reference" ]; then
-  echo "gmem demo: chunked ($LIMIT limit), OOM-retried and unchunked runs agree: checksum $reference"
+if [ -n "$reference" ] && [ "$chunked" = "$reference" ] && [ "$retried" = "$reference" ] &&
+   [ "$streamed" = "$reference" ]; then
+  echo "gmem demo: chunked ($LIMIT limit), OOM-retried, streamed and unchunked runs agree: checksum $reference"
 else
-  echo "gmem demo: MISMATCH: chunked '$chunked', retried '$retried', unchunked '$reference'"
+  echo "gmem demo: MISMATCH: chunked '$chunked', retried '$retried', streamed '$streamed', unchunked '$reference'"
   status=1
 fi
 [ ${#missing[@]} -gt 0 ] && echo "gmem demo: not built, so parts were skipped: ${missing[*]}"

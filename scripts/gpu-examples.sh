@@ -3,7 +3,8 @@
 #   - voxelize runs its PTX kernel (not the host fallback);
 #   - a batch ~5x larger than GMEM_LIMIT, chunked under `gmem run`, gives the same checksum
 #     as the unchunked batch on a large limit, as a run that starts from a too-big chunk (OOM
-#     retries), as the host computation, and as a chunked run without gmem at all;
+#     retries), as the host computation, as a streamed run (for_each_batch), and as a chunked
+#     run without gmem at all;
 #   - leaky_pipeline's three leak sites show up in `gmem leaks`.
 # Exit 0 pass, 77 skip (no GPU), 1 fail. Environment: GMEM_BUILD/BUILD (build), MAKE (make).
 set -u
@@ -28,7 +29,7 @@ run() { # name, command...: runs, keeps the log, prints the key lines
   echo "== $name: $*"
   "$@" >"$out/$name.log" 2>&1
   local rc=$?
-  grep -E '^voxelize: (plan|[0-9]+ chunks|checksum)|compute:|^gmem: (device|LEAKS)' "$out/$name.log" | sed 's/^/   /'
+  grep -E '^voxelize: (plan|[0-9]+ chunks|streamed|checksum)|compute:|^gmem: (device|LEAKS)' "$out/$name.log" | sed 's/^/   /'
   if [ $rc -ne 0 ]; then echo "   FAIL: exit $rc"; tail -5 "$out/$name.log" | sed 's/^/   | /'; fails=$((fails + 1)); fi
 }
 
@@ -38,15 +39,16 @@ run unchunked env GMEM_LIMIT=4G "$gmem" run -q -- "$vox" "${size[@]}" --unchunke
 run retried env GMEM_LIMIT=256M "$gmem" run -q -- "$vox" "${size[@]}" --chunk 256
 run host env GMEM_LIMIT=256M "$gmem" run -q -- "$vox" "${size[@]}" --host
 run no_gmem "$vox" "${size[@]}"
+run stream env GMEM_LIMIT=256M "$gmem" run -q -- "$vox" "${size[@]}" --stream
 
 ref=$(checksum "$out/unchunked.log")
-for name in chunked retried host no_gmem; do
+for name in chunked retried host no_gmem stream; do
   got=$(checksum "$out/$name.log")
   if [ -z "$ref" ] || [ "$got" != "$ref" ]; then
     echo "FAIL: $name checksum '$got' != unchunked '$ref'"; fails=$((fails + 1))
   fi
 done
-[ -n "$ref" ] && echo "checksums: chunked, retried, host, no-gmem all equal unchunked $ref"
+[ -n "$ref" ] && echo "checksums: chunked, retried, host, no-gmem, streamed all equal unchunked $ref"
 grep -q '[1-9][0-9]* out-of-memory retries' "$out/retried.log" ||
   echo "note: the --chunk 256 run needed no OOM retry (the pool found room)"
 
