@@ -287,13 +287,17 @@ def replay_section(env, recs, out):
                "no caching), and on the GPU by `build/bench/replay_gpu` (cudaMallocAsync's real "
                "pool, CUB's real allocator). *ratio* = peak reserved ÷ peak live; target ≤ 1.10. "
                f"Traces and GPU replays from {env.get('gpu')}, {env.get('date')}.\n")
-    out.append("| trace | policy | where | peak live | peak reserved | ratio | host ns/event |")
-    out.append("|---|---|---|---|---|---|---|")
+    out.append("| trace | policy | where | peak live | peak reserved | ratio | host ns/event | "
+               "segment maps / unmaps / fences |")
+    out.append("|---|---|---|---|---|---|---|---|")
     for r in sorted(recs, key=lambda r: (r["trace"], r["where"], r["ratio"])):
         ns = f"{r['ns_per_event']:.0f}" if "ns_per_event" in r else "—"
         fail = " (failures!)" if r.get("failures") or r.get("ok") is False else ""
+        d = dict(kv.split("=", 1) for kv in r.get("details", "").split() if "=" in kv)
+        churn = (f"{d['segment_maps']} / {d['segment_unmaps']} / {d['fences']}"
+                 if "segment_maps" in d else "")
         out.append(f"| {r['trace']} | {r['policy']}{fail} | {r['where']} | {gib(r['peak_live'])} "
-                   f"| {gib(r['peak_reserved'])} | {r['ratio']:.3f} | {ns} |")
+                   f"| {gib(r['peak_reserved'])} | {r['ratio']:.3f} | {ns} | {churn} |")
     out.append("")
 
 

@@ -91,10 +91,10 @@ int main(int argc, char** argv) {
                      "{\"kind\":\"replay\",\"where\":\"cpu\",\"trace\":\"%s\",\"policy\":\"%s\","
                      "\"events\":%zu,\"failures\":%zu,\"peak_live\":%zu,\"peak_reserved\":%zu,"
                      "\"final_reserved\":%zu,\"ratio\":%.4f,\"ns_per_event\":%.1f,"
-                     "\"skipped_frees\":%zu}\n",
+                     "\"skipped_frees\":%zu,\"details\":\"%s\"}\n",
                      base_name(path), r.policy.c_str(), r.events, r.failures, r.peak_live_bytes,
                      r.peak_reserved_bytes, r.final_reserved_bytes, r.ratio(), r.ns_per_event,
-                     trace->skipped_frees);
+                     trace->skipped_frees, policy->details().c_str());
     }
   }
   if (out) std::fclose(out);

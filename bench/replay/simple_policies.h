@@ -10,6 +10,7 @@
 #include "bench/replay/replay_policy.h"
 
 #include <map>
+#include <string>
 #include <vector>
 
 namespace gmem_bench {
@@ -33,16 +34,23 @@ public:
       }
     }
     reserved_ += b;
+    ++maps_;
     return true;
   }
   void deallocate(std::uint32_t id) override {
     std::size_t b = size_of_[id];
-    if (b <= k_max_bin)
+    if (b <= k_max_bin) {
       ++cached_[b];
-    else
+    } else {
       reserved_ -= b;
+      ++unmaps_;
+    }
   }
   std::size_t reserved_bytes() const override { return reserved_; }
+  std::string details() const override {
+    return "segment_maps=" + std::to_string(maps_) + " segment_unmaps=" + std::to_string(unmaps_) +
+           " fences=0";
+  }
 
 private:
   static constexpr std::size_t k_max_bin = std::size_t{256} << 20;
@@ -55,7 +63,7 @@ private:
   }
   std::map<std::size_t, std::size_t> cached_; // bin bytes -> free blocks in it
   std::vector<std::size_t> size_of_;
-  std::size_t reserved_ = 0;
+  std::size_t reserved_ = 0, maps_ = 0, unmaps_ = 0;
 };
 
 class exact_policy final : public replay_policy {
@@ -69,12 +77,21 @@ public:
     reserved_ += b;
     return true;
   }
-  void deallocate(std::uint32_t id) override { reserved_ -= size_of_[id]; }
+  void deallocate(std::uint32_t id) override {
+    reserved_ -= size_of_[id];
+    ++frees_;
+  }
   std::size_t reserved_bytes() const override { return reserved_; }
+  std::string
+  details() const override { // a cudaMalloc per allocation, a synchronizing cudaFree per free
+    return "segment_maps=" + std::to_string(size_of_.size()) +
+           " segment_unmaps=" + std::to_string(frees_) + " fences=" + std::to_string(frees_);
+  }
 
 private:
   std::vector<std::size_t> size_of_;
   std::size_t reserved_ = 0;
+  std::size_t frees_ = 0;
 };
 
 } // namespace gmem_bench

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <set>
+#include <string>
 #include <vector>
 
 namespace gmem_bench {
@@ -28,6 +29,9 @@ public:
   std::size_t reserved_bytes() const override { return reserved_; }
   bool is_valid() const;
   std::size_t segments() const { return segments_.size(); }
+  std::string details() const override { // cudaMalloc per segment, never released
+    return "segment_maps=" + std::to_string(segments_.size()) + " segment_unmaps=0 fences=0";
+  }
 
 private:
   struct block {
