@@ -71,7 +71,7 @@ def header(env, what, command, reps):
             f"Repetitions: {reps}.\n")
 
 
-def alloc_section(env, recs, out):
+def alloc_section(env, recs, out, commands=None):
     labels = [l for l in ALLOC_ORDER if any(r["label"] == l for r in recs)]
     labels += sorted({r["label"] for r in recs} - set(labels))
     out.append("## 1. Allocation cost\n")
@@ -79,7 +79,8 @@ def alloc_section(env, recs, out):
                       "workload (1,000 live blocks in all, log-uniform 256 B-64 MiB, random "
                       "order); median / p99 in µs over all threads' samples; 20 untimed "
                       "warm-up pairs per thread first",
-                      "bench/run_gpu.sh (PARTS=alloc,torchalloc)",
+                      "bench/run_gpu.sh (PARTS=alloc,torchalloc); each row's command is listed "
+                      "below the tables",
                       f"1 run per cell, {env.get('seconds_per_cell')} s of samples per cell "
                       "(up to 20,000 per thread)"))
     threads = sorted({r["threads"] for r in recs})
@@ -102,6 +103,11 @@ def alloc_section(env, recs, out):
                     cells.append(f"{us(m[0]['median_ns'])} / {us(m[0]['p99_ns'])}")
             if any(cells):
                 out.append(f"| {ALLOC_DESC.get(l, l)} | " + " | ".join(cells) + " |")
+    if commands:
+        out.append("\nCommands (from the repository root; `--json FILE` omitted):\n")
+        for label in labels:
+            if label in commands:
+                out.append(f"- {label}: `{commands[label].strip()}`")
     out.append("")
 
 
@@ -340,7 +346,7 @@ def main():
         if os.path.exists(cpu_jsonl):
             os.remove(cpu_jsonl)
         subprocess.run([args.replay, "--json", cpu_jsonl] + traces, check=False)
-    alloc, work, gpu_replay, pool_stats = {}, {}, {}, {}
+    alloc, work, gpu_replay, pool_stats, commands = {}, {}, {}, {}, {}
     for i, d in enumerate(raws):  # later runs replace earlier ones cell by cell
         for r in load_jsonl(os.path.join(d, "alloc.jsonl")):
             if r.get("kind") == "gmem_stats":
@@ -352,6 +358,12 @@ def main():
             r["run_date"] = envs[i].get("date")
             seen.setdefault((r["workload"], r["mode"]), []).append(r)
         work.update(seen)
+        cpath = os.path.join(d, "commands.txt")
+        if os.path.exists(cpath):
+            for line in open(cpath):
+                if ": " in line:
+                    label, cmd = line.split(": ", 1)
+                    commands[label] = cmd
         for r in load_jsonl(os.path.join(d, "replay.jsonl")):
             gpu_replay[(r["trace"], r["policy"])] = r
     alloc = list(alloc.values())
@@ -373,7 +385,7 @@ def main():
            "bench/README.md says how to read each table.\n"]
     summary_at = len(out)
     if alloc:
-        alloc_section(env, alloc, out)
+        alloc_section(env, alloc, out, commands)
         counters_section(pool_stats, out)
     rows_all = workload_section(env, work, out, len(raws) > 1) if work else {}
     summary = []

@@ -59,38 +59,37 @@ print(env)
 EOF
 
 AB=$BUILD/bench/alloc_bench
+# One alloc_bench configuration: ab LABEL [VAR=value...] -- ARGS...; the exact command goes to
+# commands.txt, which the report prints under part 1.
+ab() {
+  local label=$1 envs=()
+  shift
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "$label: ${envs[*]} $AB $* --label $label --seconds $SECONDS_PER_CELL" >>"$OUT_DIR/commands.txt"
+  env "${envs[@]}" "$AB" "$@" --label "$label" --seconds "$SECONDS_PER_CELL" \
+    --json "$OUT_DIR/alloc.jsonl" >"$OUT_DIR/logs/alloc-$label.log" 2>&1 ||
+    log "alloc_bench $label failed (see $OUT_DIR/logs/alloc-$label.log)"
+}
 if have_part alloc; then
   log "part 1: allocation cost ($AB)"
-  for m in cudaMalloc cuMemAlloc cudaMallocAsync cub; do
-    $AB --method $m --label $m --seconds "$SECONDS_PER_CELL" --json "$OUT_DIR/alloc.jsonl" \
-      >"$OUT_DIR/logs/alloc-$m.log" 2>&1 || log "alloc_bench --method $m failed (see logs)"
-  done
+  for m in cudaMalloc cuMemAlloc cudaMallocAsync cub; do ab $m -- --method $m; done
   if [ -n "$GMEM_LIB" ]; then
-    for m in cudaMalloc:gmem-runtime cuMemAlloc:gmem-driver; do
-      LD_PRELOAD=$(realpath "$GMEM_LIB") GMEM_TRACE=0 $AB --method ${m%%:*} --label ${m##*:} \
-        --seconds "$SECONDS_PER_CELL" --json "$OUT_DIR/alloc.jsonl" \
-        >"$OUT_DIR/logs/alloc-${m##*:}.log" 2>&1 || log "alloc_bench ${m##*:} failed (see logs)"
-    done
-    # Part 4 at the call level: the same calls with the trace on (1 thread).
+    P=LD_PRELOAD=$GMEM_LIB
+    ab gmem-runtime $P GMEM_TRACE=0 -- --method cudaMalloc
+    ab gmem-driver $P GMEM_TRACE=0 -- --method cuMemAlloc
     # Diagnosis: stream-ordered calls through gmem (no fences needed), and reuse safety off
     # (never fences; unsafe, only to measure what the fences cost).
-    LD_PRELOAD=$(realpath "$GMEM_LIB") GMEM_TRACE=0 $AB --method cudaMallocAsync \
-      --label gmem-async --seconds "$SECONDS_PER_CELL" --json "$OUT_DIR/alloc.jsonl" \
-      >"$OUT_DIR/logs/alloc-gmem-async.log" 2>&1 || log "alloc_bench gmem-async failed (see logs)"
-    LD_PRELOAD=$(realpath "$GMEM_LIB") GMEM_TRACE=0 GMEM_REUSE_SAFETY=0 $AB --method cudaMalloc \
-      --label gmem-runtime-nosafety --threads 1,16 --seconds "$SECONDS_PER_CELL" \
-      --json "$OUT_DIR/alloc.jsonl" >"$OUT_DIR/logs/alloc-gmem-nosafety.log" 2>&1 ||
-      log "alloc_bench gmem-runtime-nosafety failed (see logs)"
-    for t in "trace:GMEM_TRACE=1 GMEM_STACK_DEPTH=0" "trace+stacks:GMEM_TRACE=1"; do
-      env ${t#*:} LD_PRELOAD=$(realpath "$GMEM_LIB") $AB --method cudaMalloc \
-        --label "gmem-runtime+${t%%:*}" --threads 1 --seconds "$SECONDS_PER_CELL" \
-        --json "$OUT_DIR/alloc.jsonl" >"$OUT_DIR/logs/alloc-gmem-${t%%:*}.log" 2>&1 ||
-        log "alloc_bench gmem-runtime+${t%%:*} failed (see logs)"
-    done
+    ab gmem-async $P GMEM_TRACE=0 -- --method cudaMallocAsync
+    ab gmem-runtime-nosafety $P GMEM_TRACE=0 GMEM_REUSE_SAFETY=0 -- --method cudaMalloc --threads 1,16
+    # Part 4 at the call level: the same calls with the trace on (1 thread).
+    ab gmem-runtime+trace $P GMEM_TRACE=1 GMEM_STACK_DEPTH=0 -- --method cudaMalloc --threads 1
+    ab gmem-runtime+trace+stacks $P GMEM_TRACE=1 -- --method cudaMalloc --threads 1
   fi
 fi
 if have_part torchalloc; then
   log "part 1: PyTorch caching allocator"
+  echo "torch-caching: $PY bench/torch_alloc_bench.py --build-dir $BUILD/bench --seconds $SECONDS_PER_CELL" >>"$OUT_DIR/commands.txt"
   $PY bench/torch_alloc_bench.py --build-dir "$BUILD/bench" --seconds "$SECONDS_PER_CELL" \
     --json "$OUT_DIR/alloc.jsonl" >"$OUT_DIR/logs/alloc-torch.log" 2>&1 ||
     log "torch_alloc_bench failed (see logs)"
