@@ -282,6 +282,18 @@ def summary_section(rows_all, replay, out):
     out.append("")
 
 
+def pool_commit():
+    """The commit whose pool the CPU replay linked (gmem_replay is built from the work tree)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "pool"], capture_output=True,
+                               text=True).stdout.strip()
+        return head + (" + uncommitted pool/ changes" if dirty else "") if head else "unknown"
+    except OSError:
+        return "unknown"
+
+
 def replay_section(env, recs, out):
     if not recs:
         return
@@ -292,7 +304,9 @@ def replay_section(env, recs, out):
                "and instant fences; a PyTorch-like policy; CUB-like power-of-two bins; exact = "
                "no caching), and on the GPU by `build/bench/replay_gpu` (cudaMallocAsync's real "
                "pool, CUB's real allocator). *ratio* = peak reserved ÷ peak live; target ≤ 1.10. "
-               f"Traces and GPU replays from {env.get('gpu')}, {env.get('date')}.\n")
+               f"Traces and GPU replays from {env.get('gpu')}, {env.get('date')}. CPU replays "
+               f"run at report time with the pool of commit `{pool_commit()}`, which may be "
+               "newer than the libgmem.so of part 2.\n")
     out.append("| trace | policy | where | peak live | peak reserved | ratio | host ns/event | "
                "segment maps / unmaps / fences |")
     out.append("|---|---|---|---|---|---|---|---|")
