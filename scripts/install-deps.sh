@@ -2,7 +2,7 @@
 # Installs the Debian packages gmem's build and tests need, when any is missing.
 # Usage: scripts/install-deps.sh [build|test|demo|html]
 #   build: compilers' libraries and headers for `make`
-#   test:  build + what `make test` runs (clang's libFuzzer runtime, python3)
+#   test:  build + what `make test` runs (clang's libFuzzer runtime, python3, chromium)
 #   html:  test + headless Chromium for the HTML report test
 # Prints what it does; changes nothing when everything is present.
 set -euo pipefail
@@ -12,7 +12,8 @@ pkgs=(g++ make pkg-config libboost-dev libunwind-dev libdw-dev libelf-dev nlohma
       libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev)
 case "$want" in
   build) ;;
-  test|demo) pkgs+=(clang libclang-rt-14-dev python3) ;;
+  test) pkgs+=(clang libclang-rt-14-dev python3 chromium) ;;  # chromium: tests/tools/html_report_test.sh
+  demo) pkgs+=(clang libclang-rt-14-dev python3) ;;
   html) pkgs+=(clang libclang-rt-14-dev python3 chromium) ;;
   *) echo "install-deps: unknown set '$want' (build|test|demo|html)" >&2; exit 2 ;;
 esac

@@ -108,7 +108,7 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
   for (const auto& d : tl.devices) {
     h += "<h3>" + pool_title(d.device) + ": peak live " + format_bytes(d.peak_live) +
          ", peak reserved " + format_bytes(d.peak_reserved) + "</h3>\n";
-    h += timeline_svg(tl, d, 1040, 300);
+    h += timeline_svg(tl, d, 1040, 320);
   }
   if (tl.lost_events)
     h += "<p class=\"note\">The event ring lost its oldest events; the curves are anchored at the "
@@ -124,8 +124,8 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
     h += "<table><tr><th>reserved</th><th>used</th><th>requested</th><th>free</th><th>largest free "
          "block</th>"
          "<th>fragmentation</th><th>largest request without growing</th><th>pending</th></tr><tr>";
-    for (const auto v :
-         {d.reserved_bytes, d.used_bytes, d.requested_bytes, d.free_bytes, d.largest_free})
+    for (const auto v : {d.reserved_bytes, d.used_bytes, d.requested_bytes, d.free_bytes,
+                         d.has_pool_counters ? d.pool_largest_free : d.largest_free})
       h += "<td class=\"n\">" + format_bytes(v) + "</td>";
     h += "<td class=\"n\">" + pct(d.fragmentation()) + "</td><td class=\"n\">" +
          format_bytes(d.largest_request) + "</td><td class=\"n\">" + format_bytes(d.pending_bytes) +
@@ -148,18 +148,15 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
     std::size_t n = 0;
     for (const auto& s : lr.sites) {
       if (++n > 50) break;
-      std::string top = s.frames.empty() ? "(no stack)" : s.frames[0].name();
+      const std::string top = site_summary(s.frames);
       std::string stack;
       for (const auto& f : s.frames)
         stack += f.name() + (f.file.empty() ? "" : "  " + f.location()) + "\n";
       h += "<tr><td class=\"n\">" + std::to_string(n) + "</td><td class=\"n\">" +
            format_bytes(s.bytes) + "</td><td class=\"n\">" + std::to_string(s.count) +
            "</td><td class=\"n\">" + format_duration_ns(s.oldest_age_ns) +
-           "</td><td><details><summary><code>" + html_escape(top) +
-           (s.frames.empty() || s.frames[0].file.empty()
-                ? ""
-                : "</code> at <code>" + html_escape(s.frames[0].location())) +
-           "</code></summary><pre>" + html_escape(stack) + "</pre></details></td></tr>\n";
+           "</td><td><details><summary><code>" + html_escape(top) + "</code></summary><pre>" +
+           html_escape(stack) + "</pre></details></td></tr>\n";
     }
     h += "</table>\n";
     if (lr.sites.size() > 50)

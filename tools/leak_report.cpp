@@ -41,6 +41,17 @@ std::vector<frame_info> visible_frames(const std::vector<std::uint64_t>& ips, sy
   return frames;
 }
 
+std::string site_summary(const std::vector<frame_info>& frames, std::size_t depth) {
+  if (frames.empty()) return "(no stack recorded)";
+  std::string s;
+  for (std::size_t i = 0; i < frames.size() && i < depth; ++i) {
+    if (i > 0) s += "  <  ";
+    s += frames[i].name();
+    if (!frames[i].file.empty()) s += " at " + frames[i].location();
+  }
+  return s;
+}
+
 leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbols,
                               const leak_filter& filter) {
   leak_report r;

@@ -46,6 +46,11 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
 
 // The frames shown for a stack: the shim's own frames (libgmem.so) and the unwinder's are
 // dropped from the innermost end; everything else is kept, unknown frames included.
+// A call site on one line: the innermost `depth` frames, "f at file:line  <  caller at ...".
+// The innermost frame is often a shared helper (an allocator wrapper); its caller tells sites
+// apart.
+std::string site_summary(const std::vector<frame_info>& frames, std::size_t depth = 2);
+
 std::vector<frame_info> visible_frames(const std::vector<std::uint64_t>& ips, symbolizer& symbols);
 
 } // namespace gmem::tools

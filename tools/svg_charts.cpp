@@ -100,10 +100,9 @@ std::string timeline_svg(const timeline& tl, const device_timeline& d, int width
     return path;
   };
 
-  std::string s = "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
-                  std::to_string(width) + "\" height=\"" + std::to_string(height) +
-                  "\" viewBox=\"0 0 " + std::to_string(width) + " " + std::to_string(height) +
-                  "\">\n";
+  std::string s = "<svg class=\"timeline\" xmlns=\"http://www.w3.org/2000/svg\" width=\"100%\" "
+                  "viewBox=\"0 0 " +
+                  std::to_string(width) + " " + std::to_string(height) + "\">\n";
   s += "<rect x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(pw) + "\" height=\"" +
        num(ph) + "\" fill=\"#fbfbfd\" stroke=\"#d0d4dc\"/>\n";
   // Grid and axes.
@@ -138,8 +137,12 @@ std::string timeline_svg(const timeline& tl, const device_timeline& d, int width
     case mark_kind::marker:
       s += "<line x1=\"" + num(mx) + "\" x2=\"" + num(mx) + "\" y1=\"" + num(top) + "\" y2=\"" +
            num(top + ph) + "\" stroke=\"#6b4fa0\" stroke-dasharray=\"4 3\"/>\n";
-      s += "<text x=\"" + num(mx + 3) + "\" y=\"" + num(top + 12 + 12 * (label_row++ % 4)) +
-           "\" class=\"mk\">" + html_escape(m.label) + "</text>\n";
+      {
+        const bool right_half = mx > left + pw * 0.75; // labels near the right edge go left
+        s += "<text x=\"" + num(right_half ? mx - 3 : mx + 3) + "\" y=\"" +
+             num(top + 12 + 12 * (label_row++ % 4)) + "\" class=\"mk\"" +
+             (right_half ? " text-anchor=\"end\"" : "") + ">" + html_escape(m.label) + "</text>\n";
+      }
       break;
     case mark_kind::oom:
       s += "<line x1=\"" + num(mx) + "\" x2=\"" + num(mx) + "\" y1=\"" + num(top) + "\" y2=\"" +
@@ -176,8 +179,9 @@ std::string segment_map_svg(const device_frag& d, int width) {
     biggest = std::max(biggest, seg.bytes);
   const std::size_t shown = std::min<std::size_t>(d.segments.size(), 200);
   const int height = static_cast<int>(static_cast<double>(shown) * (bar + gap) + gap + 4);
-  std::string s = "<svg class=\"segmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" +
-                  std::to_string(width) + "\" height=\"" + std::to_string(height) + "\">\n";
+  std::string s = "<svg class=\"segmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"100%\" "
+                  "viewBox=\"0 0 " +
+                  std::to_string(width) + " " + std::to_string(height) + "\">\n";
   char addr[40];
   for (std::size_t i = 0; i < shown; ++i) {
     const segment_frag& seg = d.segments[i];

@@ -60,14 +60,7 @@ std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const t
   out += "\nTOP CALL SITES BY LIVE BYTES (" + std::to_string(r.all_count) + " live allocations, " +
          format_bytes(r.all_bytes) + ")\n";
   for (const auto& s : r.sites) {
-    // Two frames: the innermost is often a shared helper (an allocator wrapper); its caller
-    // tells the sites apart.
-    std::string where = s.frames.empty() ? "(no stack)" : "";
-    for (std::size_t i = 0; i < s.frames.size() && i < 2; ++i) {
-      if (i > 0) where += "  <  ";
-      where += s.frames[i].name();
-      if (!s.frames[i].file.empty()) where += " at " + s.frames[i].location();
-    }
+    const std::string where = site_summary(s.frames);
     std::snprintf(line, sizeof line, "%11s %7llu  ", format_bytes(s.bytes).c_str(),
                   static_cast<unsigned long long>(s.count));
     out += line + where + "\n";

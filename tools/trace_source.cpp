@@ -16,8 +16,9 @@ bool mentions_permission(const std::string& s) {
 tool_error bad_trace(const std::string& what, const gmem::trace::read_error& e,
                      const std::string& fix) {
   const exit_code code = mentions_permission(e.message) ? k_exit_permission : k_exit_bad_trace;
+  const std::string msg = e.to_string(); // the reader may name the file itself
   return {code,
-          what + ": " + e.to_string() +
+          (msg.find(what) != std::string::npos ? msg : what + ": " + msg) +
               (code == k_exit_permission ? "; run gmem as the user who ran the program, or as root"
                                          : fix)};
 }

@@ -101,15 +101,17 @@ check_leaks "$W/leaks_saved.json" || fail "leak sites (saved file)"
 
 echo "== exports"
 "$GMEM" export "$PID" --format chrome -o "$W/trace.json" || fail "export chrome"
-python3 - "$W/trace.json" <<'PY' || fail "chrome trace content"
+python3 - "$W/trace.json" "$W/stats.json" <<'PY' || fail "chrome trace content"
 import json, sys
 d = json.load(open(sys.argv[1]))
+live_at_exit = json.load(open(sys.argv[2]))["devices"][0]["counters"]["live_bytes"]
 ev = d["traceEvents"]
 counters = [e for e in ev if e["ph"] == "C" and e["name"] == "device 0 memory"]
 assert len(counters) > 100, len(counters)
 assert all("live" in e["args"] and "reserved" in e["args"] for e in counters)
 assert max(e["args"]["live"] for e in counters) >= 50 << 20
-assert counters[-1]["args"]["live"] == 52465664, counters[-1]
+assert counters[-1]["args"]["live"] == live_at_exit, (counters[-1], live_at_exit)
+assert any(e["ph"] == "i" and e.get("cat") == "marker" and e["name"] == "weights" for e in ev)
 assert any(e["ph"] == "X" and e["name"] == "fence" for e in ev)
 assert any(e["ph"] == "M" and e["name"] == "process_name" for e in ev)
 ts = [e["ts"] for e in counters]

@@ -4,7 +4,8 @@
 //   leak_lookup_table   12 x 3000 B      (36000 B)
 //   leak_weights         5 x 2 MiB       (10 MiB)
 //   leak_workspace       1 x 40 MiB
-// Everything else it allocates is freed. With --hold it prints "ready <pid>" after leaking
+// Everything else it allocates is freed. Between phases it calls gmem_mark() (found with
+// dlsym, so it runs without the shim too) to label the timeline. With --hold it prints "ready <pid>" after leaking
 // and waits for stdin to close, so tests can look at a running process.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -66,6 +67,11 @@ __attribute__((noinline)) void churn() {
   }
 }
 
+void mark(const char* label) {
+  using mark_fn = int (*)(const char*);
+  if (auto f = reinterpret_cast<mark_fn>(dlsym(RTLD_DEFAULT, "gmem_mark"))) f(label);
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -85,12 +91,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "leak_sites: no CUDA context\n");
     return 2;
   }
+  mark("start");
   churn();
   leak_lookup_table();
+  mark("lookup table");
   churn();
   leak_weights();
+  mark("weights");
   leak_workspace();
   churn();
+  mark("done");
   if (argc > 1 && std::strcmp(argv[1], "--hold") == 0) {
     std::printf("ready %d\n", static_cast<int>(getpid()));
     std::fflush(stdout);
