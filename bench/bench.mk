@@ -52,7 +52,8 @@ bench-gpu: bench-build
 	@if [ -f $(BENCH_OUT)/env.json ]; then $(MAKE) --no-print-directory bench-report RAW=$(BENCH_OUT); fi
 RAW ?= $(BENCH_OUT)
 bench-report: $(GMEM_REPLAY)
-	python3 bench/report.py --raw $(RAW) --replay $(GMEM_REPLAY) --results bench/results
+	python3 bench/report.py --raw $(RAW) --replay $(GMEM_REPLAY) --gmem-tool $(BUILD)/bin/gmem \
+	  --results bench/results
 
 # --- hook_bench: the shim's hook path without the runtime (runs on the fake driver too) -----
 HOOK_BENCH := $(BUILD)/bench/hook_bench

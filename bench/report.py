@@ -17,7 +17,10 @@ import re
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 SIZES = [512, 65536, 1 << 20, 16 << 20, 256 << 20]
 ALLOC_ORDER = ["cudaMalloc", "cuMemAlloc", "gmem-runtime", "gmem-driver", "gmem-async",
@@ -333,6 +336,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--raw", required=True, help="raw folder(s), comma-separated; later win")
     ap.add_argument("--replay", default="")
+    ap.add_argument("--gmem-tool", default="", help="build/bin/gmem, to export gmem's traces")
     ap.add_argument("--results", default="bench/results")
     ap.add_argument("--command", default="make bench-gpu")
     args = ap.parse_args()
@@ -349,6 +353,22 @@ def main():
         for f in sorted(os.listdir(d)):
             if re.match(r"trace-.*\.txt$", f):
                 traces[f] = os.path.join(d, f)
+            elif re.match(r"gmemtrace-.*\.bin\.gz$", f) and args.gmem_tool:
+                # gmem's own trace of a run: gmem export --format pytorch, then the converter
+                name = "trace-gmem-" + f[len("gmemtrace-"):-len(".bin.gz")] + ".txt"
+                raw = os.path.join(tmp, f[:-3])
+                with gzip.open(os.path.join(d, f), "rb") as src, open(raw, "wb") as dst:
+                    shutil.copyfileobj(src, dst)
+                pkl = raw + ".pickle"
+                ok = subprocess.run([args.gmem_tool, "export", "--format", "pytorch", raw, "-o",
+                                     pkl], capture_output=True, text=True)
+                if ok.returncode == 0:
+                    subprocess.run([sys.executable, os.path.join(HERE, "trace_from_snapshot.py"),
+                                    pkl, os.path.join(tmp, name)], check=False)
+                    traces[name] = os.path.join(tmp, name)
+                else:
+                    print(f"report: gmem export failed for {f}: {ok.stderr.strip()}")
+                os.remove(raw)
             elif re.match(r"trace-.*\.txt\.gz$", f):  # committed raw folders keep them gzipped
                 plain = os.path.join(tmp, f[:-3])
                 with gzip.open(os.path.join(d, f), "rb") as src, open(plain, "wb") as dst:

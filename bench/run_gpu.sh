@@ -100,6 +100,9 @@ if have_part workloads; then
     --timeout "${WL_TIMEOUT:-240}" ${GMEM_LIB:+--gmem-lib "$GMEM_LIB"} ${ONLY:+--only "$ONLY"} ${REPS_ONLY:+--reps-only "$REPS_ONLY"} 2>&1 |
     tee "$OUT_DIR/logs/workloads.log"
 fi
+for t in "$OUT_DIR"/gmemtrace-*.bin; do # gmem's saved traces: sparse, compress to a few MB
+  [ -f "$t" ] && gzip -1 -f "$t"
+done
 if have_part replay && [ -x "$BUILD/bench/replay_gpu" ]; then
   log "part 3: traces replayed through cudaMallocAsync and CUB on the GPU"
   for t in "$OUT_DIR"/trace-*.txt; do

@@ -56,7 +56,9 @@ def all_runs(args):
              ("cupy", "nopool", "pool off (cudaMalloc per array)", cupy + ["--pool", "off"], {},
               False),
              ("cupy", "nopool+gmem", "pool off + gmem", cupy + ["--pool", "off"], TRACE_OFF,
-              True)]
+              True),
+             ("cupy", "nopool+gmem-trace", "pool off + gmem, trace on, stacks off",
+              cupy + ["--pool", "off"], TRACE_NOSTACK, True)]
     jax = [sys.executable, os.path.join(W, "jax_work.py"), "--steps", str(args.jax_steps)]
     platform = {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}
     runs += [("jax", "bfc", "XLA BFC, preallocate 75%", jax, {}, False),
@@ -146,8 +148,11 @@ def main():
                 continue
             if mode == "a-record" and rep > 0:
                 continue
-            more = [x for x in args.reps_only.split(",") if x]
-            if rep > 0 and more and not any(x in key for x in more):
+            more = [x for x in args.reps_only.split(",") if x]  # "x$": exactly x
+
+            def hit(x):
+                return key == x[:-1] if x.endswith("$") else x in key
+            if rep > 0 and more and not any(hit(x) for x in more):
                 continue
             e = dict(os.environ)
             for k in list(e):  # every mode starts from the same clean allocator settings
@@ -155,6 +160,10 @@ def main():
                     del e[k]
             e.update(env)
             e["PYTHONUNBUFFERED"] = "1"
+            if gmem and rep == 0 and mode in ("c-trace", "nopool+gmem-trace"):
+                # gmem's own trace of the run, for part 3 (bench/report.py exports and replays it)
+                e["GMEM_TRACE_SAVE"] = os.path.abspath(
+                    os.path.join(args.out, f"gmemtrace-{workload}.bin"))
             if gmem:
                 e["GMEM_VERBOSE"] = "1"  # counters and substitution counts at exit, to the log
                 e["LD_PRELOAD"] = os.path.abspath(args.gmem_lib)
