@@ -87,14 +87,17 @@ block* pool_impl::find_fit_locked(std::size_t size, unsigned cls, stream_handle 
 }
 
 block* pool_impl::find_fit_in_locked(std::size_t size, unsigned cls, stream_handle s) const {
-  block* b = free_[cls].find_fit(size);
+  // The stream's own freed blocks first: an exact fit there (the common alloc/free/alloc
+  // cycle on one stream) needs no second search.
+  block* t = nullptr;
   if (s != k_no_stream && !streams_.empty()) {
     if (stream_cache* sc = find_stream_locked(s)) {
-      block* t = sc->index[cls].find_fit(size);
-      if (t != nullptr && (b == nullptr || t->size <= b->size)) b = t;
+      t = sc->index[cls].find_fit(size);
+      if (t != nullptr && t->size == size) return t;
     }
   }
-  return b;
+  block* b = free_[cls].find_fit(size);
+  return t != nullptr && (b == nullptr || t->size <= b->size) ? t : b;
 }
 
 void pool_impl::unlist_locked(block* b) {
@@ -140,8 +143,8 @@ void pool_impl::carve_locked(block* b, std::size_t size) {
 }
 
 alloc_result pool_impl::make_live_locked(block* b, std::size_t requested, stream_handle s,
-                                         deferred& d) {
-  drop_event_locked(b, d);
+                                         event_handle& release) {
+  release = drop_event_locked(b);
   b->state = block_state::live;
   b->requested = requested;
   b->stream = s;
@@ -155,14 +158,14 @@ alloc_result pool_impl::make_live_locked(block* b, std::size_t requested, stream
   return alloc_result{b->address, pool_status::ok, b->size};
 }
 
-void pool_impl::drop_event_locked(block* b, deferred& d) {
+event_handle pool_impl::drop_event_locked(block* b) {
   event_ref* r = b->ev;
-  if (r == nullptr) return;
+  if (r == nullptr) return 0;
   b->ev = nullptr;
-  if (--r->refs == 0) {
-    d.releases.push_back(r->event);
-    events_.put(r);
-  }
+  if (--r->refs != 0) return 0;
+  event_handle e = r->event;
+  events_.put(r);
+  return e;
 }
 
 void pool_impl::merge_into_locked(block* left, block* right) {
@@ -219,7 +222,11 @@ void pool_impl::enforce_cache_cap_locked(deferred& d) {
 }
 
 void pool_impl::run_deferred(deferred& d) {
-  if (!d.any()) return;
+  if (d.few_count == 0 && d.unmaps.empty()) return;
+  if (d.few_count == 1 && d.unmaps.empty()) { // the fast path's one event
+    fe_.release(d.few[0]);
+    return;
+  }
   std::size_t unmapped = 0;
   for (auto [base, bytes] : d.unmaps) {
     up_.unmap(base, bytes);
@@ -231,7 +238,9 @@ void pool_impl::run_deferred(deferred& d) {
     in_flight_unmap_bytes_ -= unmapped;
   }
   if (d.trimmed_bytes != 0 && obs_ != nullptr) obs_->on_trim(d.trimmed_bytes);
-  for (event_handle e : d.releases)
+  for (std::size_t i = 0; i < d.few_count; ++i)
+    fe_.release(d.few[i]);
+  for (event_handle e : d.more)
     fe_.release(e);
 }
 
@@ -254,16 +263,16 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
   std::size_t size = round_up(bytes == 0 ? 1 : bytes, k_block_granule);
   unsigned cls = class_of_size(size);
   {
-    deferred d;
+    event_handle release = 0;
     std::unique_lock lock(mu_);
     if (block* b = find_fit_locked(size, cls, s)) {
       unlist_locked(b);
       carve_locked(b, size);
-      alloc_result r = make_live_locked(b, bytes, s, d);
+      alloc_result r = make_live_locked(b, bytes, s, release);
       ++st_.cache_hits;
       check_locked();
       lock.unlock();
-      run_deferred(d);
+      if (release != 0) fe_.release(release);
       return r;
     }
   }
@@ -272,7 +281,7 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
 
 pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
   event_handle ev = opt_.reuse_safety && s != k_no_stream ? fe_.record(s) : 0;
-  deferred d;
+  std::unique_ptr<deferred> d; // only when the cache cap trims (rare; keeps the fast path lean)
   pool_status status = pool_status::ok;
   {
     std::lock_guard lock(mu_);
@@ -311,12 +320,15 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
         b->stamp = seq_;
         insert_stream_free_locked(b);
       }
-      enforce_cache_cap_locked(d);
+      if (idle_head_ != nullptr && opt_.max_cached_bytes != SIZE_MAX) {
+        d = std::make_unique<deferred>();
+        enforce_cache_cap_locked(*d);
+      }
       check_locked();
     }
   }
-  if (ev != 0) d.releases.push_back(ev);
-  run_deferred(d);
+  if (ev != 0) fe_.release(ev);
+  if (d) run_deferred(*d);
   return status;
 }
 

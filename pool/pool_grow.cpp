@@ -38,7 +38,9 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     if (block* b = find_fit_locked(size, cls, s)) {
       unlist_locked(b);
       carve_locked(b, size);
-      alloc_result r = make_live_locked(b, requested, s, d);
+      event_handle release = 0;
+      alloc_result r = make_live_locked(b, requested, s, release);
+      if (release != 0) d.release(release);
       ++st_.cache_hits;
       check_locked();
       lock.unlock();
@@ -106,7 +108,9 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
         block* b = segments_.find(base)->second->first;
         unlist_locked(b);
         carve_locked(b, size);
-        alloc_result r = make_live_locked(b, requested, s, d2);
+        event_handle release = 0;
+        alloc_result r = make_live_locked(b, requested, s, release);
+        if (release != 0) d2.release(release);
         ++st_.upstream_allocs;
         check_locked();
         lock.unlock();
@@ -162,7 +166,7 @@ bool pool_impl::refresh_events() {
       if (done[i]) refs[i]->complete = true;
       refs[i]->queued = false;
       if (--refs[i]->refs == 0) {
-        d.releases.push_back(refs[i]->event);
+        d.release(refs[i]->event);
         events_.put(refs[i]);
       }
     }
@@ -197,7 +201,9 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
     std::lock_guard lock(mu_);
     b->claimed = false;
     if (ok) {
-      out = make_live_locked(b, requested, s, d);
+      event_handle release = 0;
+      out = make_live_locked(b, requested, s, release);
+      if (release != 0) d.release(release);
       ++st_.cache_hits;
     } else {
       insert_stream_free_locked(b);
@@ -271,7 +277,7 @@ std::size_t pool_impl::convert_stream_free_locked(stream_handle only, std::uint6
       index.for_each([&](block* b) {
         if (complete_only ? !b->ev->complete : b->stamp >= ticket) return;
         unlist_locked(b);
-        drop_event_locked(b, d);
+        if (event_handle e = drop_event_locked(b)) d.release(e);
         converted += b->size;
         insert_free_locked(b); // merges only with blocks free for all, never with b's list
       });

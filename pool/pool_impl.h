@@ -22,9 +22,18 @@ namespace gmem {
 // Upstream, fence and observer calls collected under the lock, made after unlocking.
 struct deferred {
   std::vector<std::pair<std::uintptr_t, std::size_t>> unmaps;
-  std::vector<event_handle> releases;
+  // Events to release: the fast path releases at most one, so a few live inline (no malloc).
+  event_handle few[4] = {};
+  std::size_t few_count = 0;
+  std::vector<event_handle> more;
+  void release(event_handle e) {
+    if (few_count < 4)
+      few[few_count++] = e;
+    else
+      more.push_back(e);
+  }
   std::size_t trimmed_bytes = 0;
-  bool any() const { return !unmaps.empty() || !releases.empty(); }
+  bool any() const { return few_count != 0 || !unmaps.empty(); }
 };
 
 // Stream-free blocks of one stream, by segment class.
@@ -70,10 +79,12 @@ private:
   block* find_fit_in_locked(std::size_t size, unsigned cls, stream_handle s) const;
   void unlist_locked(block* b); // out of whatever index holds it (free or stream_free)
   void carve_locked(block* b, std::size_t size); // split off the tail beyond size if worth it
-  alloc_result make_live_locked(block* b, std::size_t requested, stream_handle s, deferred& d);
-  void insert_free_locked(block* b);                 // free for all, merging with neighbours
-  void insert_stream_free_locked(block* b);          // stream_free, merging with same-event pieces
-  void drop_event_locked(block* b, deferred& d);     // b no longer holds its event
+  // b becomes live; an event it held and no other block shares is returned for release.
+  alloc_result make_live_locked(block* b, std::size_t requested, stream_handle s,
+                                event_handle& release);
+  void insert_free_locked(block* b);        // free for all, merging with neighbours
+  void insert_stream_free_locked(block* b); // stream_free, merging with same-event pieces
+  event_handle drop_event_locked(block* b); // b lets go of its event: returns it if unshared
   void merge_into_locked(block* left, block* right); // right joins left; right is recycled
   void enforce_cache_cap_locked(deferred& d);
   std::size_t free_bytes_locked() const {
