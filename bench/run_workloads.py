@@ -69,6 +69,11 @@ def all_runs(args):
     return runs
 
 
+def matches(key, pattern):
+    """'workload/mode' against a --only/--reps-only item: a substring, or 'x$' for exactly x."""
+    return key == pattern[:-1] if pattern.endswith("$") else pattern in key
+
+
 class Sampler:
     """Peak of NVML's used memory on device 0, sampled every ~1 ms on a thread."""
 
@@ -142,17 +147,14 @@ def main():
     for rep in range(args.reps):
         for workload, mode, desc, cmd, env, gmem in runs:
             key = f"{workload}/{mode}"
-            if only and not any(s in key for s in only):
+            if only and not any(matches(key, s) for s in only):
                 continue
             if gmem and not args.gmem_lib:
                 continue
             if mode == "a-record" and rep > 0:
                 continue
-            more = [x for x in args.reps_only.split(",") if x]  # "x$": exactly x
-
-            def hit(x):
-                return key == x[:-1] if x.endswith("$") else x in key
-            if rep > 0 and more and not any(hit(x) for x in more):
+            more = [x for x in args.reps_only.split(",") if x]
+            if rep > 0 and more and not any(matches(key, x) for x in more):
                 continue
             e = dict(os.environ)
             for k in list(e):  # every mode starts from the same clean allocator settings
