@@ -85,12 +85,11 @@ void check_free(cudaError_t e, const char* what) {
     std::printf("bench: %s failed: %s\n", what, cudaGetErrorString(e));
 }
 
-void* must(cudaError_t e, void* p) {
+void must(cudaError_t e) {
   if (e != cudaSuccess) {
     std::printf("bench: FAIL %s\n", cudaGetErrorString(e));
     std::exit(1);
   }
-  return p;
 }
 
 } // namespace
@@ -114,13 +113,14 @@ int main(int argc, char** argv) {
       {"cudaMalloc",
        [](std::size_t n) {
          void* p = nullptr;
-         return must(cudaMalloc(&p, n), p);
+         must(cudaMalloc(&p, n));
+         return p;
        },
        [](void* p) { check_free(cudaFree(p), "cudaFree"); }},
       {"cuMemAlloc_v2",
        [](std::size_t n) {
          CUdeviceptr p = 0;
-         if (g_cu_alloc(&p, n) != CUDA_SUCCESS) must(cudaErrorMemoryAllocation, nullptr);
+         if (g_cu_alloc(&p, n) != CUDA_SUCCESS) must(cudaErrorMemoryAllocation);
          return reinterpret_cast<void*>(p);
        },
        [](void* p) {
@@ -130,16 +130,30 @@ int main(int argc, char** argv) {
       {"cudaMallocAsync",
        [](std::size_t n) {
          void* p = nullptr;
-         return must(cudaMallocAsync(&p, n, g_stream), p);
+         must(cudaMallocAsync(&p, n, g_stream));
+         return p;
        },
        [](void* p) { check_free(cudaFreeAsync(p, g_stream), "cudaFreeAsync"); }},
       {"cub::CachingDeviceAllocator",
        [](std::size_t n) {
          void* p = nullptr;
-         return must(g_cub->DeviceAllocate(&p, n, g_stream), p);
+         must(g_cub->DeviceAllocate(&p, n, g_stream));
+         return p;
        },
        [](void* p) { check_free(g_cub->DeviceFree(p), "DeviceFree"); }},
   };
+  {
+    CUresult (*get_current)(CUcontext*) = nullptr;
+    cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", reinterpret_cast<void**>(&get_current),
+                                     12000, cudaEnableDefault, &q);
+    CUcontext ctx = nullptr;
+    const auto t0 = clock_type::now();
+    for (int i = 0; i < 1000000; ++i)
+      get_current(&ctx);
+    const auto t1 = clock_type::now();
+    std::printf("bench cuCtxGetCurrent size=0 median_ns=%.1f\n",
+                std::chrono::duration<double, std::nano>(t1 - t0).count() / 1e6);
+  }
   const std::size_t sizes[] = {512, 1u << 20, 16u << 20, 256u << 20};
   for (const path& p : paths) {
     for (std::size_t s : sizes) {
