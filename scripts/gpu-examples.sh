@@ -5,6 +5,7 @@
 #     as the unchunked batch on a large limit, as a run that starts from a too-big chunk (OOM
 #     retries), as the host computation, as a streamed run (for_each_batch), and as a chunked
 #     run without gmem at all;
+#   - examples/chunked_torch.py (when PyTorch with CUDA is importable) matches its CPU result;
 #   - leaky_pipeline's three leak sites show up in `gmem leaks`.
 # Exit 0 pass, 77 skip (no GPU), 1 fail. Environment: GMEM_BUILD/BUILD (build), MAKE (make).
 set -u
@@ -51,6 +52,18 @@ done
 [ -n "$ref" ] && echo "checksums: chunked, retried, host, no-gmem, streamed all equal unchunked $ref"
 grep -q '[1-9][0-9]* out-of-memory retries' "$out/retried.log" ||
   echo "note: the --chunk 256 run needed no OOM retry (the pool found room)"
+
+if python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+  # PyTorch's own cache off, so its tensors come from gmem's pool under the 64M limit.
+  echo "== torch: gmem.chunked over a 192 MiB batch, GMEM_LIMIT=64M"
+  GMEM_LIMIT=64M PYTORCH_NO_CUDA_MEMORY_CACHING=1 "$gmem" run -q -- \
+    python3 examples/chunked_torch.py --items 16384 --dim 1024 >"$out/torch.log" 2>&1
+  rc=$?
+  grep '^chunked_torch' "$out/torch.log" | sed 's/^/   /'
+  [ $rc -eq 0 ] || { echo "   FAIL: exit $rc"; tail -8 "$out/torch.log" | sed 's/^/   | /'; fails=$((fails + 1)); }
+else
+  echo "note: PyTorch with CUDA not importable; examples/chunked_torch.py not run"
+fi
 
 trace=$out/leaky.trace
 run leaky env GMEM_TRACE_SAVE="$trace" "$gmem" run -- "$BUILD/examples/leaky_pipeline"
