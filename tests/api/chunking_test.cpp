@@ -265,3 +265,35 @@ TEST(ForEachChunk, ProgressCallback) {
 
 } // namespace
 } // namespace gmem
+
+namespace gmem {
+namespace {
+
+TEST(ForEachChunk, HalvingStopsAtMinChunkItems) {
+  chunk_options o = with_available(1000);
+  o.min_chunk_items = 4;
+  const chunk_plan p = plan_chunks(64, 1, o);
+  int empties = 0;
+  const chunk_result r = for_each_chunk(
+      64, p, [](std::size_t b, std::size_t e) { return b <= 21 && 21 < e ? 2 : 0; },
+      counting_retry(empties));
+  EXPECT_EQ(r.error, chunk_error::out_of_memory_at_minimum);
+  EXPECT_EQ(r.failed_end - r.failed_begin, 4u); // never below the minimum
+  EXPECT_LE(r.failed_begin, 21u);
+  EXPECT_GT(r.failed_end, 21u);
+}
+
+TEST(ForEachChunk, EmptyCacheCanBeTurnedOff) {
+  const chunk_plan p = plan_chunks(32, 1, with_available(1000));
+  int empties = 0;
+  retry_options o = counting_retry(empties);
+  o.empty_cache_on_oom = false;
+  const chunk_result r = for_each_chunk(
+      32, p, [](std::size_t b, std::size_t e) { return e - b > 8 ? 2 : 0; }, o);
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_GT(r.halvings, 0u);
+  EXPECT_EQ(empties, 0);
+}
+
+} // namespace
+} // namespace gmem
