@@ -56,6 +56,15 @@ CUresult pool_free(CUdeviceptr p, stream_handle s, std::uintptr_t stream, alloc_
   return st == pool_status::not_owned ? fallback() : to_cuda(st);
 }
 
+// After exit() started the pools stand still, but their blocks still look like allocations to
+// the program: a late free of one must not reach the driver (it would see an address inside a
+// segment and fail). The segment itself is left to the driver's teardown.
+bool late_pooled_free(std::uintptr_t p, bool host) {
+  if (!exiting() || forked_child() || p == 0) return false;
+  return host ? pools().host_owner(p, nullptr) != nullptr
+              : pools().device_owner(p, nullptr) != nullptr;
+}
+
 // A stream that is capturing a graph: allocations and frees on it belong to the graph.
 bool capturing(CUstream s, bool per_thread) {
   const real_driver* real = driver();
@@ -83,7 +92,9 @@ CUresult free_async(CUdeviceptr p, CUstream s, bool per_thread) {
   auto real_free = [&] {
     return per_thread ? GMEM_REAL(cuMemFreeAsync_ptsz, p, s) : GMEM_REAL(cuMemFreeAsync, p, s);
   };
-  if (!shim_active() || p == 0) return real_free();
+  if (GMEM_UNLIKELY(!shim_active() || p == 0)) {
+    return late_pooled_free(p, false) ? CUDA_SUCCESS : real_free();
+  }
   // A pooled block freed inside a graph capture cannot be handed back when the graph runs;
   // treating it as a stream-less free keeps it pending until a fence.
   const stream_handle ps = capturing(s, per_thread) ? k_no_stream : pool_stream(s, per_thread);
@@ -125,7 +136,9 @@ GMEM_HOOK CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes) {
 }
 
 GMEM_HOOK CUresult cuMemFree_v2(CUdeviceptr p) {
-  if (!shim_active() || p == 0) return GMEM_REAL(cuMemFree_v2, p);
+  if (GMEM_UNLIKELY(!shim_active() || p == 0)) {
+    return late_pooled_free(p, false) ? CUDA_SUCCESS : GMEM_REAL(cuMemFree_v2, p);
+  }
   return pool_free(p, k_no_stream, 0, gmem::trace::alloc_kind::device,
                    [&] { return GMEM_REAL(cuMemFree_v2, p); });
 }
@@ -152,7 +165,9 @@ GMEM_HOOK CUresult cuMemAllocHost_v2(void** pp, std::size_t bytes) {
 
 GMEM_HOOK CUresult cuMemFreeHost(void* p) {
   const auto address = reinterpret_cast<std::uintptr_t>(p);
-  if (!shim_active() || p == nullptr) return GMEM_REAL(cuMemFreeHost, p);
+  if (GMEM_UNLIKELY(!shim_active() || p == nullptr)) {
+    return late_pooled_free(address, true) ? CUDA_SUCCESS : GMEM_REAL(cuMemFreeHost, p);
+  }
   gmem::pool* owner = pools().host_owner(address, nullptr);
   if (owner == nullptr) return GMEM_REAL(cuMemFreeHost, p);
   gmem::trace::free(address, -1, 0, gmem::trace::alloc_kind::host_pinned);

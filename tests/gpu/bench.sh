@@ -3,4 +3,4 @@
 source "$(dirname "$0")/lib.sh"
 build_cu alloc_bench alloc_bench.cu
 "$bin/alloc_bench" "$@" | sed 's/^bench /plain /'
-with_shim "$bin/alloc_bench" "$@" 2>&1 | sed 's/^bench /gmem  /' | cut -c1-200
+with_shim "$bin/alloc_bench" "$@" 2>&1 | sed 's/^bench /gmem  /' 

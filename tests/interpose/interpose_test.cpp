@@ -136,6 +136,7 @@ TEST_P(route_test, exit_while_threads_allocate) {
     EXPECT_EQ(r.child.signal, 0) << r.child.output;
     EXPECT_PROBE_OK(r);
     EXPECT_TRUE(r.has("exiting after")) << r.child.output;
+    EXPECT_FALSE(r.has("late free failed")) << r.child.output;
   }
 }
 
