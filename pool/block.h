@@ -36,6 +36,10 @@ struct block {
   // Links of the free-index bin, the pending FIFO or the slab free list (one at a time).
   block* list_prev = nullptr;
   block* list_next = nullptr;
+  // stream_free only: the stream's blocks in free order (stamps never decrease), so that
+  // fences, stream syncs and completed events release a prefix without a walk of all blocks.
+  block* fifo_prev = nullptr;
+  block* fifo_next = nullptr;
   std::size_t requested = 0;          // live
   stream_handle stream = k_no_stream; // live: allocating stream; stream_free: freeing stream
   event_ref* ev = nullptr;            // stream_free only
@@ -50,7 +54,10 @@ struct segment {
   std::size_t size = 0;
   segment_kind kind = segment_kind::small;
   block* first = nullptr;
-  start_bitmap starts; // bit i set <=> a block starts at base + i * 512
+  start_bitmap starts; // bit i set <=> a block starts at base + i * 512 (oversize: 1 bit)
+  std::size_t granule(std::uintptr_t address) const {
+    return kind == segment_kind::oversize ? 0 : (address - base) / k_block_granule;
+  }
   // Wholly free segments (one free block covering it) form a list, the candidates for trim.
   segment* idle_prev = nullptr;
   segment* idle_next = nullptr;

@@ -106,7 +106,9 @@ void pool_impl::unlist_locked(block* b) {
     free_[cls].remove(b);
     if (b->size == b->seg->size) idle_remove_locked(b->seg);
   } else { // stream_free
-    find_stream_locked(b->stream)->index[cls].remove(b);
+    stream_cache* sc = find_stream_locked(b->stream);
+    sc->index[cls].remove(b);
+    sc->fifo_remove(b);
     st_.stream_free_bytes -= b->size;
   }
 }
@@ -137,7 +139,9 @@ void pool_impl::carve_locked(block* b, std::size_t size) {
     r->ev = b->ev;
     r->stamp = b->stamp;
     ++r->ev->refs;
-    find_stream_locked(r->stream)->index[class_of(r->seg)].insert(r);
+    stream_cache* sc = find_stream_locked(r->stream);
+    sc->index[class_of(r->seg)].insert(r);
+    sc->fifo_insert_after(b->fifo_prev, r); // where b was (unlist_locked kept b's links)
     st_.stream_free_bytes += rest;
   }
 }
@@ -195,24 +199,29 @@ void pool_impl::insert_free_locked(block* b) {
 void pool_impl::insert_stream_free_locked(block* b) {
   b->state = block_state::stream_free;
   unsigned cls = class_of(b->seg);
-  free_index& index = get_stream_locked(b->stream)->index[cls];
+  stream_cache* sc = get_stream_locked(b->stream);
+  free_index& index = sc->index[cls];
   auto same = [&](const block* x) {
     return x != nullptr && x->state == block_state::stream_free && x->ev == b->ev;
   };
+  bool listed = false; // b is already in the FIFO (it merged into its left neighbour)
   if (block* p = b->prev; same(p)) {
     index.remove(p);
     st_.stream_free_bytes -= p->size;
     --b->ev->refs; // b's reference goes with b
     merge_into_locked(p, b);
     b = p;
+    listed = true;
   }
   if (block* n = b->next; same(n)) {
     index.remove(n);
+    sc->fifo_remove(n);
     st_.stream_free_bytes -= n->size;
     --b->ev->refs;
     merge_into_locked(b, n);
   }
   index.insert(b);
+  if (!listed) sc->fifo_insert_sorted(b);
   st_.stream_free_bytes += b->size;
 }
 

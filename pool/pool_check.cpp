@@ -24,7 +24,7 @@ std::optional<block_info> pool_impl::find(std::uintptr_t address) const {
   std::lock_guard lock(mu_);
   segment* seg = segment_of_locked(address);
   if (seg == nullptr) return std::nullopt;
-  std::size_t i = seg->starts.find_prev((address - seg->base) / k_block_granule);
+  std::size_t i = seg->starts.find_prev(seg->granule(address));
   block* b = live_.find(seg->base + i * k_block_granule);
   if (b == nullptr || address - b->address >= b->size) return std::nullopt;
   return block_info{b->address, b->size, b->requested, seg->base, seg->size, b->stream};
@@ -119,12 +119,12 @@ bool pool_impl::is_valid_locked() const {
     for (const block* b = seg->first; b != nullptr; b = b->next) {
       if (b->seg != seg.get() || b->address != at || b->size == 0 ||
           b->size % k_block_granule != 0 || (b->next != nullptr && b->next->prev != b) ||
-          !seg->starts.test((b->address - base) / k_block_granule))
+          !seg->starts.test(seg->granule(b->address)) ||
+          (seg->kind == segment_kind::oversize && b != seg->first))
         return false;
       // No other start inside b: the last start at or before b's last granule is b's own.
       // (This also exercises the summary levels; start_bitmap_test checks them directly.)
-      if (seg->starts.find_prev((b->address + b->size - 1 - base) / k_block_granule) !=
-          (b->address - base) / k_block_granule)
+      if (seg->starts.find_prev(seg->granule(b->address + b->size - 1)) != seg->granule(b->address))
         return false;
       at += b->size;
       ++count;
@@ -186,6 +186,15 @@ bool pool_impl::is_valid_locked() const {
   if (listed_free != free_blocks || listed_free_bytes != free_bytes) return false;
   std::size_t listed_stream = 0, listed_stream_bytes = 0;
   for (const auto& sc : streams_) {
+    std::size_t fifo_bytes = 0, fifo_bytes_expected = 0;
+    std::uint64_t stamp = 0;
+    for (const block* b = sc->fifo_head; b != nullptr; b = b->fifo_next) {
+      if (b->state != block_state::stream_free || b->stream != sc->stream || b->stamp < stamp ||
+          (b->fifo_next == nullptr ? sc->fifo_tail != b : b->fifo_next->fifo_prev != b))
+        return false;
+      stamp = b->stamp;
+      fifo_bytes += b->size;
+    }
     for (unsigned cls = 0; cls < k_classes; ++cls) {
       if (!sc->index[cls].is_valid()) return false;
       bool ok = true;
@@ -195,8 +204,10 @@ bool pool_impl::is_valid_locked() const {
       });
       if (!ok) return false;
       listed_stream += sc->index[cls].count();
+      fifo_bytes_expected += sc->index[cls].bytes();
       listed_stream_bytes += sc->index[cls].bytes();
     }
+    if (fifo_bytes != fifo_bytes_expected) return false;
   }
   if (listed_stream != stream_blocks || listed_stream_bytes != stream_bytes) return false;
   std::size_t fifo = 0;

@@ -142,23 +142,35 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
   }
 }
 
+// Events on one stream complete in order, so each stream's FIFO is queried from its oldest
+// event and only up to the first that has not completed.
 bool pool_impl::refresh_events() {
+  constexpr std::size_t k_max_queries = 64; // per stream and call
   std::vector<event_ref*> refs;
+  std::vector<std::size_t> firsts; // refs[firsts[k] ..] belong to the k-th stream
   {
     std::lock_guard lock(mu_);
-    for (auto& sc : streams_)
-      for (auto& index : sc->index)
-        index.for_each([&](block* b) {
-          if (b->ev->queued) return;
-          b->ev->queued = true;
-          ++b->ev->refs; // held while queried without the lock
-          refs.push_back(b->ev);
-        });
+    for (auto& sc : streams_) {
+      firsts.push_back(refs.size());
+      std::size_t n = 0;
+      for (block* b = sc->fifo_head; b != nullptr && n < k_max_queries; b = b->fifo_next) {
+        if (b->ev->queued) continue;
+        b->ev->queued = true;
+        ++b->ev->refs; // held while queried without the lock
+        refs.push_back(b->ev);
+        ++n;
+      }
+    }
+    firsts.push_back(refs.size());
   }
-  std::vector<char> done(refs.size());
+  std::vector<char> done(refs.size(), 0);
   bool any = false;
-  for (std::size_t i = 0; i < refs.size(); ++i)
-    any |= (done[i] = fe_.query(refs[i]->event));
+  for (std::size_t k = 0; k + 1 < firsts.size(); ++k)
+    for (std::size_t i = firsts[k]; i < firsts[k + 1]; ++i) {
+      if (!fe_.query(refs[i]->event)) break; // later events on this stream cannot be done
+      done[i] = 1;
+      any = true;
+    }
   deferred d;
   {
     std::lock_guard lock(mu_);
@@ -273,14 +285,13 @@ std::size_t pool_impl::convert_stream_free_locked(stream_handle only, std::uint6
   std::size_t converted = 0;
   for (auto& sc : streams_) {
     if (only != k_no_stream && sc->stream != only) continue;
-    for (auto& index : sc->index) {
-      index.for_each([&](block* b) {
-        if (complete_only ? !b->ev->complete : b->stamp >= ticket) return;
-        unlist_locked(b);
-        if (event_handle e = drop_event_locked(b)) d.release(e);
-        converted += b->size;
-        insert_free_locked(b); // merges only with blocks free for all, never with b's list
-      });
+    // A prefix of the FIFO: freed before the ticket, or under events seen complete.
+    while (block* b = sc->fifo_head) {
+      if (complete_only ? !b->ev->complete : b->stamp >= ticket) break;
+      unlist_locked(b);
+      if (event_handle e = drop_event_locked(b)) d.release(e);
+      converted += b->size;
+      insert_free_locked(b); // merges only with blocks free for all
     }
   }
   return converted;
@@ -308,7 +319,8 @@ void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segme
   seg->base = base;
   seg->size = bytes;
   seg->kind = kind;
-  seg->starts.reset(bytes / k_block_granule);
+  // An oversize segment holds one block: a one-bit map (no 1/4096-sized memset per map).
+  seg->starts.reset(kind == segment_kind::oversize ? 1 : bytes / k_block_granule);
   seg->starts.set(0);
   block* b = blocks_.get();
   b->address = base;

@@ -39,7 +39,38 @@ struct deferred {
 // Stream-free blocks of one stream, by segment class.
 struct stream_cache {
   stream_handle stream = k_no_stream;
-  free_index index[3]; // by segment class: small, large, oversize
+  free_index index[3];        // by segment class: small, large, oversize
+  block* fifo_head = nullptr; // oldest free first
+  block* fifo_tail = nullptr;
+  void fifo_insert_after(block* pos, block* b) { // pos == nullptr: at the head
+    b->fifo_prev = pos;
+    b->fifo_next = pos != nullptr ? pos->fifo_next : fifo_head;
+    if (b->fifo_next != nullptr)
+      b->fifo_next->fifo_prev = b;
+    else
+      fifo_tail = b;
+    if (pos != nullptr)
+      pos->fifo_next = b;
+    else
+      fifo_head = b;
+  }
+  // Keeps b's own links: carve_locked puts a split-off piece where b was.
+  void fifo_remove(block* b) {
+    if (b->fifo_prev != nullptr)
+      b->fifo_prev->fifo_next = b->fifo_next;
+    else
+      fifo_head = b->fifo_next;
+    if (b->fifo_next != nullptr)
+      b->fifo_next->fifo_prev = b->fifo_prev;
+    else
+      fifo_tail = b->fifo_prev;
+  }
+  void fifo_insert_sorted(block* b) { // by stamp, from the tail (new frees go last)
+    block* pos = fifo_tail;
+    while (pos != nullptr && pos->stamp > b->stamp)
+      pos = pos->fifo_prev;
+    fifo_insert_after(pos, b);
+  }
 };
 
 class pool_impl {
