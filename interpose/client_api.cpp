@@ -230,6 +230,7 @@ GMEM_API gmem_status gmem_stats(int device, gmem_stats_t* out) {
 }
 
 GMEM_API gmem_status gmem_reset_peak(void) {
+  if (!g_active.load(std::memory_order_relaxed)) return GMEM_ERROR_NO_SHIM; // GMEM_ENABLE=0, fork
   pools().for_each([](context_entry& e) { e.device_pool->reset_peaks(); });
   return GMEM_OK;
 }
@@ -275,6 +276,7 @@ GMEM_API int gmem_can_allocate(uint64_t bytes, int device) {
 
 GMEM_API gmem_status gmem_mark(const char* label) {
   if (label == nullptr) return GMEM_ERROR_INVALID_ARGUMENT;
+  if (!g_active.load(std::memory_order_relaxed)) return GMEM_ERROR_NO_SHIM;
   gmem::trace::marker(label);
   return GMEM_OK;
 }

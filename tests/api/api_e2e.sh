@@ -102,6 +102,16 @@ if [ -e "$shim" ]; then
   out=$(LD_PRELOAD="$(realpath "$shim")" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M \
         GMEM_TRACE=0 "$probe" 33554432 limit-first 2>&1)
   expect alloc.status failed # 32 MiB over the 16 MiB limit: the pool says out of memory
+
+  phase="shim preloaded but disabled (GMEM_ENABLE=0)"
+  out=$(LD_PRELOAD="$(realpath "$shim")" LD_LIBRARY_PATH="$fake_dir" FAKE_CUDA_TOTAL_BYTES=512M \
+        GMEM_ENABLE=0 GMEM_TRACE=0 "$probe" 2>&1)
+  expect available 0
+  expect start.status GMEM_OK
+  expect start.flags 2
+  expect allocated.live_bytes 0
+  expect mark.status GMEM_ERROR_NO_SHIM
+  expect reset_peak.status GMEM_ERROR_NO_SHIM
 else
   echo "api_e2e: note: $shim not built; the shim half was not run"
 fi
