@@ -9,6 +9,8 @@
 #include "common/units.h"
 #include "tools/commands.h"
 #include "tools/exit_codes.h"
+#include "tools/json_output.h"
+#include "tools/leak_report.h"
 #include "tools/top_view.h"
 #include "tools/trace_source.h"
 
@@ -20,7 +22,7 @@ command_fn add_top(CLI::App& app) {
              "limit, allocation rate, cache hit rate, pending bytes, top call sites.");
   struct args {
     std::string target, interval = "1s";
-    bool once = false;
+    bool once = false, json = false;
     std::size_t iterations = 0, sites = 10;
   };
   auto a = std::make_shared<args>();
@@ -29,6 +31,7 @@ command_fn add_top(CLI::App& app) {
   sub->add_option("-n,--iterations", a->iterations, "stop after N frames");
   sub->add_option("-d,--interval", a->interval, "time between frames (default 1s)");
   sub->add_option("--sites", a->sites, "call sites shown (default 10)");
+  sub->add_flag("--json", a->json, "one JSON object per frame and line (counters and top sites)");
   return [a]() -> int {
     const auto interval = parse_duration_ns(a->interval);
     if (!interval || *interval == 0)
@@ -40,8 +43,18 @@ command_fn add_top(CLI::App& app) {
       auto r = open_trace(a->target, {.events = false, .samples = false});
       if (!r.ok) return fail(r.error.code, r.error.message);
       symbolizer symbols(module_ranges(r.value));
-      const std::string frame = render_top(r.value, symbols, previous.get(), a->sites);
-      if (tty && i > 0) std::fputs("\033[H\033[2J", stdout); // home, clear: refresh in place
+      std::string frame;
+      if (a->json) {
+        leak_filter f;
+        f.top = a->sites;
+        nlohmann::json j = stats_json(r.value);
+        j["top_sites"] = leaks_json(r.value, build_leak_report(r.value, symbols, f))["sites"];
+        frame = j.dump() + "\n";
+      } else {
+        frame = render_top(r.value, symbols, previous.get(), a->sites);
+      }
+      if (tty && i > 0 && !a->json)
+        std::fputs("\033[H\033[2J", stdout); // home, clear: refresh in place
       std::fputs(frame.c_str(), stdout);
       std::fflush(stdout);
       previous = std::make_unique<top_sample>(take_top_sample(r.value));

@@ -1,5 +1,6 @@
 #include "tools/html_report.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -71,6 +72,10 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
     sum.fences += d.stats.fences;
     sum.ooms += d.stats.ooms;
   }
+  std::uint64_t oom_events = 0; // the ring may hold OOMs of a pool whose counters are older
+  for (const auto& m : tl.marks)
+    oom_events += m.kind == mark_kind::oom;
+  sum.ooms = std::max(sum.ooms, oom_events);
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>gmem "
                   "report: pid " +
                   std::to_string(t.info.pid) + "</title>\n<style>" + k_style +

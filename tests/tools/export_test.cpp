@@ -1,6 +1,9 @@
 // Exports and the HTML report over the sample trace: structure, not bytes.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+
 #include "tests/tools/sample_trace.h"
 #include "tools/chrome_export.h"
 #include "tools/html_report.h"
@@ -94,6 +97,7 @@ TEST(html_report, self_contained_with_drawn_plots) {
   const auto t = sample_trace();
   symbolizer symbols(module_ranges(t));
   const std::string h = html_report(t, symbols);
+  if (const char* out = std::getenv("GMEM_TOOLS_REPORT_OUT")) std::ofstream(out) << h; // to look at
   EXPECT_EQ(h.find("<script"), std::string::npos);
   EXPECT_EQ(h.find("http://"), h.find("http://www.w3.org/2000/svg")); // only the SVG namespace
   EXPECT_EQ(h.find("https://"), std::string::npos);

@@ -89,6 +89,12 @@ PY
 echo "== gmem top --once $PID"
 "$GMEM" top --once "$PID" | tee "$W/top.txt"
 grep -q "^0 .*50.0 MiB" "$W/top.txt" && grep -q "leak_weights" "$W/top.txt" || fail "top --once content"
+"$GMEM" top --once --json --sites 2 "$PID" | python3 -c '
+import json, sys
+d = json.loads(sys.stdin.readline())
+assert len(d["top_sites"]) == 2 and d["top_sites"][0]["bytes"] == 40 << 20, d["top_sites"]
+assert d["devices"][0]["counters"]["live_blocks"] == 18
+print("top --json: ok")' || fail "top --once --json"
 
 echo "== gmem save / read a saved file"
 "$GMEM" save "$PID" "$W/saved.gmem"

@@ -5,8 +5,8 @@
 //   leak_weights         5 x 2 MiB       (10 MiB)
 //   leak_workspace       1 x 40 MiB
 // Everything else it allocates is freed. Between phases it calls gmem_mark() (found with
-// dlsym, so it runs without the shim too) to label the timeline. With --hold it prints "ready <pid>" after leaking
-// and waits for stdin to close, so tests can look at a running process.
+// dlsym, so it runs without the shim too) to label the timeline. With --hold it prints "ready
+// <pid>" after leaking and waits for stdin to close, so tests can look at a running process.
 #include <cuda.h>
 #include <dlfcn.h>
 #include <unistd.h>
