@@ -6,10 +6,11 @@
 namespace gmem::shim {
 namespace {
 
-template <typename F> void for_each_pool(context_entry& e, F&& f) {
+// The context's pools, device first; `host_count` is read once by the caller so that begin
+// and end of a fence see the same pools even if another thread adds a host pool meanwhile.
+template <typename F> void for_each_pool(context_entry& e, std::size_t host_count, F&& f) {
   f(*e.device_pool);
-  const std::size_t h = e.host_count.load(std::memory_order_acquire);
-  for (std::size_t j = 0; j < h; ++j)
+  for (std::size_t j = 0; j < host_count; ++j)
     f(*e.host[j].host_pool);
 }
 
@@ -37,12 +38,13 @@ GMEM_HOOK CUresult cuCtxSynchronize() {
       shim_active() && driver() != nullptr ? pools().find_current(*driver()) : nullptr;
   if (e == nullptr) return GMEM_REAL(cuCtxSynchronize);
   std::uint64_t tickets[1 + context_entry::k_max_host_pools];
+  const std::size_t host_count = e->host_count.load(std::memory_order_acquire);
   std::size_t n = 0;
-  for_each_pool(*e, [&](gmem::pool& p) { tickets[n++] = p.begin_external_fence(); });
+  for_each_pool(*e, host_count, [&](gmem::pool& p) { tickets[n++] = p.begin_external_fence(); });
   const CUresult r = GMEM_REAL(cuCtxSynchronize);
   if (r == CUDA_SUCCESS) {
     n = 0;
-    for_each_pool(*e, [&](gmem::pool& p) { p.end_external_fence(tickets[n++]); });
+    for_each_pool(*e, host_count, [&](gmem::pool& p) { p.end_external_fence(tickets[n++]); });
   }
   return r;
 }

@@ -111,6 +111,12 @@ dlsym_fn real_dlsym() {
   if (p == nullptr) {
     p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (p == nullptr) p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    if (p == nullptr) {
+      // Not preloaded (dlopen()ed after libc): "next" finds nothing, but then our dlsym is
+      // not first in the global scope either, so the default lookup finds glibc's.
+      void* found = dlvsym(RTLD_DEFAULT, "dlsym", "GLIBC_2.34");
+      if (found != reinterpret_cast<void*>(&::dlsym)) p = found;
+    }
     __atomic_store_n(&g_gmem_real_dlsym, p, __ATOMIC_RELEASE);
   }
   return reinterpret_cast<dlsym_fn>(p);
