@@ -209,6 +209,33 @@ TEST(shm_trace, other_users_cannot_open_it) {
   EXPECT_TRUE(remove_shm(name, nullptr));
 }
 
+TEST(shm_trace, a_forked_child_does_not_write_its_parents_trace) {
+  int ready = -1;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    recorder_init(small_recorder());
+    allocate_some(0, 3);
+    const pid_t child = fork();
+    if (child == 0) _exit(recorder_writer() == nullptr ? 0 : 1); // stands aside
+    int status = 0;
+    waitpid(child, &status, 0);
+    recorder_shutdown();
+    _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 2);
+  }
+  close(fds[1]);
+  ready = fds[0];
+  close(ready);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const read_result r = open_pid(static_cast<std::uint32_t>(pid));
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.live.size(), 3u);
+  remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr);
+}
+
 TEST(shm_trace, gmem_trace_0_records_nothing) {
   const pid_t pid = fork();
   if (pid == 0) {
