@@ -1,7 +1,6 @@
 // Trace objects on this host: names, liveness, opening (shared memory and files), listing,
 // saving and removal. Boost.Interprocess maps the objects (POSIX shm in /dev/shm).
 #include <algorithm>
-#include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
@@ -74,15 +73,27 @@ bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks) {
 
 read_result open_file(const std::string& path, const read_options& options) {
   try {
+    // Read, not mapped: a file truncated while mapped (a copy still in progress) would kill the
+    // reader with SIGBUS.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(path + ": " + errno_text(errno));
     struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) return fail(path + ": " + errno_text(errno));
-    if (st.st_size == 0) return fail(path + ": empty file, not a trace");
-    bip::file_mapping file(path.c_str(), bip::read_only);
-    bip::mapped_region region(file, bip::read_only);
+    if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
+      ::close(fd);
+      return fail(path + ": empty file, not a trace");
+    }
+    const auto size = static_cast<std::size_t>(st.st_size);
+    std::vector<std::uint64_t> words(size / 8 + 1, 0); // 8-byte aligned for the decoder
+    auto* out = reinterpret_cast<char*>(words.data());
+    std::size_t got = 0;
+    while (got < size) {
+      const ssize_t n = ::read(fd, out + got, size - got);
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
     read_result r =
-        decode(std::span<const std::byte>(static_cast<const std::byte*>(region.get_address()),
-                                          region.get_size()),
-               options);
+        decode(std::span<const std::byte>(reinterpret_cast<const std::byte*>(out), got), options);
     if (!r) {
       r.error.message = path + ": " + r.error.message;
       return r;
