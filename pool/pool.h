@@ -16,29 +16,39 @@
 //            by the program (begin_external_fence / end_external_fence).
 //   trim     returning whole free segments to the driver.
 //
-// Policy
+// Policy (numbers are the pool_options defaults, chosen by measurement: docs/pool.md)
 //   Sizes are rounded up to 512 bytes. Blocks start at segment base + a multiple of 512 (the
 //   driver's segments are 512-byte aligned or better, so blocks are too; 256 at the least).
-//   Requests up to small_max_bytes (1 MiB) are packed into small segments (2 MiB); requests up
-//   to oversize_bytes (10 MiB) into large segments (20 MiB); bigger ones get a segment of
-//   their own, rounded up to segment_granule_bytes (2 MiB, as the driver would), which later
-//   serves any large request. Small and large blocks never share a segment.
+//   Three segment classes, never mixed: requests up to small_max_bytes (1 MiB) are packed into
+//   small segments (2 MiB); up to oversize_bytes (20 MiB) into large segments (40 MiB); bigger
+//   ones get an oversize segment of their own, rounded up to segment_granule_bytes (2 MiB, as
+//   the driver would). An oversize segment holds one block and is never split: once free it
+//   serves a later oversize request at most oversize_max_waste (1/8) + 2 MiB larger, or free
+//   space in a large segment serves the request, or the pool grows.
 //   Free blocks are found by good fit in O(1): segregated size bins (exact below 16 KiB, 32
 //   per power of two above) with bitmaps; within the first candidate bin the best of a few
-//   fitting blocks wins. A block is split when the remainder is worth keeping (>= 512 B in
-//   small segments, >= large_split_min_bytes in large ones); freed blocks merge with free
-//   neighbours of the same segment and the same safety (never across segments).
-//   When no safe free block fits: (1) if pending or stream-free blocks could cover the request,
-//   one fence (or event queries) makes them free first (a fence costs ~1 us on an idle
-//   device, and the program's own cuMemFree would have synchronized anyway); (2) grow: map a
-//   segment, first unmapping wholly free segments if reserved would exceed
-//   (1 + grow_slack) x (live + request); (3) at the memory limit, or when the driver is out
-//   of memory: fence, trim every free segment, retry; (4) report out_of_memory (on_oom).
-//   Free bytes beyond max_cached_bytes are trimmed when a segment becomes wholly free.
+//   fitting blocks wins (best fit to within 1/32). A block is split when the remainder is
+//   worth keeping (>= 512 B in small segments, >= large_split_min_bytes = 1 MiB in large
+//   ones); freed blocks merge with free neighbours of the same segment and the same safety,
+//   never across segments. Allocations on a stream first look at blocks freed on that stream.
+//   When no safe free block fits, in order: (1) stream-free blocks whose event has completed
+//   become free for all (each stream's events are queried oldest first, up to the first not
+//   done); (2) an allocation on a stream takes a block freed on another stream by making its
+//   event a dependency (fences::wait); (3) a fence, when pending and stream-free blocks of
+//   the class plus its free bytes could cover the request: a fence costs ~1 us on an idle
+//   device and the program's own cuMemFree would have synchronized anyway, while growing
+//   costs a driver allocation now and a synchronizing cuMemFree later; (4) grow: map a
+//   segment, first unmapping wholly free segments (largest first) while reserved would
+//   exceed (1 + grow_slack) x (live + pending + stream-free + request), grow_slack = 0.1;
+//   (5) at the memory limit or when the driver is out of memory: fence, trim every free
+//   segment, retry; (6) out_of_memory (observer on_oom).
+//   Free bytes beyond max_cached_bytes are trimmed as soon as a segment is wholly free.
 //
-// Threads: every public function is thread-safe. One lock (a short spin, then sleep) guards
-// the structures; upstream, fences and the observer are always called without it. Two threads
-// may both grow at once; the second segment stays cached.
+// Threads: every public function is thread-safe. One lock (a short spin, then a futex sleep)
+// guards the structures; upstream, fences and the observer are always called without it.
+// Two threads may both grow at once; the second segment stays cached.
+// Reuse safety (DESIGN.md): a block is never handed out while device work issued before its
+// free may still touch it; reuse_safety = false turns this off (hazard tests only).
 #pragma once
 
 #include "pool/fences.h"
@@ -65,6 +75,7 @@ struct pool_options {
   std::size_t oversize_bytes = std::size_t{20} << 20;       // requests above: own segment
   std::size_t segment_granule_bytes = std::size_t{2} << 20; // oversize segments rounded to it
   std::size_t large_split_min_bytes = std::size_t{1} << 20; // smaller remainders stay attached
+  // (large segments only: a block of a large segment keeps a tail shorter than this)
   std::size_t warmup_bytes = 0; // mapped at construction (small + large segments)
   bool reuse_safety = true;     // false: frees are reusable at once (hazard tests only)
   // Growth: before mapping, unmap wholly free segments while reserved + new segment would

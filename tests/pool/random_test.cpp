@@ -13,7 +13,9 @@
 namespace gmem::testing {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(GMEM_DEBUG)
+constexpr int k_ops = 4'000; // -O0, and is_valid() after every mutation inside the pool
+#elif defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr int k_ops = 20'000; // sanitizers are 5-20x slower; the plain run does 100,000+
 #else
 constexpr int k_ops = 120'000;

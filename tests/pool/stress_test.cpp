@@ -15,7 +15,9 @@
 namespace gmem::testing {
 namespace {
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#if defined(GMEM_DEBUG)
+constexpr int k_ops_per_thread = 500;
+#elif defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 constexpr int k_ops_per_thread = 3'000;
 #else
 constexpr int k_ops_per_thread = 30'000;
