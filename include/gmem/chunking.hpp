@@ -299,6 +299,9 @@ chunk_result for_each_chunk(std::size_t total_items, const chunk_plan& plan, Fn&
 
 struct stream_options {
   std::size_t sample_items = 32; // items read before the first plan to estimate their cost
+  // Host-side cap on one batch, whatever the device could take (0 = none: with tiny items and
+  // a large device, one batch could then hold the whole input).
+  std::size_t max_batch_items = std::size_t{1} << 16;
 };
 
 // Streaming: reads items from [first, last) (an input iterator; the length may be unknown),
@@ -337,6 +340,7 @@ requires std::is_invocable_v<ItemBytes&, const typename std::iterator_traits<Inp
                   (p.budget_bytes > co.fixed_bytes ? p.budget_bytes - co.fixed_bytes : 0) /
                   p.bytes_per_item);
     if (co.max_chunk_items != 0) t = std::min(t, co.max_chunk_items);
+    if (so.max_batch_items != 0) t = std::min(t, so.max_batch_items);
     return std::max(t, p.min_chunk_items);
   };
   detail::adaptive_runner runner(target_of(replan()), co.min_chunk_items, 0, o, r);

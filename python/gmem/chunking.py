@@ -213,10 +213,12 @@ def chunked(total_items, bytes_per_item, fn, plan=None, is_oom=is_out_of_memory,
 def chunked_iter(iterable, item_bytes, fn, sample_items=32, is_oom=is_out_of_memory,
                  empty_cache=_default_empty_cache, on_progress=None, max_halvings=24,
                  grow_after=4, retries_at_minimum=1, safety_fraction=0.7, min_chunk_items=1,
-                 max_chunk_items=0, fixed_bytes=0, device=-1, available_bytes=None):
+                 max_chunk_items=0, fixed_bytes=0, device=-1, available_bytes=None,
+                 max_batch_items=1 << 16):
     """Streaming: fn(items, first_index) over batches of an iterable of unknown length.
     item_bytes is a number or a function of an item; the per-item estimate is the largest
-    cost seen (first over a sample of sample_items items). Holds at most one batch."""
+    cost seen (first over a sample of sample_items items). Holds at most one batch, and
+    never more than max_batch_items items (0 = no cap)."""
     it = iter(iterable)
     cost = item_bytes if callable(item_bytes) else (lambda _item: item_bytes)
     buf, per_item, base = [], 0, 0
@@ -236,6 +238,8 @@ def chunked_iter(iterable, item_bytes, fn, sample_items=32, is_oom=is_out_of_mem
         t = len(buf) if per_item == 0 else max(p.budget_bytes - fixed_bytes, 0) // per_item
         if max_chunk_items:
             t = min(t, max_chunk_items)
+        if max_batch_items:
+            t = min(t, max_batch_items)
         return max(t, p.min_chunk_items)
 
     take(max(sample_items, 1))

@@ -143,6 +143,22 @@ TEST(ForEachBatch, OomAtSizeOneReportsTheAbsoluteRange) {
   EXPECT_EQ(r.items_done, 250u);
 }
 
+TEST(ForEachBatch, HostBatchCap) {
+  generator_state g{5000};
+  std::size_t largest = 0;
+  stream_options so;
+  so.max_batch_items = 100; // the device could take everything at once
+  const chunk_result r = for_each_batch(
+      generator_iterator(&g), std::default_sentinel, std::uint64_t{1},
+      [&](std::span<const std::uint64_t> items, std::size_t) {
+        largest = std::max(largest, items.size());
+      },
+      with_available(1u << 30), {}, so);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.items_done, 5000u);
+  EXPECT_EQ(largest, 100u);
+}
+
 TEST(ForEachBatch, EmptyInput) {
   generator_state g{0};
   int calls = 0;
