@@ -141,7 +141,7 @@ TEST(shm_trace, sigkill_mid_run_leaves_live_allocations) {
   EXPECT_EQ(r.value.info.state, trace_state::crashed);
   expect_odd_allocations_live(r.value, 200);
   EXPECT_EQ(r.value.events.size() + r.value.losses.lost_events, r.value.losses.last_seq);
-  EXPECT_GT(r.value.losses.last_seq, 300u);
+  EXPECT_GE(r.value.losses.last_seq, 300u); // 200 allocs + 100 frees, then markers
   EXPECT_TRUE(remove_shm(name, &error)) << error;
 }
 
