@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The examples on a real GPU (run by `make test-gpu`, or by hand on the GPU machine):
+#   - the C API answers from the driver without the shim and from the pool with it;
 #   - voxelize runs its PTX kernel (not the host fallback);
 #   - a batch ~5x larger than GMEM_LIMIT, chunked under `gmem run`, gives the same checksum
 #     as the unchunked batch on a large limit, as a run that starts from a too-big chunk (OOM
@@ -18,6 +19,7 @@ if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep
 fi
 nvidia-smi -L | head -1
 $MAKE --no-print-directory -j8 BUILD="$BUILD" examples "$BUILD/lib/libgmem.so" "$BUILD/bin/gmem" \
+  "$BUILD/tests/api/api_probe" \
   >"/tmp/gpu-examples-build.$$.log" 2>&1 || { tail -30 "/tmp/gpu-examples-build.$$.log"; echo "gpu-examples: build failed"; exit 1; }
 
 gmem=$BUILD/bin/gmem vox=$BUILD/examples/voxelize
@@ -33,6 +35,22 @@ run() { # name, command...: runs, keeps the log, prints the key lines
   grep -E '^voxelize: (plan|[0-9]+ chunks|streamed|checksum)|compute:|^gmem: (device|LEAKS)' "$out/$name.log" | sed 's/^/   /'
   if [ $rc -ne 0 ]; then echo "   FAIL: exit $rc"; tail -5 "$out/$name.log" | sed 's/^/   | /'; fails=$((fails + 1)); fi
 }
+
+# The C API on the real driver, without and with the shim.
+probe=$BUILD/tests/api/api_probe
+val() { sed -n "s/^$1=//p" "$2" | head -1; }
+"$probe" >"$out/probe.log" 2>&1
+LD_PRELOAD="$(realpath "$BUILD/lib/libgmem.so")" GMEM_TRACE=0 "$probe" >"$out/probe_shim.log" 2>&1
+echo "== api_probe: available $(val available "$out/probe.log") / $(val available "$out/probe_shim.log")," \
+     "device total $(val start.device_total_bytes "$out/probe.log"), live after an 8 MiB alloc" \
+     "$(val allocated.live_bytes "$out/probe_shim.log") (shim)"
+[ "$(val available "$out/probe.log")" = 0 ] && [ "$(val start.status "$out/probe.log")" = GMEM_OK ] &&
+  [ "$(val available "$out/probe_shim.log")" = 1 ] && [ "$(val start.flags "$out/probe_shim.log")" = 3 ] &&
+  [ "$(val allocated.live_bytes "$out/probe_shim.log")" -ge 8388608 ] &&
+  [ "$(val emptied.reserved_bytes "$out/probe_shim.log")" = 0 ] &&
+  [ "$(val allocatable_after_limit "$out/probe_shim.log")" -le 67108864 ] &&
+  [ "$(val report.status "$out/probe_shim.log")" = GMEM_OK ] ||
+  { echo "   FAIL: api_probe answers (logs: $out/probe*.log)"; fails=$((fails + 1)); }
 
 run chunked env GMEM_LIMIT=256M "$gmem" run -- "$vox" "${size[@]}"
 grep -q 'compute: GPU kernel' "$out/chunked.log" || { echo "   FAIL: the kernel did not run"; fails=$((fails + 1)); }
