@@ -236,6 +236,40 @@ TEST(shm_trace, a_forked_child_does_not_write_its_parents_trace) {
   remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr);
 }
 
+TEST(shm_trace, cannot_create_the_object_warns_once_and_keeps_running) {
+  int err[2];
+  ASSERT_EQ(pipe(err), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(err[1], 2);
+    close(err[0]);
+    // A directory squats the object's name: creating it fails.
+    const process_identity who = process_identity::current();
+    const std::string path = "/dev/shm/" + object_name(who.pid, who.proc_start_ticks);
+    if (mkdir(path.c_str(), 0700) != 0) _exit(2);
+    recorder_init(small_recorder());
+    bool none = true;
+    for (int i = 0; i < 3; ++i)
+      none = none && recorder_writer() == nullptr;
+    rmdir(path.c_str());
+    _exit(none ? 0 : 1);
+  }
+  close(err[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  close(err[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const std::string warning = "gmem: warning: cannot create the trace";
+  const auto first = text.find(warning);
+  ASSERT_NE(first, std::string::npos) << text;
+  EXPECT_EQ(text.find(warning, first + 1), std::string::npos) << "warned twice: " << text;
+  EXPECT_NE(text.find("running without a trace"), std::string::npos) << text;
+}
+
 TEST(shm_trace, gmem_trace_0_records_nothing) {
   const pid_t pid = fork();
   if (pid == 0) {
