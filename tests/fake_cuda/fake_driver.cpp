@@ -370,3 +370,14 @@ FAKE_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute* at
   }
   return CUDA_SUCCESS;
 }
+
+// An IPC handle that names the allocation starting at `p` (the real driver's handle names the
+// whole allocation; the fake refuses interior pointers to make that visible).
+FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
+  std::lock_guard lock(get().mu);
+  auto it = get().allocs.find(p);
+  if (handle == nullptr || it == get().allocs.end()) return CUDA_ERROR_INVALID_VALUE;
+  std::memset(handle, 0, sizeof(*handle));
+  std::memcpy(handle->reserved, &p, sizeof(p));
+  return CUDA_SUCCESS;
+}

@@ -86,6 +86,7 @@ const proc_row k_procs[] = {
     {"cuMemsetD8", 3020, FAKE_FN(cuMemsetD8_v2), nullptr},
     {"cuMemcpyHtoD", 3020, FAKE_FN(cuMemcpyHtoD_v2), nullptr},
     {"cuMemcpyDtoH", 3020, FAKE_FN(cuMemcpyDtoH_v2), nullptr},
+    {"cuIpcGetMemHandle", 4010, FAKE_FN(cuIpcGetMemHandle), nullptr},
     {"cuGetErrorName", 6000, FAKE_FN(cuGetErrorName), nullptr},
     {"cuGetErrorString", 6000, FAKE_FN(cuGetErrorString), nullptr},
 };

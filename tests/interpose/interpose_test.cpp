@@ -140,6 +140,12 @@ TEST_P(route_test, exit_while_threads_allocate) {
   }
 }
 
+TEST_P(route_test, ipc_of_interior_blocks_is_refused) {
+  const probe_run r = run_probe(GetParam(), "ipc");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
                          testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
 

@@ -42,6 +42,7 @@ void load_exported(driver_api& a) {
   a.memset_d8_async = &cuMemsetD8Async;
   a.memset_d8 = &cuMemsetD8_v2;
   a.memcpy_dtoh = &cuMemcpyDtoH_v2;
+  a.ipc_get_mem_handle = &cuIpcGetMemHandle;
   a.launch_kernel = &fakeLaunchKernel;
   a.set_capturing = &fakeSetCapturing;
   a.get_counters = &fakeGetCounters;
@@ -74,6 +75,7 @@ void load_by_dlsym(void* h, driver_api& a) {
   set(a.memset_d8_async, dlsym(h, "cuMemsetD8Async"));
   set(a.memset_d8, dlsym(h, "cuMemsetD8_v2"));
   set(a.memcpy_dtoh, dlsym(h, "cuMemcpyDtoH_v2"));
+  set(a.ipc_get_mem_handle, dlsym(h, "cuIpcGetMemHandle"));
 }
 
 std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
@@ -121,6 +123,7 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   get(a.memset_d8_async, "cuMemsetD8Async");
   get(a.memset_d8, "cuMemsetD8");
   get(a.memcpy_dtoh, "cuMemcpyDtoH");
+  get(a.ipc_get_mem_handle, "cuIpcGetMemHandle");
   set(a.ctx_create, dlsym(h, "cuCtxCreate_v2"));
   return missing.empty() ? std::string() : "cuGetProcAddress found no" + missing;
 }

@@ -40,6 +40,7 @@ struct driver_api {
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, CUstream);
   CUresult (*memset_d8)(CUdeviceptr, unsigned char, std::size_t);
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, std::size_t);
+  CUresult (*ipc_get_mem_handle)(CUipcMemHandle*, CUdeviceptr);
   // fake-only
   CUresult (*launch_kernel)(CUstream, unsigned, CUdeviceptr, unsigned char, std::size_t);
   CUresult (*set_capturing)(CUstream, int);

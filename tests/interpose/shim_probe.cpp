@@ -395,6 +395,23 @@ void scenario_two_devices() {
   CHECK_CU(g.mem_free(b));
 }
 
+// IPC handles name the driver's allocation, the whole segment for pooled blocks: of two
+// blocks in one segment, the one at its start exports, the other is refused.
+void scenario_ipc() {
+  CUdeviceptr a = 0, b = 0;
+  CHECK_CU(g.mem_alloc(&a, 1000));
+  CHECK_CU(g.mem_alloc(&b, 1000));
+  CUipcMemHandle ha{}, hb{};
+  const CUresult ra = g.ipc_get_mem_handle(&ha, a);
+  const CUresult rb = g.ipc_get_mem_handle(&hb, b);
+  std::printf("ipc a=%d b=%d\n", ra, rb);
+  CHECK((ra == CUDA_SUCCESS) != (rb == CUDA_SUCCESS), "exactly one block starts the segment");
+  CHECK(ra == CUDA_ERROR_NOT_SUPPORTED || rb == CUDA_ERROR_NOT_SUPPORTED,
+        "interior block exported");
+  CHECK_CU(g.mem_free(a));
+  CHECK_CU(g.mem_free(b));
+}
+
 // Not a test: ns per cuMemAlloc_v2 + cuMemFree_v2 pair of 512 bytes (the shim's own cost, as
 // the fake driver's calls cost next to nothing).
 void scenario_pair_cost() {
@@ -464,6 +481,8 @@ int main(int argc, char** argv) {
     scenario_other_interposer();
   else if (s == "two_devices")
     scenario_two_devices();
+  else if (s == "ipc")
+    scenario_ipc();
   else if (s == "pair_cost")
     scenario_pair_cost();
   else {
