@@ -91,16 +91,20 @@ std::uint64_t
 read_intern_table(const std::uint64_t* slots, std::uint64_t capacity, const std::byte* arena,
                   std::uint64_t arena_bytes, std::uint32_t element_bytes,
                   const std::function<void(std::uint32_t, std::span<const std::byte>)>& emit) {
-  std::uint64_t corrupt = 0;
+  std::uint64_t corrupt = 0, emitted = 0;
   const std::uint64_t elements = arena_bytes / element_bytes;
   for (std::uint64_t i = 0; i < capacity && i < 0xffffffffu; ++i) {
     const std::uint64_t ref = load_acquire(slots + i * sw::count + sw::ref);
     if (ref >> 56 != sw::k_ready) continue;
     const std::uint64_t offset = ref & 0xffffffffu, n = (ref >> 32) & 0xffffff;
-    if (offset > elements || elements - offset < n) {
+    // Writers claim disjoint ranges, so all ranges together fit in the arena. Refusing more
+    // keeps a hostile trace (every slot naming the same huge range) from costing the reader
+    // slots x arena bytes.
+    if (offset > elements || elements - offset < n || n > elements - emitted) {
       ++corrupt;
       continue;
     }
+    emitted += n;
     emit(static_cast<std::uint32_t>(i + 1),
          std::span<const std::byte>(arena + offset * element_bytes, n * element_bytes));
   }

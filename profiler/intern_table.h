@@ -51,8 +51,9 @@ private:
 
 std::uint64_t hash_bytes(const void* data, std::size_t bytes) noexcept; // never 0
 
-// Reader: calls emit(id, bytes) for every ready slot whose range lies inside the arena;
-// returns the number of ready slots whose range does not (corrupt).
+// Reader: calls emit(id, bytes) for every ready slot whose range lies inside the arena, while
+// the ranges emitted so far fit in the arena together; returns the ready slots refused
+// (corrupt).
 std::uint64_t
 read_intern_table(const std::uint64_t* slots, std::uint64_t capacity, const std::byte* arena,
                   std::uint64_t arena_bytes, std::uint32_t element_bytes,

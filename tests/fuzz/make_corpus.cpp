@@ -163,6 +163,16 @@ int main(int argc, char** argv) {
   {
     image im;
     fill(*im.w, 5);
+    // Every used string slot names the whole arena: the reader must not copy it 64 times.
+    auto* strings = im.at(im.h().sections[layout::k_string_slots].offset);
+    for (int i = 0; i < 64; ++i)
+      if (strings[2 * i] != 0)
+        strings[2 * i + 1] = layout::slot_word::pack(0, 4096, layout::slot_word::k_ready);
+    save(dir, "overlapping_string_ranges", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
     auto* live = im.at(im.h().sections[layout::k_live].offset);
     for (int i = 0; i < 64; ++i)
       live[8 * i + 1] |= 1; // every slot mid-update: torn

@@ -46,6 +46,10 @@ TEST(corpus, hostile_values_are_contained) {
   const read_result refs = seed("hostile_refs");
   for (const auto& a : refs.value.live)
     EXPECT_EQ(refs.value.stack(a.stack_id) != nullptr, a.stack_id != 0);
+  // Overlapping string ranges: the first one wins, the rest are refused.
+  const read_result overlap = seed("overlapping_string_ranges");
+  ASSERT_TRUE(overlap) << overlap.error.to_string();
+  EXPECT_LE(overlap.value.info.command_line.size(), 4096u);
   const read_result torn = seed("torn_records");
   EXPECT_TRUE(torn.value.live.empty());
   EXPECT_GE(torn.value.losses.torn_records, 64u);
