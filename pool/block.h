@@ -25,7 +25,9 @@ struct event_ref {
   event_ref* list_next = nullptr; // slab free list
 };
 
-struct block {
+// Hot fields (those the fast paths and the neighbour checks of coalescing read) fill the first
+// cache line; a block is 128-byte aligned so that it never straddles more lines than that.
+struct alignas(64) block {
   std::uintptr_t address = 0;
   std::size_t size = 0;
   // Physical neighbours in the same segment; nullptr at the segment's ends.
@@ -36,18 +38,20 @@ struct block {
   // Links of the free-index bin, the pending FIFO or the slab free list (one at a time).
   block* list_prev = nullptr;
   block* list_next = nullptr;
-  // stream_free only: the stream's blocks in free order (stamps never decrease), so that
-  // fences, stream syncs and completed events release a prefix without a walk of all blocks.
-  block* fifo_prev = nullptr;
-  block* fifo_next = nullptr;
+  block_state state = block_state::free;
+  bool claimed = false;  // taken by a thread waiting on another stream's event
+  std::uint16_t bin = 0; // bin while in a free index
+  // Second line.
   std::size_t requested = 0;          // live
   stream_handle stream = k_no_stream; // live: allocating stream; stream_free: freeing stream
   event_ref* ev = nullptr;            // stream_free only
   std::uint64_t stamp = 0;            // pending / stream_free: fence sequence at free time
-  block_state state = block_state::free;
-  bool claimed = false;  // taken by a thread waiting on another stream's event
-  std::uint16_t bin = 0; // bin while in a free index
+  // stream_free only: the stream's blocks in free order (stamps never decrease), so that
+  // fences, stream syncs and completed events release a prefix without a walk of all blocks.
+  block* fifo_prev = nullptr;
+  block* fifo_next = nullptr;
 };
+static_assert(sizeof(block) == 128, "two cache lines");
 
 struct segment {
   std::uintptr_t base = 0;
