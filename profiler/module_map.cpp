@@ -123,7 +123,7 @@ std::uint64_t read_module_table(const std::uint64_t* records, std::uint64_t capa
                                 std::vector<module>& out) {
   static constexpr char k_hex[] = "0123456789abcdef";
   std::uint64_t torn = 0;
-  for (std::uint64_t i = 0; i < count && i < capacity; ++i) {
+  for (std::uint64_t i = 0; i < count && i < capacity && i < 65536; ++i) {
     const std::uint64_t* r = records + i * mw::count;
     std::uint64_t w[mw::count];
     bool done = false;

@@ -99,7 +99,7 @@ struct event {
   std::uintptr_t stream = 0;
   alloc_kind kind = alloc_kind::device;
   std::uint32_t stack_id = 0;
-  std::string label;
+  std::string label; // marker / option text, at most 256 bytes
 };
 
 // Counter samples for timelines (periodic), OOM snapshots and the final state.

@@ -43,6 +43,7 @@ constexpr const char* k_stat_names[] = {
 #undef GMEM_X_NAME
 };
 constexpr std::size_t k_known_stats = std::size(k_stat_names);
+constexpr std::size_t k_max_label_bytes = 256; // marker and option labels in the model
 
 struct failure {
   std::uint64_t offset;
@@ -74,9 +75,11 @@ private:
     const std::uint64_t mono = ticks_to_monotonic_ns(tick, tick0_, mono0_, tick1_, mono1_);
     return mono > start_mono_ ? mono - start_mono_ : 0;
   }
-  std::string string_of(std::uint32_t id) const {
+  // At most `max` bytes: labels and paths are copied once per record that names them, so a
+  // hostile trace whose records all name one huge string must not multiply it.
+  std::string string_of(std::uint32_t id, std::size_t max = l::k_max_string_bytes) const {
     auto it = strings_.find(id);
-    return it == strings_.end() ? std::string() : it->second;
+    return it == strings_.end() ? std::string() : it->second.substr(0, max);
   }
   std::optional<failure> read_counters(trace& t);
   std::optional<failure> read_live(trace& t);
@@ -298,7 +301,8 @@ std::optional<failure> decoder::read_events(trace& t) {
     e.stream = w[ew::stream];
     const auto ref = static_cast<std::uint32_t>(w[ew::thread_ref] >> 32);
     if (e.type == event_type::alloc) e.stack_id = t.stack(ref) ? ref : 0;
-    if (e.type == event_type::marker || e.type == event_type::option) e.label = string_of(ref);
+    if (e.type == event_type::marker || e.type == event_type::option)
+      e.label = string_of(ref, k_max_label_bytes);
     t.events.push_back(std::move(e));
   }
   t.losses.lost_events = head - t.events.size();
@@ -418,7 +422,7 @@ std::optional<failure> decoder::run(trace& t) {
   const auto& m = sections_[l::k_modules];
   t.losses.torn_records += read_module_table(
       words(m.offset), m.capacity, u64(offsetof(l::header, module_count)),
-      [&](std::uint32_t id) { return string_of(id); }, t.modules);
+      [&](std::uint32_t id) { return string_of(id, 4096); }, t.modules);
   t.losses.live_overflow = u64(offsetof(l::header, live_overflow));
   t.losses.unmatched_frees = u64(offsetof(l::header, unmatched_frees));
   t.losses.stack_overflow = u64(offsetof(l::header, stack_overflow));
