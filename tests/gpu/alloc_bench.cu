@@ -95,7 +95,10 @@ void must(cudaError_t e) {
 } // namespace
 
 int main(int argc, char** argv) {
+  // alloc_bench [quick|full] [PATH] [random]: PATH runs one path only; "random" only the mix.
   const bool quick = argc > 1 && std::strcmp(argv[1], "quick") == 0;
+  const char* only = argc > 2 ? argv[2] : nullptr;
+  const bool random_only = argc > 3 && std::strcmp(argv[3], "random") == 0;
   cudaFree(nullptr);
   cudaDriverEntryPointQueryResult q;
   cudaGetDriverEntryPointByVersion("cuMemAlloc", reinterpret_cast<void**>(&g_cu_alloc), 12000,
@@ -156,7 +159,9 @@ int main(int argc, char** argv) {
   }
   const std::size_t sizes[] = {512, 1u << 20, 16u << 20, 256u << 20};
   for (const path& p : paths) {
+    if (only != nullptr && std::strcmp(only, p.name) != 0) continue;
     for (std::size_t s : sizes) {
+      if (random_only) break;
       const bool slow =
           std::strcmp(p.name, "cudaMalloc") == 0 || std::strcmp(p.name, "cuMemAlloc_v2") == 0;
       const int batch = quick ? 20 : (slow && s >= (16u << 20) ? 20 : 500);
