@@ -42,7 +42,9 @@ inline std::uint64_t ticks_to_monotonic_ns(std::uint64_t tick, std::uint64_t tic
       static_cast<long double>(mono1 - mono0) / static_cast<long double>(tick1 - tick0);
   const long double delta = static_cast<long double>(static_cast<std::int64_t>(tick - tick0));
   const long double ns = static_cast<long double>(mono0) + delta * rate;
-  return ns <= 0 ? 0 : static_cast<std::uint64_t>(ns);
+  if (!(ns > 0)) return 0;                                     // also NaN
+  if (ns >= 18446744073709551615.0L) return ~std::uint64_t{0}; // hostile calibration
+  return static_cast<std::uint64_t>(ns);
 }
 
 } // namespace gmem::trace

@@ -163,6 +163,16 @@ int main(int argc, char** argv) {
   {
     image im;
     fill(*im.w, 5);
+    // A calibration that maps ticks beyond 2^64 ns (found by the fuzzer).
+    im.h().tick0 = 0;
+    im.h().tick1 = 1;
+    im.h().mono0 = 0;
+    im.h().mono1 = ~0ull;
+    save(dir, "hostile_clock", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
     // Every used string slot names the whole arena: the reader must not copy it 64 times.
     auto* strings = im.at(im.h().sections[layout::k_string_slots].offset);
     for (int i = 0; i < 64; ++i)
