@@ -49,6 +49,7 @@ CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status
   X(cuCtxSynchronize, "cuCtxSynchronize", 2000, any)                                               \
   X(cuStreamSynchronize, "cuStreamSynchronize", 2000, legacy)                                      \
   X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, per_thread)                             \
+  X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, any)                                              \
   X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, any)                                                    \
   X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, any)                         \
   X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, any)                             \

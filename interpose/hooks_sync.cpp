@@ -56,6 +56,22 @@ GMEM_HOOK CUresult cuStreamSynchronize_ptsz(CUstream s) {
   return stream_synchronize(s, true);
 }
 
+// A destroyed stream's handle value can come back for a new stream, which would then be handed
+// blocks freed on the old one while its work may still run. So before a stream that may own
+// stream-freed blocks goes away, it is drained and its blocks made safe for every stream.
+GMEM_HOOK CUresult cuStreamDestroy_v2(CUstream s) {
+  const gmem::stream_handle ps = pool_stream(s, false);
+  context_entry* e = shim_active() && ps != gmem::k_no_stream && driver() != nullptr
+                         ? pools().find_current(*driver())
+                         : nullptr;
+  if (e != nullptr && e->device_pool->stats().stream_free_bytes != 0) {
+    const std::uint64_t ticket = e->device_pool->begin_stream_sync();
+    if (GMEM_REAL(cuStreamSynchronize, s) == CUDA_SUCCESS)
+      e->device_pool->end_stream_sync(ps, ticket);
+  }
+  return GMEM_REAL(cuStreamDestroy_v2, s);
+}
+
 GMEM_HOOK CUresult cuCtxDestroy_v2(CUcontext ctx) {
   if (driver() != nullptr && !forked_child()) pools().drop(ctx);
   return GMEM_REAL(cuCtxDestroy_v2, ctx);

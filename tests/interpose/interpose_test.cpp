@@ -146,6 +146,13 @@ TEST_P(route_test, ipc_of_interior_blocks_is_refused) {
   EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
 }
 
+TEST_P(route_test, destroyed_stream_is_drained_first) {
+  const probe_run r = run_probe(GetParam(), "stream_destroy");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("stream_destroy synchronized=1")) << r.child.output;
+  EXPECT_TRUE(r.has("stream_free_bytes=0")) << r.child.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
                          testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
 

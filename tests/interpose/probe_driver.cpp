@@ -39,6 +39,7 @@ void load_exported(driver_api& a) {
   a.mem_alloc_managed = &cuMemAllocManaged;
   a.stream_create = &cuStreamCreate;
   a.stream_synchronize = &cuStreamSynchronize;
+  a.stream_destroy = &cuStreamDestroy_v2;
   a.memset_d8_async = &cuMemsetD8Async;
   a.memset_d8 = &cuMemsetD8_v2;
   a.memcpy_dtoh = &cuMemcpyDtoH_v2;
@@ -72,6 +73,7 @@ void load_by_dlsym(void* h, driver_api& a) {
   set(a.mem_alloc_managed, dlsym(h, "cuMemAllocManaged"));
   set(a.stream_create, dlsym(h, "cuStreamCreate"));
   set(a.stream_synchronize, dlsym(h, "cuStreamSynchronize"));
+  set(a.stream_destroy, dlsym(h, "cuStreamDestroy_v2"));
   set(a.memset_d8_async, dlsym(h, "cuMemsetD8Async"));
   set(a.memset_d8, dlsym(h, "cuMemsetD8_v2"));
   set(a.memcpy_dtoh, dlsym(h, "cuMemcpyDtoH_v2"));
@@ -120,6 +122,7 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   get(a.mem_alloc_managed, "cuMemAllocManaged");
   get(a.stream_create, "cuStreamCreate");
   get(a.stream_synchronize, "cuStreamSynchronize");
+  get(a.stream_destroy, "cuStreamDestroy");
   get(a.memset_d8_async, "cuMemsetD8Async");
   get(a.memset_d8, "cuMemsetD8");
   get(a.memcpy_dtoh, "cuMemcpyDtoH");

@@ -37,6 +37,7 @@ struct driver_api {
   CUresult (*mem_alloc_managed)(CUdeviceptr*, std::size_t, unsigned);
   CUresult (*stream_create)(CUstream*, unsigned);
   CUresult (*stream_synchronize)(CUstream);
+  CUresult (*stream_destroy)(CUstream);
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, CUstream);
   CUresult (*memset_d8)(CUdeviceptr, unsigned char, std::size_t);
   CUresult (*memcpy_dtoh)(void*, CUdeviceptr, std::size_t);

@@ -412,6 +412,22 @@ void scenario_ipc() {
   CHECK_CU(g.mem_free(b));
 }
 
+// A stream destroyed while it owns stream-freed blocks is drained first, so its handle value,
+// if reused, cannot be handed blocks its old work still writes.
+void scenario_stream_destroy() {
+  CUstream s = nullptr;
+  CHECK_CU(g.stream_create(&s, CU_STREAM_NON_BLOCKING));
+  CUdeviceptr a = 0;
+  CHECK_CU(g.mem_alloc_async(&a, 4096, s));
+  CHECK_CU(g.launch_kernel(s, 100000, a, 0xAA, 4096));
+  CHECK_CU(g.mem_free_async(a, s));
+  fake_cuda_counters before{}, after{};
+  g.get_counters(&before);
+  CHECK_CU(g.stream_destroy(s));
+  g.get_counters(&after);
+  std::printf("stream_destroy synchronized=%d\n", after.stream_syncs > before.stream_syncs ? 1 : 0);
+}
+
 // Not a test: ns per cuMemAlloc_v2 + cuMemFree_v2 pair of 512 bytes (the shim's own cost, as
 // the fake driver's calls cost next to nothing).
 void scenario_pair_cost() {
@@ -481,6 +497,8 @@ int main(int argc, char** argv) {
     scenario_other_interposer();
   else if (s == "two_devices")
     scenario_two_devices();
+  else if (s == "stream_destroy")
+    scenario_stream_destroy();
   else if (s == "ipc")
     scenario_ipc();
   else if (s == "pair_cost")
