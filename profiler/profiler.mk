@@ -73,9 +73,9 @@ $(MAKE_CORPUS): $(BUILD)/tests/fuzz/make_corpus.o $(PROFILER_LIB) $(COMMON_LIB)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(PROFILER_LDLIBS)
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := build/fuzz/trace_reader_fuzz
-$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) | deps-test
+$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) $(wildcard profiler/*.h) | deps-test
 	@mkdir -p $(@D)
-	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined -o $@ $^
+	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(filter %.cpp,$^)
 .PHONY: fuzz fuzz-corpus
 fuzz: $(FUZZ_BIN)
 	@mkdir -p build/fuzz/corpus
