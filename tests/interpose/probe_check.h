@@ -1,0 +1,44 @@
+// Shared by the shim probe's files (tests/interpose/shim_probe.cpp): the driver table, the
+// CHECK macros that print "FAIL: ..." and count, and the scenario entry points.
+#pragma once
+
+#include <cstdio>
+
+#include "tests/interpose/probe_driver.h"
+
+namespace probe {
+
+extern driver_api g;
+extern int g_failures;
+
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      std::printf("FAIL: %s:%d: %s: ", __FILE__, __LINE__, #cond);                                 \
+      std::printf(__VA_ARGS__);                                                                    \
+      std::printf("\n");                                                                           \
+      ++::probe::g_failures;                                                                       \
+    }                                                                                              \
+  } while (0)
+#define CHECK_CU(call) CHECK((call) == CUDA_SUCCESS, "%s", #call)
+
+struct block {
+  CUdeviceptr p;
+  std::size_t n;
+};
+
+// Memory scenarios (probe_memory.cpp).
+void scenario_basic();
+void scenario_errors();
+void scenario_meminfo();
+void scenario_limit();
+void scenario_range();
+void scenario_async();
+void scenario_host();
+int scenario_hazard(bool async); // 3 = corrupted
+void scenario_stress();
+void scenario_capture();
+void scenario_ipc();
+void scenario_stream_destroy();
+
+} // namespace probe
