@@ -4,6 +4,7 @@
 //   voxelize [--clouds B] [--points N] [--grid G] [--unchunked] [--chunk K] [--safety F]
 //            [--host]   (compute on the host even on a GPU, to compare with the kernel)
 //            [--stream] (clouds arrive from a source of unknown length: for_each_batch)
+//            [--measure] (--stream, with the cost per cloud measured by gmem, not declared)
 //
 // Each cloud needs N*12 bytes of points and G^3 bytes of grid on the device. The default
 // plans chunks from gmem_allocatable_bytes() (GMEM_LIMIT under `gmem run`); --chunk K starts
@@ -34,6 +35,7 @@ struct job {
   bool unchunked = false;
   bool host = false;
   bool stream = false;
+  bool measure = false;
   std::size_t chunk = 0;
   double safety = 0.7;
 };
@@ -122,6 +124,8 @@ int main(int argc, char** argv) {
       j.host = true;
     } else if (std::strcmp(a, "--stream") == 0) {
       j.stream = true;
+    } else if (std::strcmp(a, "--measure") == 0) {
+      j.stream = j.measure = true;
     } else if (v != nullptr && std::strcmp(a, "--clouds") == 0) {
       j.clouds = parse_count(v, a), ++i;
     } else if (v != nullptr && std::strcmp(a, "--points") == 0) {
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
       j.safety = std::atof(v), ++i;
     } else {
       std::fprintf(stderr, "usage: voxelize [--clouds B] [--points N] [--grid G] [--unchunked] "
-                           "[--chunk K] [--safety F] [--host] [--stream]\n");
+                           "[--chunk K] [--safety F] [--host] [--stream] [--measure]\n");
       return 2;
     }
   }
@@ -193,14 +197,20 @@ int main(int argc, char** argv) {
     cloud_source source{j.clouds};
     gmem::chunk_options co;
     co.safety_fraction = j.safety;
-    const gmem::chunk_result r = gmem::for_each_batch(
-        cloud_source::iterator{&source}, std::default_sentinel, per_cloud,
-        [&](std::span<const std::size_t> ids, std::size_t first) {
-          return process(first, first + ids.size());
-        },
-        co);
-    std::printf("voxelize: streamed %zu clouds in %zu batches, %zu out-of-memory retries\n",
-                r.items_done, r.chunks_run, r.ooms);
+    auto batch = [&](std::span<const std::size_t> ids, std::size_t first) {
+      return process(first, first + ids.size());
+    };
+    gmem::stream_options so;
+    so.sample_items = 8;
+    const gmem::chunk_result r =
+        j.measure ? gmem::for_each_batch(cloud_source::iterator{&source}, std::default_sentinel,
+                                         gmem::measured, batch, co, {}, so)
+                  : gmem::for_each_batch(cloud_source::iterator{&source}, std::default_sentinel,
+                                         per_cloud, batch, co, {}, so);
+    std::printf("voxelize: streamed %zu clouds in %zu batches, %zu out-of-memory retries; cost "
+                "%s %.2f MiB per cloud\n",
+                r.items_done, r.chunks_run, r.ooms, j.measure ? "measured" : "declared",
+                static_cast<double>(r.bytes_per_item) / (1 << 20));
     if (!r) {
       std::fprintf(stderr, "%s\n", r.message.c_str());
       return 1;

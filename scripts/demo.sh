@@ -92,8 +92,8 @@ echo "   ... (all of it in $BUILD/demo/voxelize-retry.log)"
 grep -E '^voxelize: ([0-9]+ chunks|checksum)' "$BUILD/demo/voxelize-retry.log"
 retried=$(sed -n 's/^voxelize: checksum=\([0-9a-f]*\).*/\1/p' "$BUILD/demo/voxelize-retry.log")
 
-step "2c. streaming: the same clouds from a source of unknown length (--stream: for_each_batch)"
-GMEM_LIMIT=$LIMIT GMEM_TRACE=0 run_gmem "$BUILD/examples/voxelize" --stream >"$BUILD/demo/voxelize-stream.log" 2>&1
+step "2c. streaming: the clouds from a source of unknown length, cost per cloud measured by gmem (--measure)"
+GMEM_LIMIT=$LIMIT GMEM_TRACE=0 run_gmem "$BUILD/examples/voxelize" --measure >"$BUILD/demo/voxelize-stream.log" 2>&1
 grep -E '^voxelize: (streamed|checksum)' "$BUILD/demo/voxelize-stream.log"
 streamed=$(sed -n 's/^voxelize: checksum=\([0-9a-f]*\).*/\1/p' "$BUILD/demo/voxelize-stream.log")
 

@@ -58,7 +58,7 @@ run unchunked env GMEM_LIMIT=4G "$gmem" run -q -- "$vox" "${size[@]}" --unchunke
 run retried env GMEM_LIMIT=256M "$gmem" run -q -- "$vox" "${size[@]}" --chunk 256
 run host env GMEM_LIMIT=256M "$gmem" run -q -- "$vox" "${size[@]}" --host
 run no_gmem "$vox" "${size[@]}"
-run stream env GMEM_LIMIT=256M "$gmem" run -q -- "$vox" "${size[@]}" --stream
+run stream env GMEM_LIMIT=256M "$gmem" run -q -- "$vox" "${size[@]}" --measure
 
 ref=$(checksum "$out/unchunked.log")
 for name in chunked retried host no_gmem stream; do

@@ -135,6 +135,7 @@ struct chunk_result {
   std::size_t ooms = 0, halvings = 0, growths = 0;
   std::size_t failed_begin = 0, failed_end = 0; // the range that failed, when error != none
   std::string message;                          // one line naming the range and the cause
+  std::uint64_t bytes_per_item = 0;             // for_each_batch: the last per-item cost estimate
   bool ok() const { return error == chunk_error::none; }
   explicit operator bool() const { return ok(); }
 };
@@ -302,23 +303,26 @@ struct stream_options {
   // Host-side cap on one batch, whatever the device could take (0 = none: with tiny items and
   // a large device, one batch could then hold the whole input).
   std::size_t max_batch_items = std::size_t{1} << 16;
+  // For gmem::measured: reads (live bytes, peak live bytes) of the device and resets the
+  // peak. Defaults: gmem_stats(co.device) and gmem_reset_peak() (which need the shim).
+  std::function<bool(std::uint64_t& live, std::uint64_t& peak)> read_usage;
+  std::function<bool()> reset_peak;
 };
 
-// Streaming: reads items from [first, last) (an input iterator; the length may be unknown),
-// estimates the device bytes per item as the largest item_bytes(item) seen so far (first
-// from a sample of sample_items items, then re-planned before each buffer), and calls
-// fn(std::span<const T> items, std::size_t first_index) on consecutive batches, adapting on
-// OOM like for_each_chunk. At most one planned chunk of items is held in memory.
-template <class InputIt, class Sentinel, class ItemBytes, class Fn>
-requires std::is_invocable_v<ItemBytes&, const typename std::iterator_traits<InputIt>::value_type&>
-    chunk_result for_each_batch(InputIt first, Sentinel last, ItemBytes&& item_bytes, Fn&& fn,
-                                const chunk_options& co = {}, const retry_options& o = {},
-                                const stream_options& so = {}) {
-  using value_type = typename std::iterator_traits<InputIt>::value_type;
-  chunk_result r;
-  std::vector<value_type> buf;
-  std::uint64_t per_item = 0; // running maximum of item_bytes
-  std::size_t base = 0;       // absolute index of buf[0]
+// Pass as item_bytes to have for_each_batch measure the cost instead of being told it.
+struct measured_cost {
+  explicit measured_cost() = default;
+};
+inline constexpr measured_cost measured{};
+
+namespace detail {
+
+// The streaming loop. buf may already hold items (absolute index base); results accumulate
+// in r. Returns false when it gave up.
+template <class T, class InputIt, class Sentinel, class ItemBytes, class Fn>
+bool batch_stream(InputIt& first, Sentinel& last, ItemBytes& item_bytes, Fn& fn,
+                  const chunk_options& co, const retry_options& o, const stream_options& so,
+                  std::vector<T>& buf, std::size_t base, std::uint64_t per_item, chunk_result& r) {
   auto take = [&](std::size_t want) {
     while (buf.size() < want && !(first == last)) {
       buf.push_back(*first);
@@ -326,9 +330,12 @@ requires std::is_invocable_v<ItemBytes&, const typename std::iterator_traits<Inp
       per_item = std::max<std::uint64_t>(per_item, item_bytes(buf.back()));
     }
   };
-  auto replan = [&] { return plan_chunks(std::max<std::size_t>(buf.size(), 1), per_item, co); };
+  auto replan = [&] {
+    r.bytes_per_item = per_item;
+    return plan_chunks(std::max<std::size_t>(buf.size(), 1), per_item, co);
+  };
   take(std::max<std::size_t>(so.sample_items, 1));
-  if (buf.empty()) return r;
+  if (buf.empty()) return true;
   auto target_of = [&](const chunk_plan& p) {
     if (!p.fits && p.status != GMEM_OK) // availability unknown: one sample-sized chunk
       return co.max_chunk_items != 0 ? co.max_chunk_items : buf.size();
@@ -343,20 +350,88 @@ requires std::is_invocable_v<ItemBytes&, const typename std::iterator_traits<Inp
     if (so.max_batch_items != 0) t = std::min(t, so.max_batch_items);
     return std::max(t, p.min_chunk_items);
   };
-  detail::adaptive_runner runner(target_of(replan()), co.min_chunk_items, 0, o, r);
+  adaptive_runner runner(target_of(replan()), co.min_chunk_items, 0, o, r);
   for (;;) {
     take(std::max(runner.size(), buf.size()));
     if (buf.empty()) break;
     runner.set_target(target_of(replan())); // the estimate now covers the items just read
     const std::size_t n = std::min(buf.size(), runner.size());
     const bool ok = runner.run(base, base + n, [&](std::size_t b, std::size_t e, long long& code) {
-      const std::span<const value_type> items(buf.data() + (b - base), e - b);
-      return detail::invoke_classified(o, code, fn, items, b);
+      const std::span<const T> items(buf.data() + (b - base), e - b);
+      return invoke_classified(o, code, fn, items, b);
     });
-    if (!ok) break;
+    if (!ok) return false;
     buf.erase(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n));
     base += n;
   }
+  return true;
+}
+
+} // namespace detail
+
+// Streaming: reads items from [first, last) (an input iterator; the length may be unknown),
+// estimates the device bytes per item as the largest item_bytes(item) seen so far (first
+// from a sample of sample_items items, then re-planned before each buffer), and calls
+// fn(std::span<const T> items, std::size_t first_index) on consecutive batches, adapting on
+// OOM like for_each_chunk. At most one planned chunk of items is held in memory.
+template <class InputIt, class Sentinel, class ItemBytes, class Fn>
+requires std::is_invocable_v<ItemBytes&, const typename std::iterator_traits<InputIt>::value_type&>
+    chunk_result for_each_batch(InputIt first, Sentinel last, ItemBytes&& item_bytes, Fn&& fn,
+                                const chunk_options& co = {}, const retry_options& o = {},
+                                const stream_options& so = {}) {
+  using value_type = typename std::iterator_traits<InputIt>::value_type;
+  chunk_result r;
+  std::vector<value_type> buf;
+  detail::batch_stream(first, last, item_bytes, fn, co, o, so, buf, 0, 0, r);
+  return r;
+}
+
+// Measured cost: resets the pool's peaks (gmem_reset_peak), runs the first sample_items
+// items as one batch (halving on OOM like the
+// rest), takes the peak live bytes it added per item of its widest successful chunk as the
+// cost of every item, then streams the rest as above. Measuring needs the shim (or
+// so.read_usage); without it the cost stays 0 and batches stay sample-sized, guarded only by
+// the OOM retries.
+template <class InputIt, class Sentinel, class Fn>
+chunk_result for_each_batch(InputIt first, Sentinel last, measured_cost, Fn&& fn,
+                            const chunk_options& co = {}, const retry_options& o = {},
+                            const stream_options& so = {}) {
+  using value_type = typename std::iterator_traits<InputIt>::value_type;
+  chunk_result r;
+  std::vector<value_type> sample;
+  while (sample.size() < std::max<std::size_t>(so.sample_items, 1) && !(first == last)) {
+    sample.push_back(*first);
+    ++first;
+  }
+  if (sample.empty()) return r;
+  auto read = [&](std::uint64_t& live, std::uint64_t& peak) {
+    if (so.read_usage) return so.read_usage(live, peak);
+    gmem_stats_t st{};
+    st.struct_size = sizeof st;
+    if (gmem_stats(co.device, &st) != GMEM_OK || (st.flags & GMEM_STATS_FROM_POOL) == 0)
+      return false;
+    live = st.live_bytes;
+    peak = st.peak_live_bytes;
+    return true;
+  };
+  std::uint64_t live0 = 0, peak = 0;
+  const bool reset = so.reset_peak ? so.reset_peak() : gmem_reset_peak() == GMEM_OK;
+  const bool can_measure = reset && read(live0, peak);
+  std::size_t widest = 0;
+  detail::adaptive_runner runner(sample.size(), co.min_chunk_items, 0, o, r);
+  const bool ok = runner.run(0, sample.size(), [&](std::size_t b, std::size_t e, long long& code) {
+    const std::span<const value_type> items(sample.data() + b, e - b);
+    const detail::outcome out = detail::invoke_classified(o, code, fn, items, b);
+    if (out == detail::outcome::ok) widest = std::max(widest, e - b);
+    return out;
+  });
+  if (!ok) return r;
+  std::uint64_t per_item = 0, live1 = 0;
+  if (can_measure && widest != 0 && read(live1, peak) && peak > live0)
+    per_item = (peak - live0 + widest - 1) / widest;
+  auto cost = [per_item](const value_type&) { return per_item; };
+  std::vector<value_type> buf;
+  detail::batch_stream(first, last, cost, fn, co, o, so, buf, sample.size(), per_item, r);
   return r;
 }
 

@@ -159,6 +159,87 @@ TEST(ForEachBatch, HostBatchCap) {
   EXPECT_EQ(largest, 100u);
 }
 
+// A fake device for gmem::measured: each batch holds 1000 bytes per item while it runs.
+struct fake_usage {
+  std::uint64_t live = 5000; // someone else's memory, not to be counted
+  std::uint64_t peak = 5000;
+  stream_options options() {
+    stream_options so;
+    so.sample_items = 16;
+    so.read_usage = [this](std::uint64_t& l, std::uint64_t& p) {
+      l = live;
+      p = peak;
+      return true;
+    };
+    so.reset_peak = [this] {
+      peak = live;
+      return true;
+    };
+    return so;
+  }
+  void run_batch(std::size_t n) { peak = std::max(peak, live + n * 1000); }
+};
+
+TEST(ForEachBatch, MeasuredCostFromTheSample) {
+  generator_state g{3000};
+  fake_usage dev;
+  std::uint64_t expect = 0;
+  std::size_t largest_after_sample = 0;
+  const chunk_result r = for_each_batch(
+      generator_iterator(&g), std::default_sentinel, measured,
+      [&](std::span<const std::uint64_t> items, std::size_t first) {
+        EXPECT_EQ(first, expect);
+        for (std::uint64_t v : items)
+          EXPECT_EQ(v, expect++);
+        dev.run_batch(items.size());
+        if (first >= 16) largest_after_sample = std::max(largest_after_sample, items.size());
+      },
+      with_available(100000), {}, dev.options());
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(r.items_done, 3000u);
+  EXPECT_EQ(largest_after_sample, 70u); // 1000 bytes per item measured; 70000-byte budget
+  EXPECT_EQ(r.bytes_per_item, 1000u);
+}
+
+TEST(ForEachBatch, MeasuredCostAfterAnOomInTheSample) {
+  generator_state g{500};
+  fake_usage dev;
+  retry_options o;
+  o.empty_cache = [] {};
+  std::size_t largest_after_sample = 0, items_seen = 0;
+  const chunk_result r = for_each_batch(
+      generator_iterator(&g), std::default_sentinel, measured,
+      [&](std::span<const std::uint64_t> items, std::size_t first) -> int {
+        if (first < 16 && items.size() > 4) return k_cuda_out_of_memory;
+        dev.run_batch(items.size());
+        items_seen += items.size();
+        if (first >= 16) largest_after_sample = std::max(largest_after_sample, items.size());
+        return 0;
+      },
+      with_available(50000), o, dev.options());
+  EXPECT_TRUE(r.ok()) << r.message;
+  EXPECT_EQ(items_seen, 500u);
+  EXPECT_GT(r.ooms, 0u);
+  EXPECT_EQ(largest_after_sample, 35u); // still 1000 bytes per item, from 4-item chunks
+}
+
+TEST(ForEachBatch, UnmeasurableCostFallsBackToCaps) {
+  generator_state g{1000};
+  stream_options so;
+  so.reset_peak = [] { return false; }; // no shim
+  so.max_batch_items = 50;
+  std::size_t largest = 0;
+  const chunk_result r = for_each_batch(
+      generator_iterator(&g), std::default_sentinel, measured,
+      [&](std::span<const std::uint64_t> items, std::size_t) {
+        largest = std::max(largest, items.size());
+      },
+      with_available(1000), {}, so);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(r.items_done, 1000u);
+  EXPECT_LE(largest, 50u);
+}
+
 TEST(ForEachBatch, EmptyInput) {
   generator_state g{0};
   int calls = 0;
