@@ -11,11 +11,12 @@ ctypes over libgmem_client.so (or the preloaded libgmem.so); no build step. See 
 from ._api import GmemError, STATS_FIELDS
 from .api import (Stats, available, stats, reset_peak, empty_cache, set_limit,
                   allocatable_bytes, can_allocate, mark, memory_report)
-from .chunking import (ChunkPlan, ChunkResult, ChunkError, plan_chunks, chunked, chunked_iter,
-                       is_out_of_memory)
+from .chunking import (ChunkPlan, ChunkResult, ChunkError, MEASURED, plan_chunks, chunked,
+                       chunked_iter, is_out_of_memory)
 
 __all__ = [
     "GmemError", "STATS_FIELDS", "Stats", "available", "stats", "reset_peak", "empty_cache",
     "set_limit", "allocatable_bytes", "can_allocate", "mark", "memory_report", "ChunkPlan",
-    "ChunkResult", "ChunkError", "plan_chunks", "chunked", "chunked_iter", "is_out_of_memory",
+    "ChunkResult", "ChunkError", "MEASURED", "plan_chunks", "chunked", "chunked_iter",
+    "is_out_of_memory",
 ]

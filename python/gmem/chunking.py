@@ -40,6 +40,7 @@ class ChunkResult:
     ooms: int = 0
     halvings: int = 0
     growths: int = 0
+    bytes_per_item: int = 0  # chunked_iter: the last per-item cost estimate
 
 
 class ChunkError(RuntimeError):
@@ -210,19 +211,61 @@ def chunked(total_items, bytes_per_item, fn, plan=None, is_oom=is_out_of_memory,
     return result
 
 
+MEASURED = "measured"  # item_bytes for chunked_iter: measure the cost from the sample
+
+
+def _measure_usage(device):
+    try:
+        s = api.stats(device)
+    except GmemError:
+        return None
+    return (s.live_bytes, s.peak_live_bytes) if s.from_pool else None
+
+
 def chunked_iter(iterable, item_bytes, fn, sample_items=32, is_oom=is_out_of_memory,
                  empty_cache=_default_empty_cache, on_progress=None, max_halvings=24,
                  grow_after=4, retries_at_minimum=1, safety_fraction=0.7, min_chunk_items=1,
                  max_chunk_items=0, fixed_bytes=0, device=-1, available_bytes=None,
-                 max_batch_items=1 << 16):
+                 max_batch_items=1 << 16, read_usage=None, reset_peak=None):
     """Streaming: fn(items, first_index) over batches of an iterable of unknown length.
     item_bytes is a number or a function of an item; the per-item estimate is the largest
     cost seen (first over a sample of sample_items items). Holds at most one batch, and
-    never more than max_batch_items items (0 = no cap)."""
+    never more than max_batch_items items (0 = no cap).
+
+    item_bytes=gmem.MEASURED measures instead (like gmem::measured in C++): resets the
+    pool's peaks, runs the sample as one batch, and takes the peak live bytes it added per
+    item of its widest successful chunk. read_usage() -> (live, peak) or None and
+    reset_peak() -> bool replace gmem.stats()/gmem.reset_peak() (tests); without the shim
+    the cost stays 0 and batches stay sample-sized."""
     it = iter(iterable)
-    cost = item_bytes if callable(item_bytes) else (lambda _item: item_bytes)
-    buf, per_item, base = [], 0, 0
     result = ChunkResult()
+    per_item, base, buf = 0, 0, []
+    retry = (is_oom, empty_cache, on_progress, max_halvings, grow_after, retries_at_minimum)
+    if item_bytes == MEASURED:
+        sample = list(itertools.islice(it, max(sample_items, 1)))
+        if not sample:
+            return result
+        read = read_usage or (lambda: _measure_usage(device))
+        reset = reset_peak or api.reset_peak
+        before = read() if reset() else None
+        widest = [0]
+
+        def run_sample(b, e):
+            rc = fn(sample[b:e], b)
+            failed = rc is False or (isinstance(rc, int) and not isinstance(rc, bool) and rc != 0)
+            if not failed:
+                widest[0] = max(widest[0], e - b)
+            return rc
+
+        _Runner(len(sample), min_chunk_items, 0, *retry, result).run(0, len(sample), run_sample)
+        after = read() if before is not None else None
+        if after is not None and widest[0] and after[1] > before[0]:
+            per_item = -(-(after[1] - before[0]) // widest[0])
+        base = len(sample)
+        measured_cost = per_item
+        cost = lambda _item: measured_cost  # noqa: E731
+    else:
+        cost = item_bytes if callable(item_bytes) else (lambda _item: item_bytes)
 
     def take(want):
         nonlocal per_item
@@ -231,6 +274,7 @@ def chunked_iter(iterable, item_bytes, fn, sample_items=32, is_oom=is_out_of_mem
             per_item = max(per_item, int(cost(item)))
 
     def target():
+        result.bytes_per_item = per_item
         p = plan_chunks(max(len(buf), 1), per_item, safety_fraction, min_chunk_items,
                         max_chunk_items, fixed_bytes, device, available_bytes)
         if p.error:
@@ -245,8 +289,7 @@ def chunked_iter(iterable, item_bytes, fn, sample_items=32, is_oom=is_out_of_mem
     take(max(sample_items, 1))
     if not buf:
         return result
-    runner = _Runner(target(), min_chunk_items, 0, is_oom, empty_cache, on_progress,
-                     max_halvings, grow_after, retries_at_minimum, result)
+    runner = _Runner(target(), min_chunk_items, 0, *retry, result)
     while True:
         take(max(runner.size, len(buf)))
         if not buf:

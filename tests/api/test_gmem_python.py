@@ -153,6 +153,27 @@ class Streaming(unittest.TestCase):
                           empty_cache=lambda: None)
         self.assertEqual(seen, list(range(777)))
 
+    def test_measured_cost(self):
+        dev = {"live": 5000, "peak": 5000}
+
+        def reset():
+            dev["peak"] = dev["live"]
+            return True
+
+        sizes = []
+
+        def fn(items, first):
+            dev["peak"] = max(dev["peak"], dev["live"] + 1000 * len(items))
+            if first >= 16:
+                sizes.append(len(items))
+
+        res = gmem.chunked_iter(iter(range(3000)), gmem.MEASURED, fn, sample_items=16,
+                                available_bytes=100000, read_usage=lambda: (dev["live"], dev["peak"]),
+                                reset_peak=reset, empty_cache=lambda: None)
+        self.assertEqual(res.items_done, 3000)
+        self.assertEqual(res.bytes_per_item, 1000)  # same numbers as the C++ test
+        self.assertEqual(max(sizes), 70)
+
     def test_empty(self):
         res = gmem.chunked_iter(iter(()), 8, lambda items, first: None, available_bytes=100)
         self.assertEqual(res.items_done, 0)
