@@ -113,3 +113,21 @@ TEST(html_report, self_contained_with_drawn_plots) {
 
 } // namespace
 } // namespace gmem::tools
+
+namespace gmem::tools {
+namespace {
+
+TEST(pytorch_export, host_pool_is_left_out) {
+  auto t = testing::sample_trace();
+  t.segments.insert(t.segments.begin(), {0x200000000, 2u << 20, -1, 0});
+  testing::add_event(t, gmem::trace::event_type::segment_map, 4000 * testing::k_ms, 0x200000000,
+                     2u << 20);
+  t.events.back().device = -1;
+  symbolizer symbols(module_ranges(t));
+  const py_value snap = pytorch_snapshot(t, symbols);
+  EXPECT_EQ(list(at(snap, "segments")).size(), 3u);
+  EXPECT_EQ(list(at(snap, "device_traces")).size(), 1u);
+}
+
+} // namespace
+} // namespace gmem::tools

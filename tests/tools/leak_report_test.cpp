@@ -1,5 +1,6 @@
 #include "tools/leak_report.h"
 
+#include <algorithm>
 #include <dlfcn.h>
 #include <link.h>
 
@@ -118,6 +119,27 @@ TEST(symbolizer, resolves_functions_of_a_real_module) {
   EXPECT_GT(symbols.resolve(a).line, 0);
   // An address in no module stays, as "?+0x...".
   EXPECT_EQ(symbols.resolve(0x10).name(), "?+0x10");
+}
+
+} // namespace
+} // namespace gmem::tools
+
+namespace gmem::tools {
+namespace {
+
+TEST(leak_report, host_pool_allocations_are_their_own_kind) {
+  auto t = testing::sample_trace();
+  t.segments.push_back({0x200000000, 2u << 20, -1, 0});
+  t.live.push_back({0x200000000, 4096, 4096, -1, ~std::uintptr_t{0},
+                    gmem::trace::alloc_kind::host_pinned, 4242, 10 * testing::k_ms, 7});
+  std::sort(t.live.begin(), t.live.end(),
+            [](const auto& a, const auto& b) { return a.address < b.address; });
+  symbolizer symbols(module_ranges(t));
+  const auto r = build_leak_report(t, symbols, {});
+  ASSERT_EQ(r.sites.size(), 4u);
+  EXPECT_EQ(r.sites[3].devices, std::vector<int>{-1});
+  EXPECT_EQ(r.sites[3].kinds, std::vector<std::string>{"host_pinned"});
+  EXPECT_TRUE(r.sites[3].frames.empty()); // stack 7 was never stored
 }
 
 } // namespace
