@@ -126,8 +126,17 @@ print(f"chrome: {len(ev)} events, {len(counters)} counter samples")
 PY
 "$GMEM" export "$PID" --format pytorch -o "$W/snapshot.pickle" || fail "export pytorch"
 python3 - "$W/snapshot.pickle" <<'PY' || fail "pytorch snapshot content"
-import pickle, sys
-d = pickle.load(open(sys.argv[1], "rb"))
+import pickle, pickletools, sys
+raw = open(sys.argv[1], "rb").read()
+# pytorch.org/memory_viz unpickles dropped files itself (MemoryViz.js): only these opcodes.
+js_opcodes = {"PROTO", "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "MARK", "SETITEMS", "SETITEM",
+              "APPENDS", "APPEND", "DICT", "LIST", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
+              "SHORT_BINUNICODE", "BINUNICODE", "BININT", "BININT1", "BININT2", "LONG1", "NONE",
+              "NEWTRUE", "NEWFALSE", "BINFLOAT", "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET",
+              "MEMOIZE", "FRAME", "STOP"}
+used = {op.name for op, _, _ in pickletools.genops(raw)}
+assert used <= js_opcodes, used - js_opcodes
+d = pickle.loads(raw)
 segs, traces = d["segments"], d["device_traces"]
 assert len(segs) == 3 and len(traces) == 1
 active = 0
