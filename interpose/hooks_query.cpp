@@ -38,7 +38,7 @@ bool block_attribute(const block_info& b, CUpointer_attribute attribute, void* d
 // The memory-info answer for a program under the pool (see cuMemGetInfo_v2 below).
 void adjust_mem_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   const real_driver* real = driver();
-  context_entry* e = real != nullptr ? pools().current(*real) : nullptr;
+  context_entry* e = real != nullptr ? pools().find_current(*real) : nullptr;
   std::uint64_t live = 0;
   std::uint64_t limit = 0;
   if (e != nullptr) {
