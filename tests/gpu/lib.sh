@@ -8,7 +8,7 @@ build=${GMEM_BUILD:-$root/build}
 shim=$build/lib/libgmem.so
 bin=$build/tests/gpu
 mkdir -p "$bin"
-NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+NVCC=${NVCC:-$(command -v nvcc || echo "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc")}
 [ -f "$shim" ] || { echo "no $shim: run make first"; exit 1; }
 # The trace is tested by the profiler's own tests; these runs keep /dev/shm clean.
 export GMEM_TRACE=${GMEM_TRACE:-0}
@@ -18,6 +18,7 @@ build_cu() {
   local out=$bin/$1 src=$here/$2
   shift 2
   if [ ! -x "$out" ] || [ "$src" -nt "$out" ]; then
+    [ -x "$NVCC" ] || { echo "skipped: no nvcc to build $1 (set NVCC or CUDA_HOME)"; exit 77; }
     "$NVCC" -O2 -std=c++17 -arch=sm_90 "$@" "$src" -o "$out" || { echo "nvcc failed for $src"; exit 1; }
   fi
 }
