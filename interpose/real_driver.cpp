@@ -128,6 +128,10 @@ const real_driver* driver() {
   return load_locked();
 }
 
+const real_driver* driver_if_resolved() {
+  return g_driver.load(std::memory_order_acquire);
+}
+
 const real_driver* driver_if_loaded() {
   if (const real_driver* d = g_driver.load(std::memory_order_acquire)) return d;
   void* loaded = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);

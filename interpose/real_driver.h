@@ -21,6 +21,8 @@ struct real_driver {
 // The table, resolving it on first use (thread-safe). nullptr when libcuda.so.1 cannot be
 // loaded; the reason was printed once.
 const real_driver* driver();
+// The table if it was resolved already; never loads anything.
+const real_driver* driver_if_resolved();
 // Like driver(), but never loads libcuda: nullptr until someone else has loaded it.
 const real_driver* driver_if_loaded();
 

@@ -60,7 +60,10 @@ void on_exit() {
   if (g_forked_child.load()) return;
   g_exiting.store(true);
   g_active.store(false);
-  if (g_options != nullptr && g_options->verbose >= 1) print_counters();
+  // Only processes that used the driver report (LD_PRELOAD reaches every child of a shell).
+  if (g_options != nullptr && g_options->verbose >= 1 && driver_if_resolved() != nullptr) {
+    print_counters();
+  }
   trace::shutdown();
 }
 
