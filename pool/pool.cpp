@@ -264,9 +264,12 @@ void pool_impl::check_locked() const {
 }
 
 alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
-  if (bytes > (std::size_t{1} << 62)) {
-    std::lock_guard lock(mu_);
-    ++st_.ooms;
+  if (bytes > (std::size_t{1} << 62)) { // no device has this; also keeps rounding exact
+    {
+      std::lock_guard lock(mu_);
+      ++st_.ooms;
+    }
+    if (obs_ != nullptr) obs_->on_oom(bytes);
     return alloc_result{0, pool_status::out_of_memory, 0};
   }
   std::size_t size = round_up(bytes == 0 ? 1 : bytes, k_block_granule);

@@ -31,7 +31,7 @@ std::size_t pool_impl::pending_or_stream_bytes_locked(unsigned cls, stream_handl
 
 alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, stream_handle s) {
   const unsigned cls = class_of_size(size);
-  bool queried = false, waited = false, fenced = false, trimmed = false;
+  bool queried = false, waited = false, fenced = false, trimmed = false, limit_trimmed = false;
   for (;;) {
     deferred d;
     std::unique_lock lock(mu_);
@@ -92,7 +92,15 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
         kind = cls == k_small ? segment_kind::small : segment_kind::oversize;
       }
     }
-    if (over_limit(bytes) && idle_head_ != nullptr) trim_locked(0, d);
+    if (over_limit(bytes) && idle_head_ != nullptr && !limit_trimmed) {
+      // Idle segments cannot serve this request (find_fit saw them): release them all, and
+      // retry once they are unmapped (until then they still count against the limit).
+      limit_trimmed = true;
+      trim_locked(0, d);
+      lock.unlock();
+      run_deferred(d);
+      continue;
+    }
     bool blocked = over_limit(bytes);
     if (!blocked) {
       release_for_growth_locked(bytes, size, d);

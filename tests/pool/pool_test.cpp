@@ -201,6 +201,22 @@ TEST_F(pool_test, limit_is_never_exceeded) {
   EXPECT_TRUE(p.is_valid());
 }
 
+TEST_F(pool_test, limit_trims_idle_segments_to_make_room) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  o.limit_bytes = 50 * k_mib;
+  pool p(up, fe, o, &obs);
+  auto a = p.allocate(40 * k_mib);
+  ASSERT_EQ(a.status, pool_status::ok);
+  p.deallocate(a.address);
+  // 45 MiB does not fit next to the idle 40 MiB segment under the limit: trim, then map.
+  auto b = p.allocate(45 * k_mib);
+  ASSERT_EQ(b.status, pool_status::ok);
+  EXPECT_EQ(p.stats().trims, 1u);
+  EXPECT_LE(up.peak_mapped_bytes, o.limit_bytes);
+  EXPECT_TRUE(p.is_valid());
+}
+
 TEST_F(pool_test, driver_oom_trims_and_retries) {
   pool_options o = opts();
   o.reuse_safety = false;
