@@ -322,6 +322,47 @@ TEST_F(pool_test, destructor_unmaps_and_abandon_forgets) {
   EXPECT_EQ(up.mapped.size(), 1u); // left to the driver's teardown
 }
 
+TEST_F(pool_test, segment_report_shows_every_block_state) {
+  pool p(up, fe, opts());
+  auto live = p.allocate(4096, 3), pending = p.allocate(8192, 3), on_stream = p.allocate(16384, 3);
+  p.allocate(512, 3); // keeps the three apart from the free tail
+  p.deallocate(pending.address);
+  p.deallocate(on_stream.address, 5);
+  std::vector<block_view> blocks;
+  p.for_each_segment([&](const segment_view& v) {
+    EXPECT_EQ(v.kind, segment_kind::small);
+    std::size_t sum = 0;
+    for (const auto& b : v.blocks)
+      sum += b.size;
+    EXPECT_EQ(sum, v.size); // the blocks tile the segment
+    blocks = v.blocks;
+  });
+  ASSERT_GE(blocks.size(), 5u);
+  EXPECT_EQ(blocks[0].address, live.address);
+  EXPECT_EQ(blocks[0].state, block_state::live);
+  EXPECT_EQ(blocks[0].requested, 4096u);
+  EXPECT_EQ(blocks[0].stream, 3u);
+  EXPECT_EQ(blocks[1].state, block_state::pending);
+  EXPECT_EQ(blocks[2].state, block_state::stream_free);
+  EXPECT_EQ(blocks[2].stream, 5u);
+  EXPECT_EQ(blocks.back().state, block_state::free);
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.pending_bytes, 8192u);
+  EXPECT_EQ(s.pending_blocks, 1u);
+  EXPECT_EQ(s.stream_free_bytes, 16384u);
+}
+
+TEST_F(pool_test, observer_hears_fences_from_the_program) {
+  pool p(up, fe, opts(), &obs);
+  auto a = p.allocate(4096);
+  p.deallocate(a.address);
+  p.end_external_fence(p.begin_external_fence());
+  EXPECT_EQ(obs.fences, 1u);
+  EXPECT_EQ(obs.fence_released, 4096u);
+  EXPECT_EQ(p.stats().fences, 1u);
+  EXPECT_EQ(p.stats().pending_bytes, 0u);
+}
+
 TEST_F(pool_test, stats_list_has_the_agreed_names) {
   pool_stats s;
   std::vector<std::string> names;
