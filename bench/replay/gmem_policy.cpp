@@ -7,6 +7,7 @@
 #include "pool/pool.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -42,15 +43,20 @@ private:
   gmem::event_handle next_ = 0;
 };
 
+// Options every gmem policy of this process is built with (--pool-option), and their text.
+gmem::pool_options g_options;
+std::string g_options_text;
+
 class gmem_policy final : public replay_policy {
 public:
   // stream_frees: allocate and free on stream 0 (cuMemAllocAsync/cuMemFreeAsync), so freed
   // blocks are reusable at once; separates the fit policy from the pending/fence policy.
   explicit gmem_policy(bool stream_frees)
-      : pool_(up_, fe_, gmem::pool_options{}),
+      : pool_(up_, fe_, g_options),
         stream_(stream_frees ? gmem::stream_handle{0} : gmem::k_no_stream) {}
   std::string name() const override {
-    return stream_ == gmem::k_no_stream ? "gmem" : "gmem (stream-ordered frees)";
+    std::string n = stream_ == gmem::k_no_stream ? "gmem" : "gmem (stream-ordered frees)";
+    return g_options_text.empty() ? n : n + " [" + g_options_text + "]";
   }
   bool allocate(std::uint32_t id, std::size_t bytes, std::uint64_t) override {
     gmem::alloc_result r = pool_.allocate(bytes == 0 ? 1 : bytes, stream_);
@@ -83,6 +89,29 @@ private:
 };
 
 } // namespace
+
+bool set_gmem_pool_option(const std::string& name, const std::string& value) {
+  char* end = nullptr;
+  const double v = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || *end != '\0') return false;
+  const auto bytes = static_cast<std::size_t>(v < 0 ? 0 : v);
+  if (name == "grow_slack")
+    g_options.grow_slack = v;
+  else if (name == "max_cached_bytes")
+    g_options.max_cached_bytes = bytes;
+  else if (name == "large_segment_bytes")
+    g_options.large_segment_bytes = bytes;
+  else if (name == "oversize_bytes")
+    g_options.oversize_bytes = bytes;
+  else if (name == "small_segment_bytes")
+    g_options.small_segment_bytes = bytes;
+  else if (name == "oversize_max_waste")
+    g_options.oversize_max_waste = v;
+  else
+    return false;
+  g_options_text += (g_options_text.empty() ? "" : " ") + name + "=" + value;
+  return true;
+}
 
 std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees) {
   return std::make_unique<gmem_policy>(stream_frees);

@@ -1,6 +1,9 @@
 // gmem_replay: replays allocation traces against allocator policies on the CPU and reports
 // peak reserved / peak live (the fragmentation overhead) for each.
-//   gmem_replay [--policies gmem,torch-like,...] [--json FILE] TRACE...
+//   gmem_replay [--policies gmem,torch-like,...] [--pool-option NAME=VALUE]... [-v] [--json FILE]
+//               TRACE...
+// --pool-option changes gmem::pool_options for the gmem policies (e.g. grow_slack=0.5), so a
+// policy change can be judged on recorded traces before it is built into libgmem.so.
 // Exit status: 0 done, 2 bad arguments or unreadable trace.
 #include "bench/replay/alloc_trace.h"
 #include "bench/replay/replay_policy.h"
@@ -40,7 +43,18 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--policies" && i + 1 < argc)
       policies = split(argv[++i]);
-    else if (a == "-v" || a == "--verbose")
+    else if (a == "--pool-option" && i + 1 < argc) {
+      const std::string kv = argv[++i];
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos ||
+          !gmem_bench::set_gmem_pool_option(kv.substr(0, eq), kv.substr(eq + 1))) {
+        std::fprintf(stderr,
+                     "gmem_replay: --pool-option '%s' is not NAME=NUMBER of a known pool "
+                     "option; stopping\n",
+                     kv.c_str());
+        return 2;
+      }
+    } else if (a == "-v" || a == "--verbose")
       verbose = true;
     else if (a == "--json" && i + 1 < argc)
       json = argv[++i];

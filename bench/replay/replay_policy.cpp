@@ -46,6 +46,12 @@ replay_result replay(const alloc_trace& trace, replay_policy& policy) {
   return r;
 }
 
+#ifndef GMEM_BENCH_WITH_POOL
+bool set_gmem_pool_option(const std::string&, const std::string&) {
+  return false;
+}
+#endif
+
 std::vector<std::string> policy_names() {
   std::vector<std::string> v;
 #ifdef GMEM_BENCH_WITH_POOL

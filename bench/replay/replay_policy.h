@@ -43,6 +43,10 @@ replay_result replay(const alloc_trace& trace, replay_policy& policy);
 // "exact" (every request its own upstream allocation rounded to 2 MiB pages, like cudaMalloc
 // of large blocks; a floor for "no caching"). Unknown names give nullptr.
 std::unique_ptr<replay_policy> make_policy(const std::string& name);
+// Sets a pool_options field (grow_slack, max_cached_bytes, large_segment_bytes, oversize_bytes,
+// small_segment_bytes, oversize_max_waste) for the gmem policies made after the call. false:
+// unknown name, bad number, or built without the pool.
+bool set_gmem_pool_option(const std::string& name, const std::string& value);
 std::vector<std::string> policy_names();
 
 } // namespace gmem_bench
