@@ -104,6 +104,26 @@ void advise(device_frag& d) {
 
 } // namespace
 
+bool segment_frag::is_valid() const {
+  std::uint64_t at = 0, used = 0, free_total = 0, largest = 0, blocks = 0;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    const auto& r = ranges[i];
+    if (r.offset != at || r.bytes == 0) return false;
+    if (i > 0 && !r.used && !ranges[i - 1].used) return false; // free gaps are maximal
+    at += r.bytes;
+    if (r.used) {
+      used += r.bytes;
+      blocks += r.blocks;
+      if (r.requested > r.bytes || r.blocks == 0) return false;
+    } else {
+      free_total += r.bytes;
+      largest = std::max(largest, r.bytes);
+    }
+  }
+  return at == bytes && used == used_bytes && free_total == free_bytes && largest == largest_free &&
+         blocks == live_blocks;
+}
+
 double segment_frag::fragmentation() const {
   return ratio(largest_free, free_bytes);
 }

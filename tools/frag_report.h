@@ -30,6 +30,8 @@ struct segment_frag {
   std::uint64_t live_blocks = 0;
   std::vector<segment_range> ranges;
   double fragmentation() const; // 1 - largest_free/free_bytes; 0 when nothing is free
+  // Walks the invariant of segment_range and the totals (used, free, largest, live blocks).
+  bool is_valid() const;
 };
 
 struct device_frag {

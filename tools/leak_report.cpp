@@ -41,6 +41,20 @@ std::vector<frame_info> visible_frames(const std::vector<std::uint64_t>& ips, sy
   return frames;
 }
 
+bool leak_report::is_valid() const {
+  std::uint64_t b = 0, c = 0;
+  for (std::size_t i = 0; i < sites.size(); ++i) {
+    const auto& s = sites[i];
+    if (s.count == 0 || s.oldest_age_ns < s.youngest_age_ns || s.rounded_bytes < s.bytes)
+      return false;
+    if (i > 0 && sites[i - 1].bytes < s.bytes) return false;
+    b += s.bytes;
+    c += s.count;
+  }
+  return b == total_bytes && c == total_count && total_bytes <= all_bytes &&
+         total_count <= all_count;
+}
+
 std::string site_summary(const std::vector<frame_info>& frames, std::size_t depth) {
   if (frames.empty()) return "(no stack recorded)";
   std::string s;

@@ -39,6 +39,8 @@ struct leak_report {
   std::size_t hidden_sites = 0; // filtered out
   bool process_alive = false;   // a live process's "leaks" may still be freed
   bool incomplete = false;      // the live table overflowed: some allocations are missing
+  // Sites sorted by bytes, each site's invariant, totals equal to the sums over sites.
+  bool is_valid() const;
 };
 
 leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbols,

@@ -28,8 +28,10 @@ TEST(frag_report, maps_segments_and_matches_pool_counters) {
   ASSERT_EQ(r.devices.size(), 1u);
   const device_frag& d = r.devices[0];
   ASSERT_EQ(d.segments.size(), 3u);
-  for (const auto& s : d.segments)
+  for (const auto& s : d.segments) {
     expect_covering(s);
+    EXPECT_TRUE(s.is_valid());
+  }
   EXPECT_EQ(d.reserved_bytes, 24u << 20);
   EXPECT_EQ(d.used_bytes, 10u << 20);
   // The sample's pool counters were written to agree with its live table: the gap-derived
@@ -56,6 +58,13 @@ TEST(frag_report, maps_segments_and_matches_pool_counters) {
   EXPECT_NEAR(s1.fragmentation(), 1.0 - 7.0 / 11.0, 1e-12);
   EXPECT_EQ(segment_map_line(s1, 20), "########....#.......");
   EXPECT_EQ(segment_map_line(d.segments[2], 8), "........");
+  // The walker notices a broken map.
+  segment_frag broken = s1;
+  broken.ranges[1].bytes -= 512;
+  EXPECT_FALSE(broken.is_valid());
+  broken = s1;
+  broken.largest_free += 1;
+  EXPECT_FALSE(broken.is_valid());
 }
 
 TEST(frag_report, advice_names_options) {

@@ -20,6 +20,10 @@ TEST(leak_report, groups_by_site_and_sorts_by_bytes) {
   symbolizer symbols(module_ranges(t));
   const leak_report r = build_leak_report(t, symbols, {});
   ASSERT_EQ(r.sites.size(), 3u);
+  EXPECT_TRUE(r.is_valid());
+  leak_report unsorted = r;
+  std::swap(unsorted.sites[0], unsorted.sites[2]);
+  EXPECT_FALSE(unsorted.is_valid());
   EXPECT_EQ(r.sites[0].bytes, 8u << 20); // stack 2
   EXPECT_EQ(r.sites[0].count, 1u);
   EXPECT_EQ(r.sites[1].bytes, (1u << 20) - 512); // stack 3
@@ -45,6 +49,7 @@ TEST(leak_report, filters) {
   leak_filter f;
   f.min_bytes = 1u << 20;
   auto r = build_leak_report(t, symbols, f);
+  EXPECT_TRUE(r.is_valid());
   EXPECT_EQ(r.sites.size(), 1u); // only the 8 MiB site; the 1000 KiB and 1 MiB-512 ones are below
   EXPECT_EQ(r.hidden_sites, 2u);
   f = {};
