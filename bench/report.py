@@ -105,7 +105,10 @@ def alloc_section(env, recs, out, commands=None):
                 else:
                     cells.append(f"{us(m[0]['median_ns'])} / {us(m[0]['p99_ns'])}")
             if any(cells):
-                out.append(f"| {ALLOC_DESC.get(l, l)} | " + " | ".join(cells) + " |")
+                dates = {r.get("run_date") for r in recs if r["label"] == l}
+                older = [d for d in dates if d and d != env.get("date", "")[:len(d)]]
+                note = f" (run of {older[0]})" if older else ""
+                out.append(f"| {ALLOC_DESC.get(l, l)}{note} | " + " | ".join(cells) + " |")
     if commands:
         out.append("\nCommands (from the repository root; `--json FILE` omitted):\n")
         for label in labels:
@@ -383,6 +386,7 @@ def main():
     alloc, work, gpu_replay, pool_stats, commands = {}, {}, {}, {}, {}
     for i, d in enumerate(raws):  # later runs replace earlier ones cell by cell
         for r in load_jsonl(os.path.join(d, "alloc.jsonl")):
+            r["run_date"] = envs[i].get("date")
             if r.get("kind") == "gmem_stats":
                 pool_stats[r["label"]] = r
             else:
