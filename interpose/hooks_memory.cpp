@@ -71,8 +71,12 @@ bool capturing(CUstream s, bool per_thread) {
   auto is_capturing = per_thread ? real->cuStreamIsCapturing_ptsz : real->cuStreamIsCapturing;
   if (is_capturing == nullptr) return false;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  // An error here (e.g. legacy stream during a global capture) also means "not ours to pool".
-  return is_capturing(s, &status) != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult rc = is_capturing(s, &status);
+  if (rc == CUDA_SUCCESS) return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  // A capture error (e.g. the legacy stream during a global capture) means the driver would
+  // refuse or record the call: not ours to pool. Any other error says nothing about capture;
+  // the allocation is pooled and the program's next use of the stream reports the error.
+  return rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
 }
 
 CUresult alloc_async(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread) {
