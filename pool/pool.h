@@ -185,6 +185,8 @@ public:
   // same safety touch, stats match. Debug builds (GMEM_DEBUG) call it after each mutation.
   bool is_valid() const;
 
+  // The options in force (sizes normalized to 512-byte multiples). limit_bytes changes with
+  // set_limit(); read it from stats().limit_bytes when other threads may call set_limit().
   const pool_options& options() const;
 
 private:
