@@ -2,7 +2,7 @@
 // events of stream-free blocks, a dependency on another stream's event, a fence for pending
 // blocks, growth (releasing idle segments first when reserved would run ahead of demand),
 // and at the limit or when the driver is out of memory: fence, trim, retry, out_of_memory.
-// Also fences, trim and the limit.
+// Also fences and stream syncs; segments, trim and the limit are in pool_segments.cpp.
 #include "pool/pool_impl.h"
 
 #include <algorithm>
@@ -303,134 +303,6 @@ std::size_t pool_impl::convert_stream_free_locked(stream_handle only, std::uint6
     }
   }
   return converted;
-}
-
-std::size_t pool_impl::segment_bytes_for(std::size_t size) const {
-  if (size <= opt_.small_max_bytes) return std::max(opt_.small_segment_bytes, size);
-  if (size <= opt_.oversize_bytes && size <= opt_.large_segment_bytes)
-    return opt_.large_segment_bytes;
-  return round_up(size, opt_.segment_granule_bytes);
-}
-
-void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind) {
-  std::unique_ptr<segment> owned;
-  if (spare_segments_.empty()) {
-    owned = std::make_unique<segment>();
-  } else { // recycled: its bitmap keeps its capacity
-    owned = std::move(spare_segments_.back());
-    spare_segments_.pop_back();
-    owned->first = nullptr;
-    owned->idle_prev = owned->idle_next = nullptr;
-    owned->idle = false;
-  }
-  segment* seg = owned.get();
-  seg->base = base;
-  seg->size = bytes;
-  seg->kind = kind;
-  // An oversize segment holds one block: a one-bit map (no 1/4096-sized memset per map).
-  seg->starts.reset(kind == segment_kind::oversize ? 1 : bytes / k_block_granule);
-  seg->starts.set(0);
-  block* b = blocks_.get();
-  b->address = base;
-  b->size = bytes;
-  b->seg = seg;
-  seg->first = b;
-  segments_.emplace(base, std::move(owned));
-  st_.reserved_bytes += bytes;
-  ++st_.segments;
-  ++st_.segment_maps;
-  if (st_.reserved_bytes > st_.peak_reserved_bytes) st_.peak_reserved_bytes = st_.reserved_bytes;
-  insert_free_locked(b);
-}
-
-void pool_impl::detach_segment_locked(segment* seg, deferred& d) {
-  block* b = seg->first;
-  free_[class_of(seg)].remove(b);
-  idle_remove_locked(seg);
-  blocks_.put(b);
-  st_.reserved_bytes -= seg->size;
-  --st_.segments;
-  ++st_.segment_unmaps;
-  ++st_.trims;
-  st_.trimmed_bytes += seg->size;
-  in_flight_unmap_bytes_ += seg->size;
-  d.unmaps.emplace_back(seg->base, seg->size);
-  d.trimmed_bytes += seg->size;
-  auto it = segments_.find(seg->base);
-  if (spare_segments_.size() < k_spare_segments) spare_segments_.push_back(std::move(it->second));
-  segments_.erase(it);
-}
-
-std::size_t pool_impl::trim_locked(std::size_t keep_free_bytes, deferred& d) {
-  std::size_t released = 0;
-  for (segment* seg = idle_head_; seg != nullptr;) {
-    segment* next = seg->idle_next;
-    if (free_bytes_locked() >= keep_free_bytes + seg->size) {
-      released += seg->size;
-      detach_segment_locked(seg, d);
-    }
-    seg = next;
-  }
-  return released;
-}
-
-// Growth policy: release idle segments (largest first) while the reservation after growing
-// would exceed (1 + grow_slack) x demand, demand being live + pending + stream-free + request.
-void pool_impl::release_for_growth_locked(std::size_t new_bytes, std::size_t size, deferred& d) {
-  if (opt_.grow_slack < 0) return;
-  double demand =
-      static_cast<double>(st_.live_bytes + st_.pending_bytes + st_.stream_free_bytes + size);
-  while (idle_head_ != nullptr &&
-         static_cast<double>(st_.reserved_bytes + in_flight_map_bytes_ + new_bytes) >
-             (1.0 + opt_.grow_slack) * demand) {
-    segment* largest = idle_head_;
-    for (segment* seg = idle_head_; seg != nullptr; seg = seg->idle_next)
-      if (seg->size > largest->size) largest = seg;
-    detach_segment_locked(largest, d);
-  }
-}
-
-void pool_impl::idle_push_locked(segment* seg) {
-  seg->idle = true;
-  seg->idle_prev = nullptr;
-  seg->idle_next = idle_head_;
-  if (idle_head_ != nullptr) idle_head_->idle_prev = seg;
-  idle_head_ = seg;
-}
-
-void pool_impl::idle_remove_locked(segment* seg) {
-  if (!seg->idle) return;
-  seg->idle = false;
-  if (seg->idle_prev != nullptr)
-    seg->idle_prev->idle_next = seg->idle_next;
-  else
-    idle_head_ = seg->idle_next;
-  if (seg->idle_next != nullptr) seg->idle_next->idle_prev = seg->idle_prev;
-  seg->idle_prev = seg->idle_next = nullptr;
-}
-
-std::size_t pool_impl::trim(std::size_t keep_free_bytes) {
-  deferred d;
-  std::size_t released;
-  {
-    std::lock_guard lock(mu_);
-    released = trim_locked(keep_free_bytes, d);
-    check_locked();
-  }
-  run_deferred(d);
-  return released;
-}
-
-void pool_impl::set_limit(std::size_t bytes) {
-  deferred d;
-  {
-    std::lock_guard lock(mu_);
-    opt_.limit_bytes = bytes;
-    st_.limit_bytes = bytes;
-    if (bytes != 0 && st_.reserved_bytes > bytes) trim_locked(0, d);
-    check_locked();
-  }
-  run_deferred(d);
 }
 
 } // namespace gmem

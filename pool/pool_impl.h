@@ -1,6 +1,7 @@
-// The pool's private state and the helpers the three implementation files share:
-// pool.cpp (fast paths and the public wrappers), pool_grow.cpp (slow path: events, fences,
-// growth, trim, the OOM ladder) and pool_check.cpp (is_valid, stats, reports).
+// The pool's private state and the helpers the implementation files share: pool.cpp (fast
+// paths and the public wrappers), pool_grow.cpp (slow path: events, fences, growth, the OOM
+// ladder), pool_segments.cpp (segments, idle list, trim, limit) and pool_check.cpp
+// (is_valid, stats, reports).
 //
 // Lock order: mu_ only. Helpers named *_locked need mu_ held; they never call upstream, fences
 // or the observer, but queue that work in a `deferred` that the caller runs after unlocking.
@@ -124,7 +125,7 @@ private:
   void run_deferred(deferred& d);
   void check_locked() const;
 
-  // --- pool_grow.cpp ---
+  // --- pool_grow.cpp and pool_segments.cpp ---
   alloc_result allocate_slow(std::size_t size, std::size_t requested, stream_handle s);
   bool refresh_events(); // queries stream-free events without the lock; true if any completed
   bool try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
