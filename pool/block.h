@@ -20,8 +20,13 @@ struct segment;
 struct event_ref {
   event_handle event = 0;
   std::uint32_t refs = 0;
-  bool complete = false;          // a query saw it complete
-  bool queued = false;            // collected by refresh_events (dedupe)
+  bool complete = false; // a query saw it complete
+  bool queued = false;   // collected by refresh_events (dedupe)
+  // Order of the free that recorded it, and the thread that did. One thread's events on one
+  // stream are recorded in that order, so the later one covers the earlier (pieces freed by
+  // one thread on one stream may merge and keep the later event).
+  std::uint64_t seq = 0;
+  const void* thread = nullptr;
   event_ref* list_next = nullptr; // slab free list
 };
 

@@ -10,6 +10,7 @@
 namespace gmem {
 
 namespace {
+thread_local char t_thread_tag; // its address names the thread in event_ref::thread
 constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
@@ -196,32 +197,51 @@ void pool_impl::insert_free_locked(block* b) {
   if (b->size == b->seg->size) idle_push_locked(b->seg);
 }
 
-void pool_impl::insert_stream_free_locked(block* b) {
+// Stream-free neighbours on the same stream merge when they share the event, or when one
+// thread freed both: then the later event covers both frees and the merged block keeps it
+// (and the later stamp); the earlier event loses a reference (returned for release).
+void pool_impl::insert_stream_free_locked(block* b, event_handle (&released)[2]) {
   b->state = block_state::stream_free;
   unsigned cls = class_of(b->seg);
   stream_cache* sc = get_stream_locked(b->stream);
   free_index& index = sc->index[cls];
-  auto same = [&](const block* x) {
-    return x != nullptr && x->state == block_state::stream_free && x->ev == b->ev;
+  auto mergeable = [&](const block* x) {
+    return x != nullptr && x->state == block_state::stream_free && x->stream == b->stream &&
+           (x->ev == b->ev || x->ev->thread == b->ev->thread);
   };
-  bool listed = false; // b is already in the FIFO (it merged into its left neighbour)
-  if (block* p = b->prev; same(p)) {
+  int k = 0;
+  // keep absorbs gone (already out of the index and the FIFO); keep ends with the later event.
+  auto absorb = [&](block* keep, block* gone) {
+    event_ref* older = keep->ev;
+    if (keep->ev != gone->ev) {
+      if (gone->ev->seq > keep->ev->seq) {
+        keep->ev = gone->ev;
+      } else {
+        older = gone->ev;
+      }
+      if (gone->stamp > keep->stamp) keep->stamp = gone->stamp;
+    }
+    if (--older->refs == 0) { // cannot be the kept event: keep still holds it
+      released[k++] = older->event;
+      events_.put(older);
+    }
+    merge_into_locked(keep, gone);
+  };
+  if (block* p = b->prev; mergeable(p)) {
     index.remove(p);
+    sc->fifo_remove(p);
     st_.stream_free_bytes -= p->size;
-    --b->ev->refs; // b's reference goes with b
-    merge_into_locked(p, b);
+    absorb(p, b);
     b = p;
-    listed = true;
   }
-  if (block* n = b->next; same(n)) {
+  if (block* n = b->next; mergeable(n)) {
     index.remove(n);
     sc->fifo_remove(n);
     st_.stream_free_bytes -= n->size;
-    --b->ev->refs;
-    merge_into_locked(b, n);
+    absorb(b, n);
   }
   index.insert(b);
-  if (!listed) sc->fifo_insert_sorted(b);
+  sc->fifo_insert_sorted(b);
   st_.stream_free_bytes += b->size;
 }
 
@@ -294,6 +314,7 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
 pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
   event_handle ev = opt_.reuse_safety && s != k_no_stream ? fe_.record(s) : 0;
   std::unique_ptr<deferred> d; // only when the cache cap trims (rare; keeps the fast path lean)
+  event_handle released[2] = {};
   pool_status status = pool_status::ok;
   {
     std::lock_guard lock(mu_);
@@ -326,11 +347,13 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
         event_ref* r = events_.get();
         r->event = ev;
         r->refs = 1;
+        r->seq = ++event_seq_;
+        r->thread = &t_thread_tag;
         ev = 0; // owned by r now
         b->ev = r;
         b->stream = s;
         b->stamp = seq_;
-        insert_stream_free_locked(b);
+        insert_stream_free_locked(b, released);
       }
       if (idle_head_ != nullptr && opt_.max_cached_bytes != SIZE_MAX) {
         d = std::make_unique<deferred>();
@@ -340,6 +363,8 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
     }
   }
   if (ev != 0) fe_.release(ev);
+  for (event_handle e : released)
+    if (e != 0) fe_.release(e);
   if (d) run_deferred(*d);
   return status;
 }

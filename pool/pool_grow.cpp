@@ -226,7 +226,10 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
       if (release != 0) d.release(release);
       ++st_.cache_hits;
     } else {
-      insert_stream_free_locked(b);
+      event_handle released[2] = {};
+      insert_stream_free_locked(b, released);
+      for (event_handle e : released)
+        if (e != 0) d.release(e);
     }
     check_locked();
   }

@@ -114,8 +114,10 @@ private:
   // b becomes live; an event it held and no other block shares is returned for release.
   alloc_result make_live_locked(block* b, std::size_t requested, stream_handle s,
                                 event_handle& release);
-  void insert_free_locked(block* b);        // free for all, merging with neighbours
-  void insert_stream_free_locked(block* b); // stream_free, merging with same-event pieces
+  void insert_free_locked(block* b); // free for all, merging with neighbours
+  // b becomes stream_free, merging with neighbours freed on its stream under the same event
+  // or by the same thread; events that lost their last reference land in `released`.
+  void insert_stream_free_locked(block* b, event_handle (&released)[2]);
   event_handle drop_event_locked(block* b); // b lets go of its event: returns it if unshared
   void merge_into_locked(block* left, block* right); // right joins left; right is recycled
   void enforce_cache_cap_locked(deferred& d);
@@ -173,6 +175,7 @@ private:
   // Fence and stream-sync tickets: a free is stamped with seq_; a fence that began later has
   // a larger ticket. Invariant: every pending stamp <= seq_.
   std::uint64_t seq_ = 0;
+  std::uint64_t event_seq_ = 0; // orders stream frees (event_ref::seq)
   // Being mapped or unmapped without the lock; counted against the limit.
   std::size_t in_flight_map_bytes_ = 0;
   std::size_t in_flight_unmap_bytes_ = 0;

@@ -117,8 +117,16 @@ public:
   // Test controls.
   void complete(event_handle e) {
     std::lock_guard lock(mu_);
-    events.at(e).complete = true;
-    incomplete_.erase(e);
+    // Events on one stream complete in order (as the driver's do): earlier ones too.
+    const stream_handle s = events.at(e).stream;
+    for (auto it = incomplete_.begin(); it != incomplete_.end() && *it <= e;) {
+      if (events[*it].stream == s) {
+        events[*it].complete = true;
+        it = incomplete_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
   void complete_all() {
     std::lock_guard lock(mu_);
@@ -138,6 +146,15 @@ public:
   bool waited(stream_handle s, event_handle e) {
     std::lock_guard lock(mu_);
     return waits.count({s, e}) != 0;
+  }
+  // Future work on s waits for e, or for a later event of e's stream (which covers e).
+  bool waited_covering(stream_handle s, event_handle e) {
+    std::lock_guard lock(mu_);
+    auto it = events.find(e);
+    if (it == events.end()) return false;
+    for (auto w = waits.lower_bound({s, e}); w != waits.end() && w->first == s; ++w)
+      if (events[w->second].stream == it->second.stream) return true;
+    return false;
   }
   bool is_complete(event_handle e) {
     std::lock_guard lock(mu_);

@@ -175,7 +175,7 @@ private:
       bool safe = fe_.fenced_since(h.freed_at);
       if (h.stream != k_no_stream) {
         safe = safe || h.stream == s || fe_.is_complete(h.event) ||
-               (s != k_no_stream && fe_.waited(s, h.event));
+               (s != k_no_stream && fe_.waited_covering(s, h.event));
         for (auto [ss, begin] : stream_syncs_)
           safe = safe || (ss == h.stream && begin > h.freed_at);
       }
