@@ -28,6 +28,7 @@ json frame_json(const frame_info& f) {
     j["line"] = f.line;
   }
   if (f.function.empty()) j["module_offset"] = f.module_offset;
+  if (f.stale) j["module_rebuilt"] = true;
   return j;
 }
 

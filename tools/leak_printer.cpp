@@ -75,7 +75,8 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
       out += idx + f.name();
       if (!f.file.empty())
         out += " at " + (o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
-      out += " (" + (o.full_paths ? f.module : basename_of(f.module)) + ")\n";
+      out += " (" + (o.full_paths ? f.module : basename_of(f.module)) +
+             (f.stale ? ", rebuilt since the run: not symbolized" : "") + ")\n";
     }
     if (s.frames.size() > o.frames)
       out += "    ... " + plural(s.frames.size() - o.frames, "more frame", "more frames") +

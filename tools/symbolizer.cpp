@@ -54,10 +54,23 @@ symbolizer::symbolizer(std::vector<module_range> modules)
   dwfl_->dwfl = dwfl_begin(&dwfl_->callbacks);
   if (dwfl_->dwfl == nullptr) return;
   dwfl_report_begin(dwfl_->dwfl);
-  for (const auto& m : modules_) {
+  for (auto& m : modules_) {
     if (m.path.empty() || m.path[0] != '/') continue; // [vdso], anonymous: module+offset only
     // A missing or unreadable file just leaves this module's frames unresolved.
-    dwfl_report_elf(dwfl_->dwfl, m.path.c_str(), m.path.c_str(), -1, m.base, false);
+    Dwfl_Module* mod =
+        dwfl_report_elf(dwfl_->dwfl, m.path.c_str(), m.path.c_str(), -1, m.base, false);
+    if (mod == nullptr || m.build_id.empty()) continue;
+    // A file rebuilt since the run would give confident wrong names: compare build ids.
+    const unsigned char* bits = nullptr;
+    GElf_Addr vaddr = 0;
+    const int n = dwfl_module_build_id(mod, &bits, &vaddr);
+    std::string hex;
+    for (int i = 0; i < n; ++i) {
+      char b[3];
+      std::snprintf(b, sizeof b, "%02x", bits[i]);
+      hex += b;
+    }
+    m.stale = n > 0 && hex != m.build_id;
   }
   dwfl_report_end(dwfl_->dwfl, nullptr, nullptr);
 }
@@ -83,7 +96,8 @@ const frame_info& symbolizer::resolve(std::uint64_t ip) {
   const module_range* m = find_module(ip);
   f.module = m != nullptr ? m->path : "?";
   f.module_offset = m != nullptr ? ip - m->start : ip;
-  if (m == nullptr || dwfl_->dwfl == nullptr) return f;
+  f.stale = m != nullptr && m->stale;
+  if (m == nullptr || f.stale || dwfl_->dwfl == nullptr) return f;
   const Dwarf_Addr pc = ip > 0 ? ip - 1 : ip;
   Dwfl_Module* mod = dwfl_addrmodule(dwfl_->dwfl, pc);
   if (mod == nullptr) return f;

@@ -17,6 +17,8 @@ struct module_range {
   std::uint64_t base = 0;  // load bias (dl_iterate_phdr's dlpi_addr): file vaddr + base = ip
   std::uint64_t size = 0;  // extent of its mapped segments, from the lowest address
   std::uint64_t start = 0; // lowest mapped address (base + lowest PT_LOAD vaddr)
+  std::string build_id;    // lower-case hex as recorded; "" = unknown (not checked)
+  bool stale = false;      // set by the symbolizer: the file's build id differs from the record
 };
 
 struct frame_info {
@@ -26,6 +28,7 @@ struct frame_info {
   int line = 0;
   std::string module;              // module path; "?" when the ip is in no recorded module
   std::uint64_t module_offset = 0; // ip - module start, for unknown frames
+  bool stale = false;              // the module's file was rebuilt since the run: not symbolized
 
   // "main.cpp:42" or "" ; "function" or "libfoo.so+0x1234".
   std::string location() const;

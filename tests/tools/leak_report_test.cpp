@@ -122,6 +122,13 @@ TEST(symbolizer, resolves_functions_of_a_real_module) {
   EXPECT_EQ(symbols.resolve(b).function, "gmem::tools::(anonymous namespace)::leak_site_beta()");
   EXPECT_NE(symbols.resolve(a).file.find("leak_report_test.cpp"), std::string::npos);
   EXPECT_GT(symbols.resolve(a).line, 0);
+  // A recorded build id that is not the file's: the file was rebuilt, names would lie.
+  module_range rebuilt = self;
+  rebuilt.build_id = "00112233445566778899aabbccddeeff00112233";
+  symbolizer stale({rebuilt});
+  EXPECT_TRUE(stale.resolve(a).stale);
+  EXPECT_EQ(stale.resolve(a).function, "");
+  EXPECT_EQ(stale.resolve(a).name().rfind("tools_test+0x", 0), 0u) << stale.resolve(a).name();
   // An address in no module stays, as "?+0x...".
   EXPECT_EQ(symbols.resolve(0x10).name(), "?+0x10");
 }
