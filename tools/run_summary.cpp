@@ -61,6 +61,13 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
   if (t->losses.lost_events || t->losses.live_overflow)
     out += "gmem: note: " + std::to_string(t->losses.lost_events) + " events lost, " +
            std::to_string(t->losses.live_overflow) + " allocations not in the live table\n";
+  for (const auto& [name, value] : t->info.options) {
+    if (name != "GMEM_TRACE_SAVE" || value.empty()) continue;
+    std::string file = value; // %p = pid, as the recorder expands it
+    for (auto at = file.find("%p"); at != std::string::npos; at = file.find("%p", at + p.size()))
+      file.replace(at, 2, p);
+    out += "gmem: trace saved to " + file + " (GMEM_TRACE_SAVE)\n";
+  }
   out += "gmem: trace " + t->info.source + " (gmem report " + p + " -o report.html; gmem clean " +
          p + " removes it)\n";
   return out;
