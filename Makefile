@@ -4,6 +4,7 @@
 #   make test-asan    the pool/profiler/tools unit tests under ASan+UBSan (build/asan)
 #   make test-tsan    the same under TSan (build/tsan)
 #   make test-gpu     GPU tests; exits 0 with a "skipped" line when no GPU is present
+#                     (GMEM_PREBUILT=1: run what build/ holds, build nothing)
 #   make demo         the main job: an example program run under `gmem run`
 #   make format-check / make format
 # Variables: BUILD (build), MODE (release|debug: debug runs is_valid() after each mutation),
@@ -92,8 +93,15 @@ san-run: $(SAN_TESTS)
 	 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	 GMEM_TEST_LOG=$(BUILD)/test-logs scripts/run-tests.sh $(SAN_TESTS)
 
+# On a GPU machine without package registries, build here and carry build/, then run
+# `make test-gpu GMEM_PREBUILT=1` there: it runs the GPU tests without building anything.
+ifeq ($(GMEM_PREBUILT),1)
+test-gpu:
+	@scripts/run-gpu-tests.sh $(GPU_TESTS)
+else
 test-gpu: all $(GPU_TEST_DEPS)
 	@scripts/run-gpu-tests.sh $(GPU_TESTS)
+endif
 
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h' '*.hpp' '*.cu' '*.c')
 format:
