@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 namespace gmem::testing {
 namespace {
 
@@ -227,6 +229,43 @@ TEST_F(reuse_test, without_reuse_safety_a_free_is_reused_at_once) {
   EXPECT_EQ(p.allocate(4096, s2).address, a.address);
   EXPECT_EQ(fe.syncs, 0u);
   EXPECT_EQ(fe.events.size(), 0u);
+}
+
+TEST_F(reuse_test, one_threads_frees_on_a_stream_merge_under_the_later_event) {
+  pool p(up, fe, tight());
+  auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(4096, s1);
+  (void)c;
+  p.deallocate(a.address, s1);
+  event_handle ea = fe.last_event();
+  p.deallocate(b.address, s1);
+  event_handle eb = fe.last_event();
+  std::size_t pieces = 0;
+  p.for_each_segment([&](const segment_view& v) {
+    for (const auto& x : v.blocks)
+      pieces += x.state == block_state::stream_free ? 1 : 0;
+  });
+  EXPECT_EQ(pieces, 1u);           // merged
+  EXPECT_EQ(fe.live_events(), 1u); // a's event went back: b's, later, covers both frees
+  EXPECT_FALSE(fe.is_complete(ea));
+  EXPECT_FALSE(fe.is_complete(eb));
+  EXPECT_EQ(p.allocate(8192, s1).address, a.address); // one 8 KiB block now
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(reuse_test, frees_from_two_threads_on_a_stream_do_not_merge) {
+  pool p(up, fe, tight());
+  auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(4096, s1);
+  (void)c;
+  p.deallocate(a.address, s1);
+  std::thread([&] { p.deallocate(b.address, s1); }).join(); // which event is later is unknown
+  std::size_t pieces = 0;
+  p.for_each_segment([&](const segment_view& v) {
+    for (const auto& x : v.blocks)
+      pieces += x.state == block_state::stream_free ? 1 : 0;
+  });
+  EXPECT_EQ(pieces, 2u);
+  EXPECT_EQ(fe.live_events(), 2u);
+  EXPECT_TRUE(p.is_valid());
 }
 
 TEST_F(reuse_test, events_are_released_exactly_once) {
