@@ -1,5 +1,6 @@
 #include "profiler/seq_ring.h"
 
+#include <atomic>
 #include <gtest/gtest.h>
 #include <thread>
 #include <vector>
@@ -78,18 +79,25 @@ TEST(seq_ring, concurrent_writers_never_mix_records) {
         f.append(static_cast<std::uint64_t>(t) << 32 | i);
     });
   std::uint64_t consistent = 0;
+  std::atomic<bool> writers_done{false};
+  // Reads while the writers run and once more after they are done, so the check cannot pass
+  // (or fail) only because the reader was scheduled before or after all the writing.
   std::thread reader([&] {
     std::uint64_t out[4];
-    for (int pass = 0; pass < 200; ++pass)
+    bool last_pass = false;
+    while (!last_pass) {
+      last_pass = writers_done.load();
       for (std::uint64_t seq = 1; seq <= __atomic_load_n(&f.head, __ATOMIC_RELAXED); seq += 37)
         if (f.read(seq, out)) {
           EXPECT_EQ(out[2], out[1] * 2);
           EXPECT_EQ(out[3], out[1] * 3);
           ++consistent;
         }
+    }
   });
   for (auto& t : threads)
     t.join();
+  writers_done = true;
   reader.join();
   EXPECT_EQ(f.head, std::uint64_t{k_threads} * k_each);
   std::uint64_t out[4], readable = 0;
