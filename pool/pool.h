@@ -30,7 +30,9 @@
 //   fitting blocks wins (best fit to within 1/32). A block is split when the remainder is
 //   worth keeping (>= 512 B in small segments, >= large_split_min_bytes = 1 MiB in large
 //   ones); freed blocks merge with free neighbours of the same segment and the same safety,
-//   never across segments. Allocations on a stream first look at blocks freed on that stream.
+//   never across segments (stream-free pieces: same stream, and the same event or the same
+//   freeing thread, whose later event covers both). Allocations on a stream first look at
+//   blocks freed on that stream.
 //   When no safe free block fits, in order: (1) stream-free blocks whose event has completed
 //   become free for all (each stream's events are queried oldest first, up to the first not
 //   done); (2) an allocation on a stream takes a block freed on another stream by making its
