@@ -68,7 +68,7 @@ void advise(device_frag& d) {
                        "to the driver, set " +
                        std::string(k_opt_max_cached) + " to cap the cached free memory (e.g. " +
                        k_opt_max_cached + "=" + size_spec(d.empty_bytes / 2) +
-                       "), or call gmem_trim() after the phase that needed them.");
+                       "), or call gmem_empty_cache() after the phase that needed them.");
   }
   if (d.pending_bytes > 0 && d.pending_bytes >= d.free_bytes / 4) {
     d.advice.push_back(format_bytes(d.pending_bytes) +
