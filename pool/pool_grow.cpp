@@ -128,14 +128,17 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       }
     }
     // 5. At the limit or out of device memory: fence and reuse pending, trim and retry, fail.
-    if (!fenced && pending_or_stream_bytes_locked(cls, s) != 0) {
+    // Every pending or stream-freed block counts here, whatever its class: a fence turns them
+    // free, which can leave whole segments idle for the trim below to give back (blocks of
+    // segments shrunk to fit under the limit are not in the request's class).
+    if (!fenced && (st_.pending_bytes != 0 || st_.stream_free_bytes != 0)) {
       fenced = true;
       lock.unlock();
       run_deferred(d);
       fence_now();
       continue;
     }
-    if (!trimmed && !blocked) {
+    if (!trimmed && (!blocked || idle_head_ != nullptr)) {
       trimmed = true;
       trim_locked(0, d);
       lock.unlock();
