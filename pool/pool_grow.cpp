@@ -89,7 +89,10 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       if (over_limit(tight)) tight = size;
       if (tight != bytes) {
         bytes = tight;
-        kind = cls == k_small ? segment_kind::small : segment_kind::oversize;
+        // Keep the request's class: a shrunk large segment must serve later large requests.
+        kind = cls == k_small   ? segment_kind::small
+               : cls == k_large ? segment_kind::large
+                                : segment_kind::oversize;
       }
     }
     if (over_limit(bytes) && idle_head_ != nullptr && !limit_trimmed) {

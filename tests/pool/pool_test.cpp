@@ -217,6 +217,23 @@ TEST_F(pool_test, limit_trims_idle_segments_to_make_room) {
   EXPECT_TRUE(p.is_valid());
 }
 
+TEST_F(pool_test, segments_shrunk_to_the_limit_keep_serving_their_class) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  o.limit_bytes = 24 * k_mib; // below the 40 MiB large segment
+  pool p(up, fe, o);
+  for (int round = 0; round < 4; ++round) {
+    auto a = p.allocate(7 * k_mib), b = p.allocate(8 * k_mib);
+    ASSERT_EQ(a.status, pool_status::ok);
+    ASSERT_EQ(b.status, pool_status::ok);
+    p.deallocate(a.address);
+    p.deallocate(b.address);
+  }
+  EXPECT_EQ(up.maps, 2u); // two shrunk large segments (8 MiB each), reused every round
+  EXPECT_EQ(p.stats().trims, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
 TEST_F(pool_test, driver_oom_trims_and_retries) {
   pool_options o = opts();
   o.reuse_safety = false;
