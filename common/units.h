@@ -22,8 +22,8 @@ std::optional<std::uint64_t> parse_size(std::string_view text);
 // A size or a share of a total: "8G", or "75%" (of `total`; fractional percentages allowed).
 // A percentage needs total != 0; returns nothing otherwise.
 struct size_or_percent {
-  std::uint64_t bytes = 0;   // when !is_percent
-  double percent = 0;        // 0 < percent <= 100 when is_percent
+  std::uint64_t bytes = 0; // when !is_percent
+  double percent = 0;      // 0 < percent <= 100 when is_percent
   bool is_percent = false;
   std::uint64_t resolve(std::uint64_t total) const {
     return is_percent ? static_cast<std::uint64_t>(static_cast<double>(total) * percent / 100.0)

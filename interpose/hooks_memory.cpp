@@ -76,7 +76,8 @@ bool capturing(CUstream s, bool per_thread) {
   // A capture error (e.g. the legacy stream during a global capture) means the driver would
   // refuse or record the call: not ours to pool. Any other error says nothing about capture;
   // the allocation is pooled and the program's next use of the stream reports the error.
-  return rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  return rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+         rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
 }
 
 CUresult alloc_async(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread) {

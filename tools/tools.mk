@@ -13,10 +13,20 @@ $(TOOLS_CORE_LIB): $(TOOLS_CORE_SRCS:%.cpp=$(BUILD)/%.o)
 	@mkdir -p $(@D)
 	rm -f $@ && $(AR) rcs $@ $^
 
-$(GMEM_TOOL): $(TOOLS_CMD_SRCS:%.cpp=$(BUILD)/%.o) $(TOOLS_CORE_LIB) $(TOOLS_READER) $(COMMON_LIB)
+# Self-contained, so a build can be copied to a host without elfutils (a GPU machine with no
+# package registry): libstdc++/libgcc linked in, elfutils' libraries copied into
+# $(BUILD)/lib and found through the run path $ORIGIN/../lib.
+TOOLS_BUNDLE := $(BUILD)/lib/libdw.so.1 $(BUILD)/lib/libelf.so.1 $(BUILD)/lib/libbz2.so.1.0
+$(TOOLS_BUNDLE): | deps-build
 	@mkdir -p $(@D)
-	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(TOOLS_LIBS)
-LIBS_ALL += $(GMEM_TOOL)
+	@src=$$(ls /usr/lib/*/$(@F) /lib/*/$(@F) 2>/dev/null | head -1); \
+	 if [ -n "$$src" ]; then cp -L "$$src" $@; else echo "tools: no $(@F) to bundle" >&2; exit 1; fi
+$(GMEM_TOOL): $(TOOLS_CMD_SRCS:%.cpp=$(BUILD)/%.o) $(TOOLS_CORE_LIB) $(TOOLS_READER) $(COMMON_LIB) \
+              | $(TOOLS_BUNDLE)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(TOOLS_LIBS) -static-libstdc++ -static-libgcc \
+	  -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/../lib'
+LIBS_ALL += $(GMEM_TOOL) $(TOOLS_BUNDLE)
 
 # Unit tests: analyses over hand-built traces, printers against golden files, the pickle writer.
 TOOLS_TEST_SRCS := $(wildcard tests/tools/*_test.cpp) tests/tools/sample_trace.cpp

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Makes DEST (default .device/build, git-ignored): the part of a build that a GPU machine with
+# no compilers' libraries or package registry needs to run `make test-gpu GMEM_PREBUILT=1`,
+# the examples and scripts/gpu-session.sh — the shim, the tool and the libraries they load
+# beside themselves (stripped), the examples, the API probe, and the nvcc-built GPU test
+# programs (compiled here with -arch=sm_90). Run after `make`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+DEST=${1:-.device/build}
+NVCC=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
+rm -rf "$DEST"
+mkdir -p "$DEST"/{lib,bin,examples,tests/api,tests/gpu}
+for f in libgmem.so libgmem_client.so libunwind.so.8 liblzma.so.5 libdw.so.1 libelf.so.1 libbz2.so.1.0; do
+  cp -L "$BUILD/lib/$f" "$DEST/lib/"
+done
+strip --strip-debug "$DEST/lib/libgmem.so"
+cp "$BUILD/bin/gmem" "$DEST/bin/" && strip --strip-debug "$DEST/bin/gmem"
+cp "$BUILD/examples/leaky_pipeline" "$BUILD/examples/voxelize" "$DEST/examples/"
+cp "$BUILD/tests/api/api_probe" "$DEST/tests/api/"
+nv() { "$NVCC" -O2 -std=c++17 -arch=sm_90 "$@"; }
+nv tests/gpu/mixed_alloc.cu -o "$DEST/tests/gpu/mixed_alloc" &
+nv tests/gpu/mixed_alloc.cu -cudart shared -o "$DEST/tests/gpu/mixed_alloc_shared" &
+wait
+nv tests/gpu/reuse_hazard.cu -o "$DEST/tests/gpu/reuse_hazard" &
+nv tests/gpu/alloc_bench.cu -o "$DEST/tests/gpu/alloc_bench" &
+wait
+du -sh "$DEST"
