@@ -160,6 +160,12 @@ alloc_result pool_impl::make_live_locked(block* b, std::size_t requested, stream
   ++st_.total_allocs;
   st_.total_alloc_bytes += b->size;
   if (st_.live_bytes > st_.peak_live_bytes) st_.peak_live_bytes = st_.live_bytes;
+  if (st_.live_bytes > window_peak_live_) window_peak_live_ = st_.live_bytes;
+  if (++window_allocs_ == opt_.grow_window_allocs) { // a new window (never when 0)
+    window_allocs_ = 0;
+    prev_window_peak_live_ = window_peak_live_;
+    window_peak_live_ = st_.live_bytes;
+  }
   return alloc_result{b->address, pool_status::ok, b->size};
 }
 

@@ -73,6 +73,7 @@ struct pool_options {
   std::size_t max_cached_bytes = SIZE_MAX; // free bytes kept beyond this are trimmed
   std::size_t small_segment_bytes = std::size_t{2} << 20;   // segment size for small requests
   std::size_t large_segment_bytes = std::size_t{40} << 20;  // segment size for large requests
+  std::size_t large_segment_max_bytes = std::size_t{256} << 20; // (grows to it: reserved / 8)
   std::size_t small_max_bytes = std::size_t{1} << 20;       // requests up to this are small
   std::size_t oversize_bytes = std::size_t{20} << 20;       // requests above: own segment
   std::size_t segment_granule_bytes = std::size_t{2} << 20; // oversize segments rounded to it
@@ -82,7 +83,11 @@ struct pool_options {
   bool reuse_safety = true;     // false: frees are reusable at once (hazard tests only)
   // Growth: before mapping, unmap wholly free segments while reserved + new segment would
   // exceed (1 + grow_slack) x (live + request). Negative: never release before growing.
-  double grow_slack = 0.1;
+  double grow_slack = 0.05;
+  // Growth hysteresis: demand above is at least the peak live bytes of the last one or two
+  // windows of this many allocations, so segments idle at the low point of a repeating
+  // phase (a training step) are kept for its next high point. 0: current demand only.
+  std::size_t grow_window_allocs = 16384;
   // An oversize segment is never split; a free one serves a later oversize request only if
   // it is at most this fraction (plus one granule) larger than the request.
   double oversize_max_waste = 0.125;

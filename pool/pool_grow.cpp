@@ -75,10 +75,9 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     }
     // 4. Grow, within the limit.
     std::size_t bytes = segment_bytes_for(size);
-    segment_kind kind = cls == k_small ? segment_kind::small
-                        : cls == k_large && bytes == opt_.large_segment_bytes
-                            ? segment_kind::large
-                            : segment_kind::oversize;
+    segment_kind kind = cls == k_small   ? segment_kind::small
+                        : cls == k_large ? segment_kind::large
+                                         : segment_kind::oversize;
     auto over_limit = [&](std::size_t n) {
       return opt_.limit_bytes != 0 &&
              st_.reserved_bytes + in_flight_map_bytes_ + in_flight_unmap_bytes_ + n >

@@ -180,6 +180,9 @@ private:
   std::size_t in_flight_map_bytes_ = 0;
   std::size_t in_flight_unmap_bytes_ = 0;
   pool_stats st_;
+  // Peak live bytes of the current and of the previous window of grow_window_allocs
+  // allocations (the growth rule's hysteresis).
+  std::size_t window_peak_live_ = 0, prev_window_peak_live_ = 0, window_allocs_ = 0;
 };
 
 } // namespace gmem

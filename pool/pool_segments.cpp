@@ -2,6 +2,7 @@
 // segments, trim, the growth rule that releases idle segments before mapping, and the limit.
 #include "pool/pool_impl.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace gmem {
@@ -14,9 +15,13 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) {
 
 std::size_t pool_impl::segment_bytes_for(std::size_t size) const {
   if (size <= opt_.small_max_bytes) return std::max(opt_.small_segment_bytes, size);
-  if (size <= opt_.oversize_bytes && size <= opt_.large_segment_bytes)
-    return opt_.large_segment_bytes;
-  return round_up(size, opt_.segment_granule_bytes);
+  if (size > opt_.oversize_bytes) return round_up(size, opt_.segment_granule_bytes);
+  // Large segments grow with the pool (geometric growth): an eighth of what is reserved,
+  // within [large_segment_bytes, large_segment_max_bytes], and at least the request.
+  std::size_t grown = round_up(st_.reserved_bytes / 8, opt_.segment_granule_bytes);
+  std::size_t bytes = std::max(opt_.large_segment_bytes,
+                               std::min(grown, opt_.large_segment_max_bytes));
+  return std::max(bytes, round_up(size, opt_.segment_granule_bytes));
 }
 
 void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind) {
@@ -85,8 +90,10 @@ std::size_t pool_impl::trim_locked(std::size_t keep_free_bytes, deferred& d) {
 // would exceed (1 + grow_slack) x demand, demand being live + pending + stream-free + request.
 void pool_impl::release_for_growth_locked(std::size_t new_bytes, std::size_t size, deferred& d) {
   if (opt_.grow_slack < 0) return;
-  double demand =
-      static_cast<double>(st_.live_bytes + st_.pending_bytes + st_.stream_free_bytes + size);
+  std::size_t now = st_.live_bytes + st_.pending_bytes + st_.stream_free_bytes + size;
+  if (opt_.grow_window_allocs != 0)
+    now = std::max({now, window_peak_live_, prev_window_peak_live_});
+  double demand = static_cast<double>(now);
   while (idle_head_ != nullptr &&
          static_cast<double>(st_.reserved_bytes + in_flight_map_bytes_ + new_bytes) >
              (1.0 + opt_.grow_slack) * demand) {

@@ -107,6 +107,10 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
     g_options.small_segment_bytes = bytes;
   else if (name == "oversize_max_waste")
     g_options.oversize_max_waste = v;
+  else if (name == "large_segment_max_bytes")
+    g_options.large_segment_max_bytes = bytes;
+  else if (name == "grow_window_allocs")
+    g_options.grow_window_allocs = bytes;
   else
     return false;
   g_options_text += (g_options_text.empty() ? "" : " ") + name + "=" + value;

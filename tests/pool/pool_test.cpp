@@ -255,6 +255,7 @@ TEST_F(pool_test, cache_cap_trims_idle_segments) {
   pool_options o = opts();
   o.reuse_safety = false;
   o.max_cached_bytes = 30 * k_mib;
+  o.oversize_bytes = 20 * k_mib; // 24 MiB: an oversize segment each
   pool p(up, fe, o);
   auto a = p.allocate(24 * k_mib), b = p.allocate(24 * k_mib);
   p.deallocate(a.address);
@@ -275,6 +276,71 @@ TEST_F(pool_test, grow_slack_releases_idle_segments_before_growing) {
   auto b = p.allocate(60 * k_mib); // the idle 40 MiB cannot serve it and is released
   ASSERT_EQ(b.status, pool_status::ok);
   EXPECT_EQ(p.stats().reserved_bytes, 60 * k_mib);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// A training step: a peak of ten 100 MiB oversize blocks, then at the low point a 30 MiB
+// one that no idle segment fits. The growth rule measures demand against the recent peak
+// of live bytes (grow_window_allocs), so the 30 MiB segment fits in the slack next to the
+// idle step segments: after the first step nothing is mapped or unmapped. Judged by the
+// current demand alone (grow_window_allocs = 0, the old rule) every step unmaps all ten
+// and maps eleven.
+TEST_F(pool_test, growth_hysteresis_keeps_a_steps_segments_across_its_low_point) {
+  for (std::size_t window : {std::size_t{16384}, std::size_t{0}}) {
+    fake_upstream u;
+    pool_options o;
+    o.reuse_safety = false;
+    o.grow_window_allocs = window;
+    pool p(u, fe, o);
+    std::size_t maps_after_first = 0, unmaps_after_first = 0;
+    for (int step = 0; step < 5; ++step) {
+      std::vector<std::uintptr_t> acts;
+      for (int i = 0; i < 10; ++i) {
+        auto r = p.allocate(100 * k_mib);
+        ASSERT_EQ(r.status, pool_status::ok);
+        acts.push_back(r.address);
+      }
+      for (std::uintptr_t a : acts)
+        p.deallocate(a);
+      auto low = p.allocate(30 * k_mib);
+      ASSERT_EQ(low.status, pool_status::ok);
+      p.deallocate(low.address);
+      if (step == 0) {
+        maps_after_first = u.maps;
+        unmaps_after_first = u.unmaps;
+      }
+      EXPECT_TRUE(p.is_valid());
+    }
+    if (window != 0) {
+      EXPECT_EQ(u.maps, maps_after_first);
+      EXPECT_EQ(u.unmaps, unmaps_after_first);
+      // Peak reserved stays within the slack of the step's peak: 1000 + 30 MiB.
+      EXPECT_LE(p.stats().peak_reserved_bytes, 1030 * k_mib);
+    } else {
+      EXPECT_GE(u.maps - maps_after_first, 4u * 11u); // the old rule churns every step
+    }
+  }
+}
+
+// Large segments grow with the pool: an eighth of the reserved bytes, at least
+// large_segment_bytes and at most large_segment_max_bytes.
+TEST_F(pool_test, large_segments_grow_with_reserved_bytes) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  pool p(up, fe, o);
+  p.allocate(5 * k_mib);
+  EXPECT_EQ(up.mapped_bytes, 40 * k_mib); // small pool: large_segment_bytes
+  for (int i = 0; i < 4; ++i)
+    p.allocate(100 * k_mib); // oversize: reserved 440 MiB
+  p.allocate(19 * k_mib);    // fits the 35 MiB left of the first large segment
+  p.allocate(19 * k_mib);    // 16 MiB left: a new large one of 440 / 8 = 55 -> 56 MiB
+  EXPECT_EQ(up.mapped_bytes, 440 * k_mib + 56 * k_mib);
+  for (int i = 0; i < 40; ++i)
+    p.allocate(100 * k_mib); // reserved > 2 GiB
+  std::size_t before = up.mapped_bytes;
+  p.allocate(19 * k_mib); // the 56 MiB one has 37 MiB left: serves it
+  p.allocate(19 * k_mib); // 18 MiB left: a new large segment, capped at 256 MiB
+  EXPECT_EQ(up.mapped_bytes - before, 256 * k_mib);
   EXPECT_TRUE(p.is_valid());
 }
 

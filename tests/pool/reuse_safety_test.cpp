@@ -179,6 +179,7 @@ TEST_F(reuse_test, failed_event_record_falls_back_to_pending) {
 TEST_F(reuse_test, oom_ladder_fences_then_trims_then_fails) {
   pool_options o;
   o.grow_slack = -1;
+  o.oversize_bytes = 20 * k_mib; // 40 and 22 MiB: an oversize segment each
   up.set_capacity(64 * k_mib);
   pool p(up, fe, o, &obs);
   auto big = p.allocate(40 * k_mib), other = p.allocate(22 * k_mib);
