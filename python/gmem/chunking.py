@@ -55,12 +55,16 @@ class ChunkError(RuntimeError):
 
 def is_out_of_memory(exc):
     """Default OOM test: torch.cuda.OutOfMemoryError, cupy's OutOfMemoryError, MemoryError,
-    and any exception whose message says "out of memory" (CUDA runtime errors, JAX)."""
+    and any exception whose message says "out of memory" (CUDA runtime errors, JAX) or
+    "ALLOC_FAILED" (a CUDA library that could not get its workspace, e.g.
+    CUBLAS_STATUS_ALLOC_FAILED)."""
     if isinstance(exc, MemoryError):
         return True
     if "OutOfMemory" in type(exc).__name__:
         return True
-    return "out of memory" in str(exc).lower()
+    text = str(exc).lower()
+    # cuBLAS, cuDNN and cuFFT report a failed workspace allocation as their own status.
+    return "out of memory" in text or "alloc_failed" in text
 
 
 def _default_empty_cache():

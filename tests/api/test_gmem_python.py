@@ -189,6 +189,8 @@ class Binding(unittest.TestCase):
     def test_oom_classifier(self):
         self.assertTrue(gmem.is_out_of_memory(MemoryError()))
         self.assertTrue(gmem.is_out_of_memory(RuntimeError("CUDA error: out of memory")))
+        self.assertTrue(gmem.is_out_of_memory(
+            RuntimeError("CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")))
         self.assertFalse(gmem.is_out_of_memory(ValueError("bad shape")))
 
 
