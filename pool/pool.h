@@ -90,7 +90,7 @@ struct pool_options {
   std::size_t grow_window_allocs = 16384;
   // An oversize segment is never split; a free one serves a later oversize request only if
   // it is at most this fraction (plus one granule) larger than the request.
-  double oversize_max_waste = 0.125;
+  double oversize_max_waste = 0.25;
 };
 
 enum class pool_status {
