@@ -32,11 +32,11 @@
     "most free bytes a pool keeps cached; free segments beyond it go back to the driver")          \
   X(small_segment, "GMEM_SMALL_SEGMENT", size, "", "pool default (2M)",                            \
     "segment size for small requests")                                                             \
-  X(large_segment, "GMEM_LARGE_SEGMENT", size, "", "pool default (20M)",                           \
+  X(large_segment, "GMEM_LARGE_SEGMENT", size, "", "pool default (40M)",                           \
     "segment size for large requests")                                                             \
   X(small_max, "GMEM_SMALL_MAX", size, "", "pool default (1M)",                                    \
     "largest request packed into small segments")                                                  \
-  X(oversize, "GMEM_OVERSIZE", size, "", "pool default (10M)",                                     \
+  X(oversize, "GMEM_OVERSIZE", size, "", "pool default (20M)",                                     \
     "requests at least this big get a segment of their own")                                       \
   X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
