@@ -20,11 +20,13 @@
 //   Sizes are rounded up to 512 bytes. Blocks start at segment base + a multiple of 512 (the
 //   driver's segments are 512-byte aligned or better, so blocks are too; 256 at the least).
 //   Three segment classes, never mixed: requests up to small_max_bytes (1 MiB) are packed into
-//   small segments (2 MiB); up to oversize_bytes (20 MiB) into large segments (40 MiB); bigger
-//   ones get an oversize segment of their own, rounded up to segment_granule_bytes (2 MiB, as
-//   the driver would). An oversize segment holds one block and is never split: once free it
-//   serves a later oversize request at most oversize_max_waste (1/8) + 2 MiB larger, or free
-//   space in a large segment serves the request, or the pool grows.
+//   small segments (2 MiB); up to oversize_bytes (20 MiB) into large segments, whose size
+//   grows with the pool: reserved / 8 rounded to 2 MiB, within [large_segment_bytes (40 MiB),
+//   large_segment_max_bytes (256 MiB)]; bigger ones get an oversize segment of their own,
+//   rounded up to segment_granule_bytes (2 MiB, as the driver would). An oversize segment
+//   holds one block and is never split: once free it serves a later oversize request at most
+//   oversize_max_waste (1/4) + 2 MiB larger, or free space in a large segment serves the
+//   request, or the pool grows.
 //   Free blocks are found by good fit in O(1): segregated size bins (exact below 16 KiB, 32
 //   per power of two above) with bitmaps; within the first candidate bin the best of a few
 //   fitting blocks wins (best fit to within 1/32). A block is split when the remainder is
@@ -41,7 +43,11 @@
 //   device and the program's own cuMemFree would have synchronized anyway, while growing
 //   costs a driver allocation now and a synchronizing cuMemFree later; (4) grow: map a
 //   segment, first unmapping wholly free segments (largest first) while reserved would
-//   exceed (1 + grow_slack) x (live + pending + stream-free + request), grow_slack = 0.1;
+//   exceed (1 + grow_slack) x demand, grow_slack = 0.05, demand = the larger of live +
+//   pending + stream-free + request and the peak live bytes of the current and the previous
+//   window of grow_window_allocs (16,384) allocations: segments idle at the low point of a
+//   repeating phase (a training step) stay for its next peak instead of being unmapped and
+//   mapped again every step;
 //   (5) at the memory limit or when the driver is out of memory: fence, trim every free
 //   segment, retry; (6) out_of_memory (observer on_oom).
 //   Free bytes beyond max_cached_bytes are trimmed as soon as a segment is wholly free.
@@ -73,7 +79,7 @@ struct pool_options {
   std::size_t max_cached_bytes = SIZE_MAX; // free bytes kept beyond this are trimmed
   std::size_t small_segment_bytes = std::size_t{2} << 20;   // segment size for small requests
   std::size_t large_segment_bytes = std::size_t{40} << 20;  // segment size for large requests
-  std::size_t large_segment_max_bytes = std::size_t{256} << 20; // (grows to it: reserved / 8)
+  std::size_t large_segment_max_bytes = std::size_t{256} << 20; // grows to it: reserved / 8
   std::size_t small_max_bytes = std::size_t{1} << 20;       // requests up to this are small
   std::size_t oversize_bytes = std::size_t{20} << 20;       // requests above: own segment
   std::size_t segment_granule_bytes = std::size_t{2} << 20; // oversize segments rounded to it
@@ -82,7 +88,7 @@ struct pool_options {
   std::size_t warmup_bytes = 0; // mapped at construction (small + large segments)
   bool reuse_safety = true;     // false: frees are reusable at once (hazard tests only)
   // Growth: before mapping, unmap wholly free segments while reserved + new segment would
-  // exceed (1 + grow_slack) x (live + request). Negative: never release before growing.
+  // exceed (1 + grow_slack) x demand (Policy, (4)). Negative: never release before growing.
   double grow_slack = 0.05;
   // Growth hysteresis: demand above is at least the peak live bytes of the last one or two
   // windows of this many allocations, so segments idle at the low point of a repeating

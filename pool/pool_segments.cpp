@@ -87,7 +87,9 @@ std::size_t pool_impl::trim_locked(std::size_t keep_free_bytes, deferred& d) {
 }
 
 // Growth policy: release idle segments (largest first) while the reservation after growing
-// would exceed (1 + grow_slack) x demand, demand being live + pending + stream-free + request.
+// would exceed (1 + grow_slack) x demand, demand being live + pending + stream-free + request,
+// but at least the peak live bytes of the current and the previous allocation window
+// (hysteresis: a repeating phase keeps the segments of its peak through its low point).
 void pool_impl::release_for_growth_locked(std::size_t new_bytes, std::size_t size, deferred& d) {
   if (opt_.grow_slack < 0) return;
   std::size_t now = st_.live_bytes + st_.pending_bytes + st_.stream_free_bytes + size;
