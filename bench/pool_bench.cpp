@@ -138,7 +138,13 @@ void BM_pair_threads(benchmark::State& state) {
     state.counters["contended_maps"] = static_cast<double>(g_shared->stats().segment_maps);
   }
 }
-BENCHMARK(BM_pair_threads)->Threads(1)->Threads(2)->Threads(4)->Threads(8)->UseRealTime();
+BENCHMARK(BM_pair_threads)
+    ->Threads(1)
+    ->Threads(2)
+    ->Threads(4)
+    ->Threads(8)
+    ->Threads(16)
+    ->UseRealTime();
 
 } // namespace
 
