@@ -77,13 +77,13 @@ inline constexpr std::size_t k_block_granule = 512; // size rounding and block a
 struct pool_options {
   std::size_t limit_bytes = 0;             // reserved bytes never exceed this; 0 = no limit
   std::size_t max_cached_bytes = SIZE_MAX; // free bytes kept beyond this are trimmed
-  std::size_t small_segment_bytes = std::size_t{2} << 20;   // segment size for small requests
-  std::size_t large_segment_bytes = std::size_t{40} << 20;  // segment size for large requests
+  std::size_t small_segment_bytes = std::size_t{2} << 20;       // segment size for small requests
+  std::size_t large_segment_bytes = std::size_t{40} << 20;      // segment size for large requests
   std::size_t large_segment_max_bytes = std::size_t{256} << 20; // grows to it: reserved / 8
-  std::size_t small_max_bytes = std::size_t{1} << 20;       // requests up to this are small
-  std::size_t oversize_bytes = std::size_t{20} << 20;       // requests above: own segment
-  std::size_t segment_granule_bytes = std::size_t{2} << 20; // oversize segments rounded to it
-  std::size_t large_split_min_bytes = std::size_t{1} << 20; // smaller remainders stay attached
+  std::size_t small_max_bytes = std::size_t{1} << 20;           // requests up to this are small
+  std::size_t oversize_bytes = std::size_t{20} << 20;           // requests above: own segment
+  std::size_t segment_granule_bytes = std::size_t{2} << 20;     // oversize segments rounded to it
+  std::size_t large_split_min_bytes = std::size_t{1} << 20;     // smaller remainders stay attached
   // (large segments only: a block of a large segment keeps a tail shorter than this)
   std::size_t warmup_bytes = 0; // mapped at construction (small + large segments)
   bool reuse_safety = true;     // false: frees are reusable at once (hazard tests only)

@@ -19,8 +19,8 @@ std::size_t pool_impl::segment_bytes_for(std::size_t size) const {
   // Large segments grow with the pool (geometric growth): an eighth of what is reserved,
   // within [large_segment_bytes, large_segment_max_bytes], and at least the request.
   std::size_t grown = round_up(st_.reserved_bytes / 8, opt_.segment_granule_bytes);
-  std::size_t bytes = std::max(opt_.large_segment_bytes,
-                               std::min(grown, opt_.large_segment_max_bytes));
+  std::size_t bytes =
+      std::max(opt_.large_segment_bytes, std::min(grown, opt_.large_segment_max_bytes));
   return std::max(bytes, round_up(size, opt_.segment_granule_bytes));
 }
 
