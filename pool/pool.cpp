@@ -304,9 +304,7 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
     event_handle release = 0;
     std::unique_lock lock(mu_);
     if (block* b = find_fit_locked(size, cls, s)) {
-      unlist_locked(b);
-      carve_locked(b, size);
-      alloc_result r = make_live_locked(b, bytes, s, release);
+      alloc_result r = take_locked(b, size, bytes, s, release);
       ++st_.cache_hits;
       check_locked();
       lock.unlock();

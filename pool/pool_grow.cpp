@@ -36,10 +36,8 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     deferred d;
     std::unique_lock lock(mu_);
     if (block* b = find_fit_locked(size, cls, s)) {
-      unlist_locked(b);
-      carve_locked(b, size);
       event_handle release = 0;
-      alloc_result r = make_live_locked(b, requested, s, release);
+      alloc_result r = take_locked(b, size, requested, s, release);
       if (release != 0) d.release(release);
       ++st_.cache_hits;
       check_locked();
@@ -115,11 +113,9 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       in_flight_map_bytes_ -= bytes;
       if (base != 0) {
         add_segment_locked(base, bytes, kind);
-        block* b = segments_.find(base)->second->first;
-        unlist_locked(b);
-        carve_locked(b, size);
         event_handle release = 0;
-        alloc_result r = make_live_locked(b, requested, s, release);
+        alloc_result r =
+            take_locked(segments_.find(base)->second->first, size, requested, s, release);
         if (release != 0) d2.release(release);
         ++st_.upstream_allocs;
         check_locked();

@@ -114,6 +114,13 @@ private:
   // b becomes live; an event it held and no other block shares is returned for release.
   alloc_result make_live_locked(block* b, std::size_t requested, stream_handle s,
                                 event_handle& release);
+  // Serves a request of `size` (rounded) from the listed block b: unlist, carve, make live.
+  alloc_result take_locked(block* b, std::size_t size, std::size_t requested, stream_handle s,
+                           event_handle& release) {
+    unlist_locked(b);
+    carve_locked(b, size);
+    return make_live_locked(b, requested, s, release);
+  }
   void insert_free_locked(block* b); // free for all, merging with neighbours
   // b becomes stream_free, merging with neighbours freed on its stream under the same event
   // or by the same thread; events that lost their last reference land in `released`.
