@@ -8,7 +8,6 @@ serves when preloaded). --pool on keeps CuPy's default MemoryPool. Prints a chec
 every mode must print the same ones.
 """
 import argparse
-import json
 import os
 import random
 import sys
@@ -59,13 +58,7 @@ def main():
            "framework_peak_reserved": peak_pool if args.pool == "on" else None,
            "env": {k: v for k, v in os.environ.items() if k.startswith("GMEM_") or
                    k == "LD_PRELOAD"}, "cupy": cp.__version__}
-    gs = gmem_probe.gmem_stats()
-    if gs is not None:
-        rec["gmem"] = gs
-    print(json.dumps({k: v for k, v in rec.items() if k != "losses"}))
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(json.dumps(rec) + "\n")
+    gmem_probe.emit(rec, args.json)
 
 
 if __name__ == "__main__":

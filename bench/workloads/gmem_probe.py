@@ -5,6 +5,7 @@ PYTORCH_NO_CUDA_MEMORY_CACHING=1, so the workloads ask the shim directly. Return
 libgmem.so is not preloaded or does not export gmem_stats.
 """
 import ctypes
+import json
 import os
 import re
 
@@ -65,3 +66,15 @@ def gmem_stats(device=0):
     if not (s.flags & 1):  # GMEM_STATS_FROM_POOL
         return None
     return {f: int(getattr(s, f)) for f, _ in GmemStats._fields_ if f != "struct_size"}
+
+
+def emit(rec, json_path):
+    """Adds the pool's counters (when the shim is preloaded) to a workload record, prints the
+    record without its losses, and appends it whole to json_path (one JSON object per line)."""
+    gs = gmem_stats()
+    if gs is not None:
+        rec["gmem"] = gs
+    print(json.dumps({k: v for k, v in rec.items() if k != "losses"}))
+    if json_path:
+        with open(json_path, "a") as f:
+            f.write(json.dumps(rec) + "\n")

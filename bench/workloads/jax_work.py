@@ -9,7 +9,6 @@ XLA_PYTHON_CLIENT_ALLOCATOR=platform (no pool: every buffer a driver allocation,
 serves when preloaded). Every mode must print the same losses.
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -80,13 +79,7 @@ def main():
            "jax_memory_stats": stats,
            "env": {k: v for k, v in os.environ.items() if k.startswith(("XLA_", "GMEM_")) or
                    k == "LD_PRELOAD"}, "jax": jax.__version__}
-    gs = gmem_probe.gmem_stats()
-    if gs is not None:
-        rec["gmem"] = gs
-    print(json.dumps({k: v for k, v in rec.items() if k != "losses"}))
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(json.dumps(rec) + "\n")
+    gmem_probe.emit(rec, args.json)
 
 
 if __name__ == "__main__":

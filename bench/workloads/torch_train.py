@@ -16,7 +16,6 @@ PYTORCH_NO_CUDA_MEMORY_CACHING, LD_PRELOAD); the script only reports what it saw
 history) as "a <addr> <bytes> <stream>" / "f <addr>" lines for bench/replay.
 """
 import argparse
-import json
 import os
 import random
 import sys
@@ -195,17 +194,11 @@ def main():
                 if k.startswith(("PYTORCH_", "GMEM_")) or k == "LD_PRELOAD"},
         "torch": torch.__version__, "determinism": state["determinism"],
     }
-    gs = gmem_probe.gmem_stats()
-    if gs is not None:
-        rec["gmem"] = gs
     if args.record_trace:
         rec["trace_events"] = write_trace(args.record_trace)
         torch.cuda.memory._record_memory_history(enabled=None)
-    print(json.dumps({k: v for k, v in rec.items() if k != "losses"}))
+    gmem_probe.emit(rec, args.json)
     print("losses:", " ".join(f"{x:.6f}" for x in losses))
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(json.dumps(rec) + "\n")
 
 
 if __name__ == "__main__":
