@@ -20,6 +20,12 @@ public:
   // Waits until all work on all streams issued before the call has finished
   // (cuCtxSynchronize). false = failed; the pool then treats nothing as covered.
   virtual bool synchronize() noexcept = 0;
+  // A device-side barrier: all work issued after the call, on every stream that exists or
+  // will exist, runs after all work issued before it; the host does not wait (events on
+  // every stream, each stream made to wait for the others'). For memory only device work
+  // can touch. false = not possible now (a stream is capturing a graph, say, or no driver
+  // support): the pool falls back to synchronize(). Used only with pool_options::barriers.
+  virtual bool barrier() noexcept { return false; }
   // An event recorded on `s` now (cuEventRecord). 0 on failure: the pool then keeps the block
   // pending until a full fence.
   virtual event_handle record(stream_handle s) noexcept = 0;

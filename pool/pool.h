@@ -12,8 +12,9 @@
 //   stream-free  a block freed on a stream (cuMemFreeAsync): reusable at once on that stream;
 //            on other streams only once the event recorded at free time has completed or has
 //            been made a dependency of the allocating stream.
-//   fence    a synchronization of all streams: issued by the pool (fences::synchronize) or made
-//            by the program (begin_external_fence / end_external_fence).
+//   fence    a synchronization of all streams: issued by the pool (fences::synchronize, or with
+//            pool_options::barriers the device-side fences::barrier, which the host does not
+//            wait for) or made by the program (begin_external_fence / end_external_fence).
 //   trim     returning whole free segments to the driver.
 //
 // Policy (numbers are the pool_options defaults, chosen by measurement: docs/pool.md)
@@ -97,6 +98,11 @@ struct pool_options {
   // An oversize segment is never split; a free one serves a later oversize request only if
   // it is at most this fraction (plus one granule) larger than the request.
   double oversize_max_waste = 0.25;
+  // Pool-issued fences are device-side barriers (fences::barrier) when possible: a pending
+  // block is handed out at once, and the new owner's work is ordered after the old owner's
+  // by the GPU, not by a host-blocking synchronize. Only for memory that nothing but device
+  // work touches (device memory; not pinned host memory, which the CPU reads directly).
+  bool barriers = false;
 };
 
 enum class pool_status {

@@ -241,8 +241,9 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
 std::size_t pool_impl::fence_now() {
   std::uint64_t ticket = begin_fence();
   std::uint64_t start = now_ns();
-  if (!fe_.synchronize()) return 0;
-  return end_fence(ticket, now_ns() - start);
+  const bool barrier = opt_.barriers && fe_.barrier();
+  if (!barrier && !fe_.synchronize()) return 0;
+  return end_fence(ticket, now_ns() - start, barrier);
 }
 
 std::uint64_t pool_impl::begin_fence() {
@@ -250,11 +251,12 @@ std::uint64_t pool_impl::begin_fence() {
   return ++seq_;
 }
 
-std::size_t pool_impl::end_fence(std::uint64_t ticket, std::uint64_t duration_ns) {
+std::size_t pool_impl::end_fence(std::uint64_t ticket, std::uint64_t duration_ns, bool barrier) {
   deferred d;
   std::size_t released;
   {
     std::lock_guard lock(mu_);
+    if (barrier) ++st_.barriers;
     released = complete_fence_locked(ticket, d);
     check_locked();
   }

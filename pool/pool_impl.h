@@ -84,7 +84,8 @@ public:
   std::optional<block_info> find(std::uintptr_t address) const;
   bool owns(std::uintptr_t address) const;
   std::uint64_t begin_fence();
-  std::size_t end_fence(std::uint64_t ticket, std::uint64_t duration_ns); // bytes made free
+  // Bytes made free; barrier: the fence was a device-side barrier (counted in stats).
+  std::size_t end_fence(std::uint64_t ticket, std::uint64_t duration_ns, bool barrier = false);
   void end_stream_sync(stream_handle s, std::uint64_t ticket);
   std::size_t trim(std::size_t keep_free_bytes);
   void set_limit(std::size_t bytes);
@@ -139,7 +140,7 @@ private:
   bool refresh_events(); // queries stream-free events without the lock; true if any completed
   bool try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
                                  alloc_result& out);
-  std::size_t fence_now(); // pool-issued fence; returns bytes it made free
+  std::size_t fence_now(); // pool-issued fence (a barrier when allowed); bytes it made free
   std::size_t complete_fence_locked(std::uint64_t ticket, deferred& d);
   // Stream-free blocks (of stream `only`, or of all with k_no_stream) become free for all:
   // those freed before `ticket`, or with complete_only, those whose event completed.

@@ -23,6 +23,7 @@
   X(pending_bytes, "bytes freed without a stream, waiting for a fence (pending)")                  \
   X(pending_blocks, "pending blocks")                                                              \
   X(fences, "fences completed (issued by the pool or reported by the program)")                    \
+  X(barriers, "pool fences made as device-side barriers (the host did not wait)")                  \
   X(ooms, "allocations that failed with out of memory")                                            \
   X(free_bytes, "bytes in free blocks that are safe for every stream")                             \
   X(largest_free_block, "size of the largest free block that is safe for every stream")            \
