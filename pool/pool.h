@@ -42,7 +42,8 @@
 //   event a dependency (fences::wait); (3) a fence, when pending and stream-free blocks of
 //   the class plus its free bytes could cover the request: a fence costs ~1 us on an idle
 //   device and the program's own cuMemFree would have synchronized anyway, while growing
-//   costs a driver allocation now and a synchronizing cuMemFree later; (4) grow: map a
+//   costs a driver allocation now and a synchronizing cuMemFree later (with barriers, the
+//   fence is a device-side barrier and the host does not wait at all); (4) grow: map a
 //   segment, first unmapping wholly free segments (largest first) while reserved would
 //   exceed (1 + grow_slack) x demand, grow_slack = 0.05, demand = the larger of live +
 //   pending + stream-free + request and the peak live bytes of the current and the previous

@@ -1,7 +1,7 @@
 // Fakes for the pool's two interfaces and its observer. fake_upstream places segments back to
 // back, so a block that crossed a segment boundary would look contiguous; fake_fences lets
-// the test decide when fences succeed and when events complete, and keeps a logical clock of
-// fences so reuse_checker can prove that no block came back early.
+// the test decide when fences and barriers succeed and when events complete, and keeps a
+// logical clock of fences so the checkers can prove that no block came back early.
 #pragma once
 
 #include "pool/pool.h"
@@ -81,6 +81,17 @@ public:
     latest_fence_begin_ = begin;
     return true;
   }
+  // A barrier orders all later work after all earlier work, like a fence, but the host did
+  // not wait: events recorded before it stay incomplete.
+  bool barrier() noexcept override {
+    std::lock_guard lock(mu_);
+    ++barriers;
+    if (!barrier_ok) return false;
+    std::uint64_t begin = ++clock;
+    fence_log.push_back({begin, ++clock});
+    latest_fence_begin_ = begin;
+    return true;
+  }
   event_handle record(stream_handle s) noexcept override {
     std::lock_guard lock(mu_);
     if (!record_ok) return 0;
@@ -138,7 +149,7 @@ public:
     std::lock_guard lock(mu_);
     return ++clock;
   }
-  // Did a fence start after `t` and finish before now?
+  // Did a fence or a barrier start after `t`? (Work issued after it follows all work before.)
   bool fenced_since(std::uint64_t t) {
     std::lock_guard lock(mu_);
     return latest_fence_begin_locked() > t;
@@ -179,11 +190,11 @@ public:
     bool complete = false;
     bool released = false;
   };
-  bool sync_ok = true, record_ok = true, wait_ok = true, auto_complete = false;
+  bool sync_ok = true, record_ok = true, wait_ok = true, auto_complete = false, barrier_ok = true;
   std::map<event_handle, event_state> events;
   std::set<std::pair<stream_handle, event_handle>> waits;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> fence_log;
-  std::size_t syncs = 0, queries = 0, releases = 0, bad_releases = 0, bad_uses = 0;
+  std::size_t syncs = 0, barriers = 0, queries = 0, releases = 0, bad_releases = 0, bad_uses = 0;
   std::uint64_t clock = 0;
 
   // A completed fence the program made itself (the test logs it like the pool's own).

@@ -54,7 +54,8 @@ public:
     } else if (op < 95) {
       complete_some_event();
     } else if (op < 96) {
-      fe_.sync_ok = rng_() % 4 != 0; // fences fail now and then
+      fe_.sync_ok = rng_() % 4 != 0;    // fences fail now and then
+      fe_.barrier_ok = rng_() % 3 != 0; // barriers too (only used with pool_options::barriers)
     } else if (op < 97) {
       p_->trim(rng_() % 2 ? 0 : 64 * k_mib);
     } else if (op < 98) {
@@ -250,6 +251,15 @@ TEST(random_test, small_segments_and_no_growth_release) {
   o.large_split_min_bytes = 512;
   o.grow_slack = -1;
   run(2, o, k_ops / 2);
+}
+
+TEST(random_test, barriers) {
+  pool_options o;
+  o.barriers = true;
+  model_run m(4, o);
+  for (int i = 0; i < k_ops / 2 && !::testing::Test::HasFatalFailure(); ++i)
+    m.step();
+  EXPECT_GT(m.fe_.barriers, 0u); // the pool took the barrier path, and the checks held
 }
 
 TEST(random_test, tight_cache_cap) {

@@ -48,6 +48,74 @@ TEST_F(reuse_test, pending_block_waits_for_a_fence_the_pool_issues) {
   EXPECT_TRUE(p.is_valid());
 }
 
+TEST_F(reuse_test, barrier_hands_out_a_pending_block_without_a_host_sync) {
+  pool_options o = tight();
+  o.barriers = true;
+  pool p(up, fe, o, &obs);
+  auto a = p.allocate(whole()), b = p.allocate(whole());
+  ASSERT_EQ(b.status, pool_status::ok);
+  p.deallocate(a.address);
+  std::uint64_t freed_at = fe.now();
+  auto c = p.allocate(whole());
+  ASSERT_EQ(c.status, pool_status::ok);
+  EXPECT_EQ(c.address, a.address);
+  EXPECT_TRUE(fe.fenced_since(freed_at)); // the barrier began after the free
+  EXPECT_EQ(fe.barriers, 1u);
+  EXPECT_EQ(fe.syncs, 0u);
+  EXPECT_EQ(p.stats().barriers, 1u);
+  EXPECT_EQ(p.stats().fences, 1u);
+  EXPECT_EQ(obs.fence_released, whole());
+  EXPECT_TRUE(p.is_valid());
+}
+
+TEST_F(reuse_test, failed_barrier_falls_back_to_a_synchronize) {
+  pool_options o = tight();
+  o.barriers = true;
+  pool p(up, fe, o);
+  auto a = p.allocate(whole()), b = p.allocate(whole());
+  ASSERT_EQ(b.status, pool_status::ok);
+  p.deallocate(a.address);
+  fe.barrier_ok = false;
+  fe.sync_ok = false; // neither works: the block must not come back
+  EXPECT_EQ(p.allocate(whole()).status, pool_status::out_of_memory);
+  EXPECT_EQ(p.stats().pending_blocks, 1u);
+  fe.sync_ok = true;
+  auto c = p.allocate(whole());
+  ASSERT_EQ(c.status, pool_status::ok);
+  EXPECT_EQ(c.address, a.address);
+  EXPECT_GE(fe.syncs, 1u);
+  EXPECT_EQ(p.stats().barriers, 0u);
+}
+
+TEST_F(reuse_test, without_the_option_no_barrier_is_tried) {
+  pool p(up, fe, tight()); // pinned host memory: the CPU reads it, only a real sync will do
+  auto a = p.allocate(whole()), b = p.allocate(whole());
+  ASSERT_EQ(b.status, pool_status::ok);
+  p.deallocate(a.address);
+  ASSERT_EQ(p.allocate(whole()).status, pool_status::ok);
+  EXPECT_EQ(fe.barriers, 0u);
+  EXPECT_EQ(fe.syncs, 1u);
+}
+
+TEST_F(reuse_test, barrier_makes_another_streams_frees_safe_for_all) {
+  pool_options o = tight();
+  o.barriers = true;
+  pool p(up, fe, o);
+  auto a = p.allocate(whole(), s1), b = p.allocate(whole());
+  ASSERT_EQ(b.status, pool_status::ok);
+  p.deallocate(a.address, s1);
+  event_handle ev = fe.last_event();
+  std::uint64_t freed_at = fe.now();
+  auto c = p.allocate(whole()); // stream-less: needs the block safe for every stream
+  ASSERT_EQ(c.status, pool_status::ok);
+  EXPECT_EQ(c.address, a.address);
+  EXPECT_FALSE(fe.is_complete(ev)); // not by the event: by the barrier
+  EXPECT_TRUE(fe.fenced_since(freed_at));
+  EXPECT_EQ(fe.syncs, 0u);
+  EXPECT_EQ(fe.live_events(), 0u); // the block's event was let go
+  EXPECT_TRUE(p.is_valid());
+}
+
 TEST_F(reuse_test, one_fence_releases_a_whole_batch) {
   pool_options o = tight();
   pool p(up, fe, o);
