@@ -41,6 +41,12 @@
   X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
     "1 = pool pinned host memory (cuMemHostAlloc, cuMemAllocHost)")                                \
+  X(barriers, "GMEM_BARRIERS", flag, "1", "",                                                      \
+    "1 = a pool fence is a device-side barrier (events and stream waits) instead of a "            \
+    "host-blocking cuCtxSynchronize; 0 = always synchronize")                                      \
+  X(vmm, "GMEM_VMM", flag, "1", "",                                                                \
+    "1 = device segments are virtual-memory mappings, given back without blocking the host; "      \
+    "0 = cuMemAlloc/cuMemFree segments (cuMemFree waits for the device)")                          \
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \

@@ -36,10 +36,21 @@ pool_options device_pool_options(const real_driver& real, int device) {
   if (o.oversize_set && o.oversize != 0) p.oversize_bytes = o.oversize;
   p.warmup_bytes = o.warmup;
   p.reuse_safety = o.reuse_safety;
+  p.barriers = o.barriers; // device memory: only device work touches it
   return p;
 }
 
-bool is_primary(const real_driver& real, CUcontext ctx, int device) {
+void abandon_entry(context_entry& e) {
+  e.link.dropped.store(true, std::memory_order_release);
+  e.device_pool->abandon();
+  const std::size_t n = e.host_count.load(std::memory_order_acquire);
+  for (std::size_t i = 0; i < n; ++i)
+    e.host[i].host_pool->abandon();
+}
+
+} // namespace
+
+bool is_primary_context(const real_driver& real, CUcontext ctx, int device) {
   unsigned flags = 0;
   int active = 0;
   if (real.cuDevicePrimaryCtxGetState == nullptr || real.cuDevicePrimaryCtxRetain == nullptr ||
@@ -52,16 +63,6 @@ bool is_primary(const real_driver& real, CUcontext ctx, int device) {
   (void)real.cuDevicePrimaryCtxRelease_v2(device);
   return primary == ctx;
 }
-
-void abandon_entry(context_entry& e) {
-  e.link.dropped.store(true, std::memory_order_release);
-  e.device_pool->abandon();
-  const std::size_t n = e.host_count.load(std::memory_order_acquire);
-  for (std::size_t i = 0; i < n; ++i)
-    e.host[i].host_pool->abandon();
-}
-
-} // namespace
 
 context_pools& pools() {
   static context_pools* p = new context_pools; // never destroyed: hooks run during exit
@@ -120,12 +121,15 @@ context_entry* context_pools::create_locked(const real_driver& real, CUcontext c
   e->link.real = &real;
   e->link.ctx = ctx;
   e->link.device = device;
-  e->primary = is_primary(real, ctx, device);
+  e->primary = is_primary_context(real, ctx, device);
   e->fences = new driver_fences(e->link);
-  e->upstream = new device_upstream(e->link);
   e->observer = new trace_observer(device);
-  e->device_pool =
-      new pool(*e->upstream, *e->fences, device_pool_options(real, device), e->observer);
+  const pool_options o = device_pool_options(real, device);
+  if (shim_options().vmm) e->vmm = vmm_upstream::create(e->link, *e->fences);
+  if (e->vmm == nullptr) e->upstream = new device_upstream(e->link);
+  upstream& up = e->vmm != nullptr ? static_cast<upstream&>(*e->vmm) : *e->upstream;
+  e->device_pool = new pool(up, *e->fences, o, e->observer);
+  if (e->vmm != nullptr) e->vmm->attach(e->device_pool);
   e->observer->attach(e->device_pool);
   entries_[n] = e;
   count_.store(n + 1, std::memory_order_release);
@@ -148,6 +152,7 @@ pool* context_pools::host_pool(context_entry& entry, unsigned flags) {
   slot.upstream = new host_upstream(entry.link, flags);
   pool_options o; // no limit and no warm-up for pinned host memory
   o.reuse_safety = shim_options().reuse_safety;
+  o.barriers = false; // never: the CPU reads and writes pinned memory without any stream
   auto* observer = new trace_observer(-1);
   slot.host_pool = new pool(*slot.upstream, *entry.fences, o, observer);
   observer->attach(slot.host_pool);

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "interpose/driver_glue.h"
+#include "interpose/vmm_upstream.h"
 #include "interpose/trace_hooks.h"
 
 namespace gmem::shim {
@@ -29,7 +30,8 @@ struct context_entry {
   context_link link;
   bool primary = false; // the device's primary context (runtime programs use only these)
   driver_fences* fences = nullptr;
-  device_upstream* upstream = nullptr;
+  device_upstream* upstream = nullptr; // cuMemAlloc segments (GMEM_VMM=0, or no VMM)
+  vmm_upstream* vmm = nullptr;         // otherwise: virtual-memory segments
   trace_observer* observer = nullptr;
   pool* device_pool = nullptr;
   static constexpr std::size_t k_max_host_pools = 8;
@@ -83,5 +85,9 @@ private:
 };
 
 context_pools& pools(); // the process's instance (never destroyed)
+
+// Is `ctx` (current, on `device`) the device's primary context? An inactive primary context is
+// not created to find out.
+bool is_primary_context(const real_driver& real, CUcontext ctx, int device);
 
 } // namespace gmem::shim

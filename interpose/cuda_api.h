@@ -50,6 +50,8 @@ CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status
   X(cuStreamSynchronize, "cuStreamSynchronize", 2000, legacy)                                      \
   X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, per_thread)                             \
   X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, any)                                              \
+  X(cuStreamCreate, "cuStreamCreate", 2000, any)                                                   \
+  X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, any)                           \
   X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, any)                                                    \
   X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, any)                         \
   X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, any)                             \
@@ -61,7 +63,8 @@ CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status
   X(cuMemUnmap, "cuMemUnmap", 10020, any)                                                          \
   X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 12000, any)                                       \
   X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, any)                                         \
-  X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, any)
+  X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, any)                                             \
+  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, any)
 
 // Driver functions the shim calls but does not hook: X(exported name).
 #define GMEM_REAL_ONLY(X)                                                                          \
@@ -77,5 +80,13 @@ CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status
   X(cuEventRecord)                                                                                 \
   X(cuEventQuery)                                                                                  \
   X(cuStreamWaitEvent)                                                                             \
+  X(cuStreamQuery)                                                                                 \
+  X(cuEventSynchronize)                                                                            \
   X(cuStreamIsCapturing)                                                                           \
-  X(cuStreamIsCapturing_ptsz)
+  X(cuStreamIsCapturing_ptsz)                                                                      \
+  X(cuMemCreate)                                                                                   \
+  X(cuMemRelease)                                                                                  \
+  X(cuMemAddressReserve)                                                                           \
+  X(cuMemAddressFree)                                                                              \
+  X(cuMemSetAccess)                                                                                \
+  X(cuMemGetAllocationGranularity)

@@ -1,32 +1,10 @@
 #include "interpose/driver_glue.h"
 
+#include "interpose/stream_registry.h"
 #include "interpose/trace_hooks.h"
 
 namespace gmem::shim {
 namespace {
-
-// Makes `link.ctx` current for the scope when the thread has another context current.
-class ctx_scope {
-public:
-  explicit ctx_scope(const context_link& link) : real_(*link.real) {
-    CUcontext current = nullptr;
-    if (real_.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != link.ctx) {
-      pushed_ = real_.cuCtxPushCurrent_v2(link.ctx) == CUDA_SUCCESS;
-    }
-  }
-  ~ctx_scope() {
-    if (pushed_) {
-      CUcontext popped = nullptr;
-      (void)real_.cuCtxPopCurrent_v2(&popped);
-    }
-  }
-  ctx_scope(const ctx_scope&) = delete;
-  ctx_scope& operator=(const ctx_scope&) = delete;
-
-private:
-  const real_driver& real_;
-  bool pushed_ = false;
-};
 
 CUstream to_stream(stream_handle s) {
   return reinterpret_cast<CUstream>(s);
@@ -66,6 +44,12 @@ bool driver_fences::synchronize() noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return false;
   ctx_scope scope(link_);
   return link_.real->cuCtxSynchronize() == CUDA_SUCCESS;
+}
+
+bool driver_fences::barrier() noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return false;
+  ctx_scope scope(link_); // the barrier checks that link_.ctx is current
+  return streams().barrier(*link_.real, link_.ctx);
 }
 
 event_handle driver_fences::record(stream_handle s) noexcept {

@@ -20,6 +20,29 @@ struct context_link {
   std::atomic<bool> dropped{false};
 };
 
+// Makes `link.ctx` current for the scope when the thread has another context current.
+class ctx_scope {
+public:
+  explicit ctx_scope(const context_link& link) : real_(*link.real) {
+    CUcontext current = nullptr;
+    if (real_.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != link.ctx) {
+      pushed_ = real_.cuCtxPushCurrent_v2(link.ctx) == CUDA_SUCCESS;
+    }
+  }
+  ~ctx_scope() {
+    if (pushed_) {
+      CUcontext popped = nullptr;
+      (void)real_.cuCtxPopCurrent_v2(&popped);
+    }
+  }
+  ctx_scope(const ctx_scope&) = delete;
+  ctx_scope& operator=(const ctx_scope&) = delete;
+
+private:
+  const real_driver& real_;
+  bool pushed_ = false;
+};
+
 // Device segments: cuMemAlloc_v2 / cuMemFree_v2.
 class device_upstream final : public upstream {
 public:
@@ -43,11 +66,13 @@ private:
   unsigned flags_;
 };
 
-// cuCtxSynchronize and events (kept in a small cache: cuEventCreate costs more than a record).
+// cuCtxSynchronize and events (kept in a small cache: cuEventCreate costs more than a record);
+// barrier() is the stream registry's device-side barrier (interpose/stream_registry.h).
 class driver_fences final : public fences {
 public:
   explicit driver_fences(context_link& link) : link_(link) {}
   bool synchronize() noexcept override;
+  bool barrier() noexcept override;
   event_handle record(stream_handle s) noexcept override;
   bool query(event_handle e) noexcept override;
   bool wait(stream_handle s, event_handle e) noexcept override;

@@ -1,7 +1,9 @@
 // Synchronization the pool learns from (a program's cuCtxSynchronize is a fence for every
 // pending block; cuStreamSynchronize makes that stream's frees safe for all streams) and
-// context teardown (the driver frees the memory itself: the context's pools are abandoned).
+// context teardown (the driver frees the memory itself: the context's pools are abandoned, and
+// the stream registry forgets the context's streams).
 #include "interpose/hook_support.h"
+#include "interpose/stream_registry.h"
 
 namespace gmem::shim {
 namespace {
@@ -56,29 +58,19 @@ GMEM_HOOK CUresult cuStreamSynchronize_ptsz(CUstream s) {
   return stream_synchronize(s, true);
 }
 
-// A destroyed stream's handle value can come back for a new stream, which would then be handed
-// blocks freed on the old one while its work may still run. So before a stream that may own
-// stream-freed blocks goes away, it is drained and its blocks made safe for every stream.
-GMEM_HOOK CUresult cuStreamDestroy_v2(CUstream s) {
-  const gmem::stream_handle ps = pool_stream(s, false);
-  context_entry* e = shim_active() && ps != gmem::k_no_stream && driver() != nullptr
-                         ? pools().find_current(*driver())
-                         : nullptr;
-  if (e != nullptr && e->device_pool->stats().stream_free_bytes != 0) {
-    const std::uint64_t ticket = e->device_pool->begin_stream_sync();
-    if (GMEM_REAL(cuStreamSynchronize, s) == CUDA_SUCCESS)
-      e->device_pool->end_stream_sync(ps, ticket);
-  }
-  return GMEM_REAL(cuStreamDestroy_v2, s);
-}
-
 GMEM_HOOK CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  if (driver() != nullptr && !forked_child()) pools().drop(ctx);
+  if (driver() != nullptr && !forked_child()) {
+    pools().drop(ctx);
+    streams().drop_context(ctx);
+  }
   return GMEM_REAL(cuCtxDestroy_v2, ctx);
 }
 
 GMEM_HOOK CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  if (driver() != nullptr && !forked_child()) pools().drop_primary(*driver(), dev);
+  if (driver() != nullptr && !forked_child()) {
+    pools().drop_primary(*driver(), dev);
+    streams().drop_primary(dev);
+  }
   return GMEM_REAL(cuDevicePrimaryCtxReset_v2, dev);
 }
 
@@ -94,6 +86,7 @@ GMEM_HOOK CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
   int active = 1;
   if (real->cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active == 0) {
     pools().drop_primary(*real, dev);
+    streams().drop_primary(dev);
   }
   return r;
 }

@@ -1,7 +1,10 @@
 // Fake-only entry points of tests/fake_cuda/libcuda.so.1, the driver stand-in that lets the
 // shim run end to end on machines without a GPU. "Device" memory is host memory; every stream
 // is a thread that runs its work in order, so a "kernel" can still be writing after the host
-// moved on, exactly the hazard DESIGN.md's reuse-safety section is about.
+// moved on, exactly the hazard DESIGN.md's reuse-safety section is about. Streams keep the
+// driver's implicit synchronization: the legacy stream (also standing in for the per-thread
+// default stream) waits for earlier work of the context's blocking streams and they wait for it;
+// CU_STREAM_NON_BLOCKING streams are independent. A destroyed stream's handle is refused.
 //
 // Environment: FAKE_CUDA_TOTAL_BYTES (device size, default 1G), FAKE_CUDA_DEVICES (default 1),
 // FAKE_CUDA_REPORT=1 (print the counters to stderr at exit, one "fake_cuda: name=value" line).
@@ -27,6 +30,9 @@
   X(event_records)                                                                                 \
   X(stream_waits)                                                                                  \
   X(live_allocs)                                                                                   \
+  X(vmm_creates)                                                                                   \
+  X(vmm_maps)                                                                                      \
+  X(vmm_unmaps)                                                                                    \
   X(smallest_alloc)                                                                                \
   X(largest_alloc)
 
@@ -40,6 +46,8 @@ extern "C" {
 // A "kernel" on `stream`: sleeps `sleep_us`, then sets `bytes` bytes at `dst` to `value`.
 CUresult fakeLaunchKernel(CUstream stream, unsigned sleep_us, CUdeviceptr dst, unsigned char value,
                           std::size_t bytes);
+// How many cuEventRecord calls `stream` has seen.
+CUresult fakeStreamEventRecords(CUstream stream, std::uint64_t* count);
 // Makes cuStreamIsCapturing report CU_STREAM_CAPTURE_STATUS_ACTIVE for `stream` (or not).
 CUresult fakeSetCapturing(CUstream stream, int capturing);
 void fakeGetCounters(fake_cuda_counters* out);

@@ -1,6 +1,8 @@
 // The driver functions of the fake libcuda.so.1 (see fake_cuda.h). Error codes follow the real
 // driver where the shim or the tests depend on them: cuMemAlloc of 0 bytes and frees of unknown
-// pointers return CUDA_ERROR_INVALID_VALUE; cuMemFree_v2 synchronizes the context first.
+// pointers return CUDA_ERROR_INVALID_VALUE; cuMemFree_v2 and cuMemFreeHost synchronize the
+// current context (every stream) first, as the real ones do, so a segment the pool trims is never
+// released under work still queued.
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
@@ -79,7 +81,7 @@ fake::context* new_context(int device, bool primary) {
   auto* c = new fake::context;
   c->device = device;
   c->primary = primary;
-  c->legacy = new fake::stream(0);
+  c->legacy = new fake::stream(0, c);
   c->streams.push_back(c->legacy);
   get().contexts.push_back(c);
   return c;
@@ -279,7 +281,7 @@ FAKE_API CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
       return CUDA_ERROR_INVALID_VALUE;
     }
   }
-  st->enqueue([dptr] { (void)release(dptr, fake::mem_kind::device); });
+  fake::submit(st, [dptr] { (void)release(dptr, fake::mem_kind::device); });
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {

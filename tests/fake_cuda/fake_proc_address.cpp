@@ -72,6 +72,8 @@ const proc_row k_procs[] = {
     {"cuPointerGetAttribute", 4000, FAKE_FN(cuPointerGetAttribute), nullptr},
     {"cuPointerGetAttributes", 7000, FAKE_FN(cuPointerGetAttributes), nullptr},
     {"cuStreamCreate", 2000, FAKE_FN(cuStreamCreate), nullptr},
+    {"cuStreamCreateWithPriority", 5050, FAKE_FN(cuStreamCreateWithPriority), nullptr},
+    {"cuStreamQuery", 2000, FAKE_FN(cuStreamQuery), nullptr},
     {"cuStreamDestroy", 4000, FAKE_FN(cuStreamDestroy_v2), nullptr},
     {"cuStreamSynchronize", 2000, FAKE_FN(cuStreamSynchronize), FAKE_FN(cuStreamSynchronize_ptsz)},
     {"cuStreamIsCapturing", 10000, FAKE_FN(cuStreamIsCapturing), FAKE_FN(cuStreamIsCapturing_ptsz)},

@@ -65,7 +65,36 @@ stream* resolve_stream(CUstream s) {
     context* c = current();
     return c != nullptr ? c->legacy : nullptr;
   }
-  return reinterpret_cast<stream*>(s);
+  auto* st = reinterpret_cast<stream*>(s);
+  return st->destroyed ? nullptr : st;
+}
+
+void submit(stream* s, std::function<void()> work) {
+  context* c = s->ctx();
+  if (c == nullptr || s->non_blocking()) {
+    s->enqueue(std::move(work));
+    return;
+  }
+  // Each target is taken before the work that waits for it is queued, under one lock per
+  // context, so two such waits can never wait for each other.
+  std::lock_guard order(c->order_mu);
+  std::vector<std::pair<stream*, std::uint64_t>> waits;
+  if (s == c->legacy) {
+    std::vector<stream*> streams;
+    {
+      std::lock_guard lock(get().mu);
+      streams = c->streams;
+    }
+    for (stream* b : streams) {
+      if (b != c->legacy && !b->non_blocking()) waits.emplace_back(b, b->submitted());
+    }
+  } else {
+    waits.emplace_back(c->legacy, c->legacy->submitted());
+  }
+  for (auto [other, target] : waits) {
+    s->enqueue([other = other, target = target] { other->wait_until(target); });
+  }
+  s->enqueue(std::move(work));
 }
 
 void synchronize_context(context* c) {
@@ -92,6 +121,10 @@ void destroy_context_allocations(context* c) {
   auto& st = get();
   for (auto it = st.allocs.begin(); it != st.allocs.end();) {
     if (it->second.ctx == c) {
+      if (it->second.kind == mem_kind::vmm) { // not the context's: stays mapped
+        ++it;
+        continue;
+      }
       if (it->second.kind == mem_kind::device) {
         st.used_bytes[static_cast<std::size_t>(c->device)] -= it->second.bytes;
       }

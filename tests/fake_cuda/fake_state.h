@@ -17,27 +17,42 @@
 
 namespace fake {
 
+struct context;
+
 // Runs queued work in order on its own thread. Invariant: completed_ <= submitted_.
+// Work goes in through fake::submit() (the legacy stream's implicit synchronization); enqueue()
+// is the raw queue.
 class stream {
 public:
-  explicit stream(unsigned flags) : flags_(flags), worker_([this] { run(); }) { worker_.detach(); }
+  stream(unsigned flags, context* ctx) : flags_(flags), ctx_(ctx), worker_([this] { run(); }) {
+    worker_.detach();
+  }
   void enqueue(std::function<void()> work) {
     std::lock_guard lock(mu_);
     queue_.push_back(std::move(work));
     ++submitted_;
     cv_.notify_all();
   }
-  void synchronize() {
+  void synchronize() { wait_until(submitted()); }
+  // Waits until the first `count` pieces of work submitted have run.
+  void wait_until(std::uint64_t count) {
     std::unique_lock lock(mu_);
-    const std::uint64_t target = submitted_;
-    cv_.wait(lock, [&] { return completed_ >= target; });
+    cv_.wait(lock, [&] { return completed_ >= count; });
+  }
+  std::uint64_t submitted() {
+    std::lock_guard lock(mu_);
+    return submitted_;
   }
   bool idle() {
     std::lock_guard lock(mu_);
     return completed_ == submitted_;
   }
   unsigned flags() const { return flags_; }
+  context* ctx() const { return ctx_; }
+  bool non_blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) != 0; }
   std::atomic<bool> capturing{false};
+  std::atomic<bool> destroyed{false};          // cuStreamDestroy: the handle is invalid now
+  std::atomic<std::uint64_t> event_records{0}; // cuEventRecord calls on this stream
 
 private:
   void run() {
@@ -56,6 +71,7 @@ private:
     }
   }
   unsigned flags_;
+  context* ctx_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
@@ -76,10 +92,11 @@ struct context {
   int device = 0;
   bool primary = false;
   stream* legacy = nullptr;
-  std::vector<stream*> streams; // created in this context, legacy included
+  std::mutex order_mu;          // serializes submit() on this context's streams
+  std::vector<stream*> streams; // created in this context, legacy included (guarded by get().mu)
 };
 
-enum class mem_kind { device, host, managed };
+enum class mem_kind { device, host, managed, vmm }; // vmm: a cuMemMap'd range (fake_vmm.cpp)
 struct allocation {
   std::size_t bytes;
   context* ctx;
@@ -111,7 +128,13 @@ state& get();                       // the one instance, created on first use, n
 context*& current();                // this thread's current context (top of its stack)
 std::vector<context*>& ctx_stack(); // this thread's pushed contexts below current()
 bool live_context(context* c);      // caller holds get().mu
-stream* resolve_stream(CUstream s); // legacy/per-thread/0 -> the current context's legacy stream
+// legacy/per-thread/0 -> the current context's legacy stream; nullptr for a destroyed stream.
+stream* resolve_stream(CUstream s);
+// Queues `work` on `s` with the legacy stream's implicit synchronization (the driver API's
+// "Stream synchronization behavior"): work on the legacy stream first waits for all work
+// submitted so far to the context's blocking streams; work on a blocking stream first waits
+// for all work submitted so far to the legacy stream; non-blocking streams wait for nothing.
+void submit(stream* s, std::function<void()> work);
 void synchronize_context(context* c);
 const std::map<std::uintptr_t, allocation>::iterator find_allocation(std::uintptr_t address);
 void destroy_context_allocations(context* c); // caller holds get().mu

@@ -1,5 +1,6 @@
 // Streams, events, copies and "kernels" of the fake driver. Each stream is a worker thread; an
-// event completes when the work queued before its record has run.
+// event completes when the work queued before its record has run. All work goes through
+// fake::submit, which adds the legacy stream's implicit synchronization with blocking streams.
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -13,7 +14,7 @@ using fake::get;
 FAKE_API CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
   fake::context* c = fake::current();
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  auto* s = new fake::stream(flags);
+  auto* s = new fake::stream(flags, c);
   std::lock_guard lock(get().mu);
   c->streams.push_back(s);
   *out = reinterpret_cast<CUstream>(s);
@@ -22,10 +23,14 @@ FAKE_API CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
 FAKE_API CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags, int) {
   return cuStreamCreate(out, flags);
 }
+// Later calls with the handle fail with CUDA_ERROR_INVALID_HANDLE (the real driver's behaviour
+// is undefined; the fake makes a stale handle visible).
 FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (reinterpret_cast<std::uintptr_t>(s) <= 2) return CUDA_ERROR_INVALID_HANDLE;
   st->synchronize(); // the thread and object are leaked: other threads may still hold it
+  st->destroyed = true;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamSynchronize(CUstream s) {
@@ -65,13 +70,14 @@ FAKE_API CUresult cuEventRecord(CUevent e, CUstream s) {
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr || e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   get().count.event_records++;
+  st->event_records++;
   auto* ev = reinterpret_cast<fake::event*>(e);
   std::uint64_t generation;
   {
     std::lock_guard lock(ev->mu);
     generation = ++ev->recorded;
   }
-  st->enqueue([ev, generation] {
+  fake::submit(st, [ev, generation] {
     std::lock_guard lock(ev->mu);
     if (ev->completed < generation) ev->completed = generation;
     ev->cv.notify_all();
@@ -103,7 +109,7 @@ FAKE_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int) {
     std::lock_guard lock(ev->mu);
     target = ev->recorded;
   }
-  st->enqueue([ev, target] {
+  fake::submit(st, [ev, target] {
     std::unique_lock lock(ev->mu);
     ev->cv.wait(lock, [&] { return ev->completed >= target; });
   });
@@ -116,7 +122,7 @@ FAKE_API CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int f) 
 FAKE_API CUresult cuLaunchHostFunc(CUstream s, CUhostFn fn, void* data) {
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  st->enqueue([fn, data] { fn(data); });
+  fake::submit(st, [fn, data] { fn(data); });
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* data) {
@@ -126,7 +132,7 @@ FAKE_API CUresult cuLaunchHostFunc_ptsz(CUstream s, CUhostFn fn, void* data) {
 FAKE_API CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, std::size_t n, CUstream s) {
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  st->enqueue([dst, value, n] { std::memset(reinterpret_cast<void*>(dst), value, n); });
+  fake::submit(st, [dst, value, n] { std::memset(reinterpret_cast<void*>(dst), value, n); });
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemsetD8Async_ptsz(CUdeviceptr dst, unsigned char value, std::size_t n,
@@ -137,14 +143,19 @@ FAKE_API CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, std::size_
   if (CUresult r = cuMemsetD8Async(dst, value, n, nullptr); r != CUDA_SUCCESS) return r;
   return cuStreamSynchronize(nullptr);
 }
+// Synchronous copies run on the legacy stream (after the blocking streams' earlier work).
 FAKE_API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, std::size_t n) {
-  if (CUresult r = cuStreamSynchronize(nullptr); r != CUDA_SUCCESS) return r;
-  std::memcpy(reinterpret_cast<void*>(dst), src, n);
+  fake::stream* st = fake::resolve_stream(nullptr);
+  if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  fake::submit(st, [dst, src, n] { std::memcpy(reinterpret_cast<void*>(dst), src, n); });
+  st->synchronize();
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, std::size_t n) {
-  if (CUresult r = cuStreamSynchronize(nullptr); r != CUDA_SUCCESS) return r;
-  std::memcpy(dst, reinterpret_cast<const void*>(src), n);
+  fake::stream* st = fake::resolve_stream(nullptr);
+  if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  fake::submit(st, [dst, src, n] { std::memcpy(dst, reinterpret_cast<const void*>(src), n); });
+  st->synchronize();
   return CUDA_SUCCESS;
 }
 
@@ -152,10 +163,16 @@ FAKE_API CUresult fakeLaunchKernel(CUstream s, unsigned sleep_us, CUdeviceptr ds
                                    unsigned char value, std::size_t bytes) {
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-  st->enqueue([=] {
+  fake::submit(st, [=] {
     std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
     std::memset(reinterpret_cast<void*>(dst), value, bytes);
   });
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult fakeStreamEventRecords(CUstream s, std::uint64_t* count) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr || count == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *count = st->event_records.load();
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult fakeSetCapturing(CUstream s, int capturing) {

@@ -19,6 +19,15 @@ struct probe_run {
   gmem::test::child_result child;
   std::map<std::string, std::uint64_t> counters; // the fake's, "counter NAME=VALUE"
   bool has(const std::string& text) const { return child.output.find(text) != std::string::npos; }
+  // A counter of the first pool of `kind` ("device", "host") in the GMEM_VERBOSE report.
+  std::uint64_t pool_stat(const std::string& kind, const std::string& name) const {
+    const auto line = child.output.find("kind=" + kind + " ");
+    if (line == std::string::npos) return ~std::uint64_t{0};
+    const auto end = child.output.find('\n', line);
+    const auto at = child.output.find(" " + name + "=", line);
+    if (at == std::string::npos || at > end) return ~std::uint64_t{0};
+    return std::stoull(child.output.substr(at + name.size() + 2));
+  }
   std::uint64_t counter(const std::string& name) const {
     auto it = counters.find(name);
     return it == counters.end() ? ~std::uint64_t{0} : it->second;
@@ -52,12 +61,33 @@ const std::size_t k_segment = gmem::pool_options{}.small_segment_bytes;
 class route_test : public testing::TestWithParam<const char*> {};
 
 TEST_P(route_test, allocations_come_from_segments) {
-  const probe_run r = run_probe(GetParam(), "basic");
+  // GMEM_VMM=0: segments are cuMemAlloc_v2 calls, which the fake sizes.
+  const probe_run r = run_probe(GetParam(), "basic", {{"GMEM_VMM", "0"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("kind=device live_bytes=0")) << r.child.output;
   EXPECT_TRUE(r.has("total_allocs=200 total_frees=200")) << r.child.output;
   EXPECT_LT(r.counter("mem_alloc_calls"), 20u);
   EXPECT_GE(r.counter("smallest_alloc"), k_segment); // the fake saw segments only
+  EXPECT_EQ(r.counter("vmm_creates"), 0u);
+}
+
+TEST_P(route_test, segments_are_virtual_memory_mappings_by_default) {
+  const probe_run r = run_probe(GetParam(), "basic");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("total_allocs=200 total_frees=200")) << r.child.output;
+  EXPECT_EQ(r.counter("mem_alloc_calls"), 0u);
+  EXPECT_GT(r.counter("vmm_creates"), 0u);
+  EXPECT_LT(r.counter("vmm_creates"), 20u);
+  EXPECT_EQ(r.counter("vmm_maps"), r.counter("vmm_creates"));
+}
+
+// A virtual-memory segment given back while a kernel still writes into it is retired, not
+// torn down (the fake's cuMemUnmap leaves the range inaccessible: the probe would crash), and
+// the host never waits for it.
+TEST_P(route_test, vmm_segments_retire_without_blocking_the_host) {
+  const probe_run r = run_probe(GetParam(), "vmm_retire", {{"GMEM_MAX_CACHED", "1"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("vmm_retire host_syncs=0 unmaps_at_once=0 unmaps_later=2")) << r.child.output;
 }
 
 TEST_P(route_test, driver_errors_are_kept) {
@@ -141,7 +171,8 @@ TEST_P(route_test, exit_while_threads_allocate) {
 }
 
 TEST_P(route_test, ipc_of_interior_blocks_is_refused) {
-  const probe_run r = run_probe(GetParam(), "ipc");
+  // GMEM_VMM=0: a block that starts a cuMemAlloc segment can be exported (the probe checks it).
+  const probe_run r = run_probe(GetParam(), "ipc", {{"GMEM_VMM", "0"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
 }
@@ -153,8 +184,74 @@ TEST_P(route_test, destroyed_stream_is_drained_first) {
   EXPECT_TRUE(r.has("stream_free_bytes=0")) << r.child.output;
 }
 
+// Streams created through this route are registered: a non-blocking stream created before the
+// barrier is made to wait for it, one created after it waits at creation.
+TEST_P(route_test, barrier_orders_streams_of_every_kind) {
+  for (const char* scenario : {"barrier:nonblocking:later", "barrier:blocking:nonblocking"}) {
+    const probe_run r = run_probe(GetParam(), scenario);
+    EXPECT_PROBE_OK(r);
+    EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=0")) << scenario << ": " << r.child.output;
+    EXPECT_EQ(r.pool_stat("device", "barriers"), 1u) << r.child.output;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
                          testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
+
+// The device-side barrier (interpose/stream_registry.h): the old owner's slow write on stream X,
+// a stream-less free, the same address allocated again with no cuCtxSynchronize, the new
+// owner's write on stream Y: the new owner's value wins for every X and Y.
+TEST(barriers, every_pair_of_streams_is_ordered_without_a_host_sync) {
+  for (const char* old_kind : {"legacy", "blocking", "nonblocking"}) {
+    for (const char* new_kind : {"legacy", "blocking", "nonblocking", "later"}) {
+      const std::string scenario = std::string("barrier:") + old_kind + ":" + new_kind;
+      const probe_run r = run_probe("dlsym", scenario);
+      EXPECT_PROBE_OK(r);
+      EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=0")) << scenario << ": " << r.child.output;
+      EXPECT_EQ(r.pool_stat("device", "barriers"), 1u) << scenario << ": " << r.child.output;
+    }
+  }
+}
+
+TEST(barriers, the_scenario_corrupts_without_reuse_safety) {
+  const probe_run r =
+      run_probe("dlsym", "barrier:nonblocking:nonblocking", {{"GMEM_REUSE_SAFETY", "0"}});
+  EXPECT_EQ(r.child.exit_code, 3) << r.child.output;
+  EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=1")) << r.child.output;
+}
+
+TEST(barriers, off_means_the_pool_synchronizes) {
+  const probe_run r = run_probe("runtime", "barrier:nonblocking:later", {{"GMEM_BARRIERS", "0"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("reused=1 host_syncs=1 corrupted=0")) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
+}
+
+TEST(barriers, a_capturing_stream_gets_no_event_and_the_pool_synchronizes) {
+  for (const char* kind : {"nonblocking", "legacy"}) {
+    const probe_run r = run_probe("runtime", std::string("barrier_capture:") + kind);
+    EXPECT_PROBE_OK(r);
+    EXPECT_TRUE(r.has("reused=1 host_syncs=1 capture_records=0 corrupted=0"))
+        << kind << ": " << r.child.output;
+    EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << kind << ": " << r.child.output;
+  }
+}
+
+TEST(barriers, a_destroyed_stream_leaves_the_registry) {
+  const probe_run r = run_probe("runtime", "barrier_destroyed");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=0")) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "barriers"), 1u) << r.child.output;
+}
+
+TEST(barriers, pinned_host_pools_always_synchronize) {
+  const probe_run r = run_probe("dlsym", "barrier_host");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("barrier_host reused=1 host_syncs=1")) << r.child.output;
+  EXPECT_TRUE(r.has("kind=host")) << r.child.output;
+  EXPECT_EQ(r.pool_stat("host", "barriers"), 0u) << r.child.output;
+  EXPECT_EQ(r.pool_stat("host", "fences"), 1u) << r.child.output;
+}
 
 TEST(shim, without_the_shim_every_allocation_reaches_the_driver) {
   const probe_run r = run_probe("dlsym", "basic", {}, false);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <string>
 
 #include "tests/interpose/probe_driver.h"
 
@@ -40,5 +41,14 @@ void scenario_stress();
 void scenario_capture();
 void scenario_ipc();
 void scenario_stream_destroy();
+
+// Device-side barrier scenarios (probe_barrier.cpp); 3 = corrupted.
+int scenario_barrier(const std::string& old_stream, const std::string& new_stream);
+int scenario_barrier_capture(const std::string& capturing);
+int scenario_barrier_destroyed();
+void scenario_barrier_host();
+
+// Virtual-memory segments (probe_vmm.cpp).
+void scenario_vmm_retire();
 
 } // namespace probe

@@ -38,6 +38,7 @@ void load_exported(driver_api& a) {
   a.pointer_get_attributes = &cuPointerGetAttributes;
   a.mem_alloc_managed = &cuMemAllocManaged;
   a.stream_create = &cuStreamCreate;
+  a.stream_create_with_priority = &cuStreamCreateWithPriority;
   a.stream_synchronize = &cuStreamSynchronize;
   a.stream_destroy = &cuStreamDestroy_v2;
   a.memset_d8_async = &cuMemsetD8Async;
@@ -72,6 +73,7 @@ void load_by_dlsym(void* h, driver_api& a) {
   set(a.pointer_get_attributes, dlsym(h, "cuPointerGetAttributes"));
   set(a.mem_alloc_managed, dlsym(h, "cuMemAllocManaged"));
   set(a.stream_create, dlsym(h, "cuStreamCreate"));
+  set(a.stream_create_with_priority, dlsym(h, "cuStreamCreateWithPriority"));
   set(a.stream_synchronize, dlsym(h, "cuStreamSynchronize"));
   set(a.stream_destroy, dlsym(h, "cuStreamDestroy_v2"));
   set(a.memset_d8_async, dlsym(h, "cuMemsetD8Async"));
@@ -121,6 +123,7 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   get(a.pointer_get_attributes, "cuPointerGetAttributes");
   get(a.mem_alloc_managed, "cuMemAllocManaged");
   get(a.stream_create, "cuStreamCreate");
+  get(a.stream_create_with_priority, "cuStreamCreateWithPriority");
   get(a.stream_synchronize, "cuStreamSynchronize");
   get(a.stream_destroy, "cuStreamDestroy");
   get(a.memset_d8_async, "cuMemsetD8Async");
@@ -153,6 +156,7 @@ std::string load(const std::string& route, driver_api& api) {
   }
   set(api.launch_kernel, dlsym(h, "fakeLaunchKernel"));
   set(api.set_capturing, dlsym(h, "fakeSetCapturing"));
+  set(api.stream_event_records, dlsym(h, "fakeStreamEventRecords"));
   set(api.get_counters, dlsym(h, "fakeGetCounters"));
   return error;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "tests/fake_cuda/fake_cuda.h"
@@ -36,6 +37,7 @@ struct driver_api {
   CUresult (*pointer_get_attributes)(unsigned, CUpointer_attribute*, void**, CUdeviceptr);
   CUresult (*mem_alloc_managed)(CUdeviceptr*, std::size_t, unsigned);
   CUresult (*stream_create)(CUstream*, unsigned);
+  CUresult (*stream_create_with_priority)(CUstream*, unsigned, int);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*stream_destroy)(CUstream);
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, CUstream);
@@ -45,6 +47,7 @@ struct driver_api {
   // fake-only
   CUresult (*launch_kernel)(CUstream, unsigned, CUdeviceptr, unsigned char, std::size_t);
   CUresult (*set_capturing)(CUstream, int);
+  CUresult (*stream_event_records)(CUstream, std::uint64_t*);
   void (*get_counters)(fake_cuda_counters*);
   // cuGetProcAddress as the runtime route got it (nullptr on other routes)
   CUresult (*get_proc_address)(const char*, void**, int, cuuint64_t,

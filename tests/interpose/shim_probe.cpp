@@ -239,6 +239,16 @@ int main(int argc, char** argv) {
     scenario_stream_destroy();
   else if (s == "ipc")
     scenario_ipc();
+  else if (s.rfind("barrier:", 0) == 0 && s.find(':', 8) != std::string::npos)
+    rc = scenario_barrier(s.substr(8, s.find(':', 8) - 8), s.substr(s.find(':', 8) + 1));
+  else if (s.rfind("barrier_capture:", 0) == 0)
+    rc = scenario_barrier_capture(s.substr(16));
+  else if (s == "barrier_destroyed")
+    rc = scenario_barrier_destroyed();
+  else if (s == "barrier_host")
+    scenario_barrier_host();
+  else if (s == "vmm_retire")
+    scenario_vmm_retire();
   else if (s == "pair_cost")
     scenario_pair_cost();
   else {

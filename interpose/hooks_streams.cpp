@@ -1,0 +1,51 @@
+// Stream creation and destruction: non-blocking streams are registered for the pool's
+// device-side barriers (interpose/stream_registry.h), and a stream that may own stream-freed
+// blocks is drained before it goes away.
+#include "interpose/hook_support.h"
+#include "interpose/stream_registry.h"
+
+namespace gmem::shim {
+namespace {
+
+// Registration is needed only while pools may make barriers; a forked child stands aside.
+bool registering() {
+  return shim_active() && shim_options().barriers && driver() != nullptr;
+}
+
+} // namespace
+} // namespace gmem::shim
+
+using namespace gmem::shim;
+
+GMEM_HOOK CUresult cuStreamCreate(CUstream* out, unsigned int flags) {
+  auto real_create = [&] { return GMEM_REAL(cuStreamCreate, out, flags); };
+  if (!registering()) return real_create();
+  return streams().create(*driver(), out, flags, real_create);
+}
+
+GMEM_HOOK CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags, int priority) {
+  auto real_create = [&] { return GMEM_REAL(cuStreamCreateWithPriority, out, flags, priority); };
+  if (!registering()) return real_create();
+  return streams().create(*driver(), out, flags, real_create);
+}
+
+// A destroyed stream's handle value can come back for a new stream, which would then be handed
+// blocks freed on the old one while its work may still run. So before a stream that may own
+// stream-freed blocks goes away, it is drained and its blocks made safe for every stream. It
+// leaves the registry in the same locked step as the driver destroys it (also after exit()
+// started: a stale handle must never reach a later barrier).
+GMEM_HOOK CUresult cuStreamDestroy_v2(CUstream s) {
+  const gmem::stream_handle ps = pool_stream(s, false);
+  context_entry* e = shim_active() && ps != gmem::k_no_stream && driver() != nullptr
+                         ? pools().find_current(*driver())
+                         : nullptr;
+  if (e != nullptr && e->device_pool->stats().stream_free_bytes != 0) {
+    const std::uint64_t ticket = e->device_pool->begin_stream_sync();
+    if (GMEM_REAL(cuStreamSynchronize, s) == CUDA_SUCCESS)
+      e->device_pool->end_stream_sync(ps, ticket);
+  }
+  auto real_destroy = [&] { return GMEM_REAL(cuStreamDestroy_v2, s); };
+  const real_driver* real = driver_if_resolved();
+  if (real == nullptr || forked_child() || !shim_options().barriers) return real_destroy();
+  return streams().destroy(*real, s, real_destroy);
+}

@@ -1,0 +1,129 @@
+#include "interpose/stream_registry.h"
+
+#include <algorithm>
+
+#include "interpose/context_pools.h"
+
+namespace gmem::shim {
+namespace {
+
+// Capturing, or a capture error (the legacy stream while a blocking stream captures), or any
+// other failure: no barrier may touch it.
+bool unusable(const real_driver& real, CUstream s) {
+  if (real.cuStreamIsCapturing == nullptr) return true;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  return real.cuStreamIsCapturing(s, &status) != CUDA_SUCCESS ||
+         status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool make_event(const real_driver& real, CUevent& e) {
+  return e != nullptr || real.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS;
+}
+
+} // namespace
+
+stream_registry& streams() {
+  static stream_registry* r = new stream_registry; // never destroyed: hooks run during exit
+  return *r;
+}
+
+stream_registry::context_streams& stream_registry::record_locked(const real_driver& real,
+                                                                 CUcontext ctx) {
+  for (context_streams& c : contexts_) {
+    if (c.ctx == ctx) return c;
+  }
+  context_streams c;
+  c.ctx = ctx;
+  CUdevice device = -1;
+  if (real.cuCtxGetDevice(&device) == CUDA_SUCCESS) {
+    c.device = device;
+    c.primary = is_primary_context(real, ctx, device);
+  }
+  contexts_.push_back(std::move(c));
+  return contexts_.back();
+}
+
+void stream_registry::registered_locked(const real_driver& real, CUcontext ctx, CUstream s) {
+  context_streams& c = record_locked(real, ctx);
+  c.streams.push_back({s, nullptr});
+  if (!c.hub_pending) return;
+  if (real.cuEventQuery(c.hub) == CUDA_SUCCESS) {
+    c.hub_pending = false;
+    return;
+  }
+  // Made before the hook returns, so the program's first work on s already waits. Should the
+  // driver refuse, the host waits for the hub instead: slower, never unsafe.
+  if (real.cuStreamWaitEvent(s, c.hub, 0) != CUDA_SUCCESS) {
+    (void)real.cuEventSynchronize(c.hub);
+  }
+}
+
+void stream_registry::forget_locked(const real_driver& real, CUstream s) {
+  for (context_streams& c : contexts_) {
+    auto it = std::find_if(c.streams.begin(), c.streams.end(),
+                           [s](const stream_slot& slot) { return slot.stream == s; });
+    if (it == c.streams.end()) continue;
+    // The event may still be pending; the driver releases it once it completes.
+    if (it->event != nullptr) (void)real.cuEventDestroy_v2(it->event);
+    c.streams.erase(it);
+    return;
+  }
+}
+
+bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
+  if (real.cuStreamQuery == nullptr || real.cuEventSynchronize == nullptr) return false;
+  CUcontext current = nullptr;
+  if (real.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != ctx) return false;
+  std::lock_guard lock(mu_);
+  context_streams& c = record_locked(real, ctx);
+  if (unusable(real, CU_STREAM_LEGACY)) return false;
+  for (const stream_slot& slot : c.streams) {
+    if (unusable(real, slot.stream)) return false;
+  }
+  // Earlier work of the non-blocking streams -> the legacy stream. An idle stream has none.
+  for (stream_slot& slot : c.streams) {
+    const CUresult q = real.cuStreamQuery(slot.stream);
+    if (q == CUDA_SUCCESS) continue;
+    if (q != CUDA_ERROR_NOT_READY || !make_event(real, slot.event) ||
+        real.cuEventRecord(slot.event, slot.stream) != CUDA_SUCCESS ||
+        real.cuStreamWaitEvent(CU_STREAM_LEGACY, slot.event, 0) != CUDA_SUCCESS) {
+      return false;
+    }
+  }
+  // The hub: after everything issued so far (blocking streams through the legacy stream's
+  // implicit synchronization), and before everything issued later on blocking streams.
+  // A failed record leaves the last hub (and hub_pending) as they were.
+  if (!make_event(real, c.hub) || real.cuEventRecord(c.hub, CU_STREAM_LEGACY) != CUDA_SUCCESS) {
+    return false;
+  }
+  c.hub_pending = true;
+  if (real.cuEventQuery(c.hub) == CUDA_SUCCESS) { // nothing left to order after
+    c.hub_pending = false;
+    return true;
+  }
+  for (const stream_slot& slot : c.streams) {
+    if (real.cuStreamWaitEvent(slot.stream, c.hub, 0) != CUDA_SUCCESS) return false;
+  }
+  return true;
+}
+
+void stream_registry::drop_context(CUcontext ctx) {
+  std::lock_guard lock(mu_);
+  std::erase_if(contexts_, [ctx](const context_streams& c) { return c.ctx == ctx; });
+}
+
+void stream_registry::drop_primary(int device) {
+  std::lock_guard lock(mu_);
+  std::erase_if(contexts_,
+                [device](const context_streams& c) { return c.primary && c.device == device; });
+}
+
+std::size_t stream_registry::count(CUcontext ctx) {
+  std::lock_guard lock(mu_);
+  for (const context_streams& c : contexts_) {
+    if (c.ctx == ctx) return c.streams.size();
+  }
+  return 0;
+}
+
+} // namespace gmem::shim

@@ -1,0 +1,93 @@
+// The non-blocking streams of every context, and the device-side barrier built on them
+// (fences::barrier, DESIGN.md "Reuse safety"): all work issued after the barrier, on any stream
+// of the context that exists or will exist, runs after all work issued before it, on any
+// stream; the host does not wait.
+//
+// Why this covers every stream (the driver API's "Stream synchronization behavior"): an action
+// on the legacy default stream first waits for all blocking streams (created with flags 0, and
+// the per-thread default streams), and blocking streams then wait for it. Only
+// CU_STREAM_NON_BLOCKING streams escape that, so they are the ones registered here (hooks on
+// cuStreamCreate / cuStreamCreateWithPriority / cuStreamDestroy_v2). A barrier, in the pool's
+// context:
+//   1. refuse (false: the pool synchronizes instead) when the legacy stream or a registered
+//      stream is capturing a graph: an event recorded there would become a node of the user's
+//      graph, and touching the legacy stream during a global capture invalidates it;
+//   2. for each registered stream with unfinished work: record its event, make the legacy
+//      stream wait for it;
+//   3. record the hub event on the legacy stream: it completes after every earlier piece of
+//      work of every stream of the context;
+//   4. unless the hub is already complete, make every registered stream wait for it, and keep
+//      it: a non-blocking stream created while it may be incomplete waits for it before its
+//      creation hook returns.
+// With no non-blocking stream this is one cuEventRecord.
+//
+// Invariant: every registered stream is live (registration and unregistration happen under
+// mu_, together with the driver's own create / destroy), so a barrier never touches a destroyed
+// handle and no stream is created between a barrier's snapshot and its registration. Records of
+// destroyed contexts are dropped (their streams and events went with them).
+#pragma once
+
+#include <mutex>
+#include <vector>
+
+#include "interpose/real_driver.h"
+
+namespace gmem::shim {
+
+class stream_registry {
+public:
+  // Runs `create` (the driver's cuStreamCreate*, which fills *out) with the registry locked;
+  // a new non-blocking stream of the current context is registered and made to wait for the
+  // context's last barrier.
+  template <typename Create>
+  CUresult create(const real_driver& real, CUstream* out, unsigned flags, Create&& create) {
+    CUcontext ctx = nullptr;
+    if ((flags & CU_STREAM_NON_BLOCKING) == 0 || out == nullptr ||
+        real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
+      return create(); // blocking streams follow the legacy stream; errors are the driver's
+    }
+    std::lock_guard lock(mu_);
+    const CUresult r = create();
+    if (r == CUDA_SUCCESS) registered_locked(real, ctx, *out);
+    return r;
+  }
+  // Runs `destroy` (the driver's cuStreamDestroy) with the registry locked, after forgetting s.
+  template <typename Destroy>
+  CUresult destroy(const real_driver& real, CUstream s, Destroy&& destroy) {
+    std::lock_guard lock(mu_);
+    forget_locked(real, s);
+    return destroy();
+  }
+  // The barrier above for `ctx`, which must be current. false: not made (capture, a driver
+  // error); the caller synchronizes instead.
+  bool barrier(const real_driver& real, CUcontext ctx) noexcept;
+  // The context is being destroyed / the device's primary context reset or released.
+  void drop_context(CUcontext ctx);
+  void drop_primary(int device);
+  // Registered streams of `ctx` (tests, verbose report).
+  std::size_t count(CUcontext ctx);
+
+private:
+  struct stream_slot {
+    CUstream stream = nullptr;
+    CUevent event = nullptr; // created at its first barrier, re-recorded by each one
+  };
+  struct context_streams {
+    CUcontext ctx = nullptr;
+    int device = -1;
+    bool primary = false;
+    std::vector<stream_slot> streams;
+    CUevent hub = nullptr;    // recorded on the legacy stream by the last barrier
+    bool hub_pending = false; // the last barrier's hub may not have completed yet
+  };
+  context_streams& record_locked(const real_driver& real, CUcontext ctx); // ctx current
+  void registered_locked(const real_driver& real, CUcontext ctx, CUstream s);
+  void forget_locked(const real_driver& real, CUstream s);
+
+  std::mutex mu_;
+  std::vector<context_streams> contexts_; // guarded by mu_
+};
+
+stream_registry& streams(); // the process's instance (never destroyed)
+
+} // namespace gmem::shim

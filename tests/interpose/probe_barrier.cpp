@@ -1,0 +1,148 @@
+// The pool's device-side barriers (interpose/stream_registry.h) against the fake driver, whose
+// streams keep the legacy stream's implicit synchronization: a slow "kernel" of the old owner
+// writes a block after the program freed it (cuMemFree: stream-less); the same address comes
+// back from cuMemAlloc without a host synchronization; the new owner's write must land after
+// the old one. Each line printed: "NAME reused=R host_syncs=H ... corrupted=C".
+//
+// Stream kinds: legacy (CU_STREAM_LEGACY), blocking (flags 0), nonblocking
+// (CU_STREAM_NON_BLOCKING, through cuStreamCreateWithPriority), later (non-blocking, created
+// after the allocation that made the barrier).
+#include <algorithm>
+#include <vector>
+
+#include "tests/interpose/probe_check.h"
+
+namespace probe {
+namespace {
+
+// Oversize (above the 20 MiB default): a segment of its own, so the freed block is the only
+// one that fits and the allocation fences instead of carving a new block.
+constexpr std::size_t k_bytes = std::size_t{32} << 20;
+constexpr unsigned k_slow_us = 300000;
+
+CUstream make_stream(const std::string& kind) {
+  CUstream s = nullptr;
+  if (kind == "legacy") return CU_STREAM_LEGACY;
+  if (kind == "blocking") {
+    CHECK_CU(g.stream_create(&s, 0));
+  } else if (kind == "nonblocking" || kind == "later") {
+    CHECK_CU(g.stream_create_with_priority(&s, CU_STREAM_NON_BLOCKING, 0));
+  } else {
+    CHECK(false, "unknown stream kind '%s'", kind.c_str());
+  }
+  return s;
+}
+
+std::uint64_t records_on(CUstream s) {
+  std::uint64_t n = 0;
+  CHECK_CU(g.stream_event_records(s, &n));
+  return n;
+}
+
+struct reuse_result {
+  bool reused = false;
+  std::uint64_t host_syncs = 0; // cuCtxSynchronize calls made by the reallocation
+  bool corrupted = false;
+};
+
+// The old owner writes 0xAA on `old_stream` after k_slow_us; the block is freed and allocated
+// again; `before_alloc` runs just before the reallocation, `after_alloc` just after it (and
+// returns the new owner's stream), which writes 0xBB at once.
+template <typename Before, typename After>
+reuse_result reuse(CUstream old_stream, Before&& before_alloc, After&& after_alloc) {
+  reuse_result r;
+  CUdeviceptr a = 0, b = 0;
+  CHECK_CU(g.mem_alloc(&a, k_bytes));
+  CHECK_CU(g.launch_kernel(old_stream, k_slow_us, a, 0xAA, k_bytes));
+  CHECK_CU(g.mem_free(a));
+  before_alloc();
+  fake_cuda_counters before{}, after{};
+  g.get_counters(&before);
+  CHECK_CU(g.mem_alloc(&b, k_bytes));
+  g.get_counters(&after);
+  const CUstream new_stream = after_alloc();
+  CHECK_CU(g.launch_kernel(new_stream, 0, b, 0xBB, k_bytes));
+  CHECK_CU(g.ctx_synchronize());
+  std::vector<unsigned char> host(k_bytes);
+  CHECK_CU(g.memcpy_dtoh(host.data(), b, k_bytes));
+  r.reused = a == b;
+  r.host_syncs = after.ctx_syncs - before.ctx_syncs;
+  r.corrupted = std::any_of(host.begin(), host.end(), [](unsigned char c) { return c != 0xBB; });
+  CHECK_CU(g.mem_free(b));
+  return r;
+}
+
+} // namespace
+
+int scenario_barrier(const std::string& old_kind, const std::string& new_kind) {
+  const CUstream old_stream = make_stream(old_kind);
+  CUstream new_stream = new_kind == "later" ? nullptr : make_stream(new_kind);
+  const reuse_result r = reuse(
+      old_stream, [] {},
+      [&] {
+        if (new_kind == "later") new_stream = make_stream(new_kind);
+        return new_stream;
+      });
+  std::printf("barrier %s->%s reused=%d host_syncs=%llu corrupted=%d\n", old_kind.c_str(),
+              new_kind.c_str(), r.reused ? 1 : 0, static_cast<unsigned long long>(r.host_syncs),
+              r.corrupted ? 1 : 0);
+  return r.corrupted ? 3 : 0;
+}
+
+// A stream capturing a graph (a registered non-blocking one, or the legacy stream): no barrier,
+// no event recorded on it (it would join the user's graph); the pool synchronizes instead.
+int scenario_barrier_capture(const std::string& capturing_kind) {
+  const CUstream slow = make_stream("nonblocking");
+  const CUstream other = make_stream("nonblocking");
+  const CUstream capturing =
+      capturing_kind == "legacy" ? CU_STREAM_LEGACY : make_stream("nonblocking");
+  std::uint64_t records = 0;
+  const reuse_result r = reuse(
+      slow,
+      [&] {
+        CHECK_CU(g.set_capturing(capturing, 1));
+        records = records_on(capturing);
+      },
+      [&] {
+        records = records_on(capturing) - records;
+        CHECK_CU(g.set_capturing(capturing, 0));
+        return other;
+      });
+  std::printf("barrier_capture %s reused=%d host_syncs=%llu capture_records=%llu corrupted=%d\n",
+              capturing_kind.c_str(), r.reused ? 1 : 0,
+              static_cast<unsigned long long>(r.host_syncs),
+              static_cast<unsigned long long>(records), r.corrupted ? 1 : 0);
+  return r.corrupted ? 3 : 0;
+}
+
+// A destroyed non-blocking stream leaves the registry: the next barrier does not touch its
+// handle (the fake refuses it, which would make the barrier fail and the pool synchronize).
+int scenario_barrier_destroyed() {
+  const CUstream gone = make_stream("nonblocking");
+  CHECK_CU(g.stream_destroy(gone));
+  const CUstream slow = make_stream("nonblocking");
+  const CUstream other = make_stream("nonblocking");
+  const reuse_result r = reuse(
+      slow, [] {}, [&] { return other; });
+  std::printf("barrier_destroyed reused=%d host_syncs=%llu corrupted=%d\n", r.reused ? 1 : 0,
+              static_cast<unsigned long long>(r.host_syncs), r.corrupted ? 1 : 0);
+  return r.corrupted ? 3 : 0;
+}
+
+// Pinned host memory never gets barriers (the CPU touches it without any stream): reusing a
+// freed pinned block takes a host synchronization.
+void scenario_barrier_host() {
+  void* a = nullptr;
+  void* b = nullptr;
+  CHECK_CU(g.mem_host_alloc(&a, k_bytes, 0));
+  CHECK_CU(g.mem_free_host(a));
+  fake_cuda_counters before{}, after{};
+  g.get_counters(&before);
+  CHECK_CU(g.mem_host_alloc(&b, k_bytes, 0));
+  g.get_counters(&after);
+  std::printf("barrier_host reused=%d host_syncs=%llu\n", a == b ? 1 : 0,
+              static_cast<unsigned long long>(after.ctx_syncs - before.ctx_syncs));
+  CHECK_CU(g.mem_free_host(b));
+}
+
+} // namespace probe
