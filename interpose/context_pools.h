@@ -15,8 +15,8 @@
 #include <mutex>
 
 #include "interpose/driver_glue.h"
-#include "interpose/vmm_upstream.h"
 #include "interpose/trace_hooks.h"
+#include "interpose/vmm_upstream.h"
 
 namespace gmem::shim {
 

@@ -55,7 +55,8 @@ long long delay_cycles() {
 }
 
 std::size_t count_not(const unsigned char* p, std::size_t n, unsigned char value) {
-  return static_cast<std::size_t>(std::count_if(p, p + n, [&](unsigned char c) { return c != value; }));
+  return static_cast<std::size_t>(
+      std::count_if(p, p + n, [&](unsigned char c) { return c != value; }));
 }
 
 int classic(bool async) {
