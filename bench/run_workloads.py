@@ -39,6 +39,13 @@ def torch_modes(model, steps):
          {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}, False),
         ("b", "PYTORCH_NO_CUDA_MEMORY_CACHING=1", cmd, NOCACHE, False),
         ("c", "no caching + gmem", cmd, {**NOCACHE, **TRACE_OFF}, True),
+        # What each of gmem's two ways to stay off the host's critical path is worth:
+        # GMEM_VMM=0 gives segments back with cuMemFree (waits for the device), and with
+        # GMEM_BARRIERS=0 too every pool fence is a cuCtxSynchronize (gmem before 2026-11-21 run 5).
+        ("c-novmm", "no caching + gmem, GMEM_VMM=0", cmd,
+         {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0"}, True),
+        ("c-sync", "no caching + gmem, GMEM_VMM=0 GMEM_BARRIERS=0", cmd,
+         {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0", "GMEM_BARRIERS": "0"}, True),
         ("c-trace", "no caching + gmem, trace on, stacks off", cmd, {**NOCACHE, **TRACE_NOSTACK},
          True),
         ("c-trace-stacks", "no caching + gmem, trace on, stacks on", cmd,

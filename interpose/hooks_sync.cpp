@@ -26,7 +26,10 @@ CUresult stream_synchronize(CUstream s, bool per_thread) {
   if (e == nullptr) return real_sync();
   const std::uint64_t ticket = e->device_pool->begin_stream_sync();
   const CUresult r = real_sync();
-  if (r == CUDA_SUCCESS) e->device_pool->end_stream_sync(ps, ticket);
+  if (r == CUDA_SUCCESS) {
+    e->device_pool->end_stream_sync(ps, ticket);
+    if (e->vmm != nullptr) e->vmm->reap(); // retired segments the GPU is now past
+  }
   return r;
 }
 
@@ -47,6 +50,7 @@ GMEM_HOOK CUresult cuCtxSynchronize() {
   if (r == CUDA_SUCCESS) {
     n = 0;
     for_each_pool(*e, host_count, [&](gmem::pool& p) { p.end_external_fence(tickets[n++]); });
+    if (e->vmm != nullptr) e->vmm->reap();
   }
   return r;
 }

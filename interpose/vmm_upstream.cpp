@@ -1,5 +1,6 @@
 #include "interpose/vmm_upstream.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace gmem::shim {
@@ -67,43 +68,95 @@ std::vector<CUmemAccessDesc> vmm_upstream::access_locked() const {
   return d;
 }
 
+void vmm_upstream::gather_locked(std::size_t bytes, std::vector<piece>& out, std::size_t& fresh,
+                                 std::vector<spare>& taken) {
+  std::size_t need = bytes;
+  // Largest spare pieces first: fewer mappings per segment.
+  std::sort(spare_.begin(), spare_.end(),
+            [](const spare& a, const spare& b) { return a.p.bytes > b.p.bytes; });
+  for (std::size_t i = 0; i < spare_.size() && need != 0 && out.size() < k_max_pieces - 1;) {
+    if (spare_[i].p.bytes > need) {
+      ++i;
+      continue;
+    }
+    need -= spare_[i].p.bytes;
+    out.push_back(spare_[i].p);
+    taken.push_back(spare_[i]);
+    spare_bytes_ -= spare_[i].p.bytes;
+    spare_.erase(spare_.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  fresh = need;
+}
+
 std::uintptr_t vmm_upstream::map_vmm(std::size_t bytes, CUresult& rc) noexcept {
   const real_driver& r = *link_.real;
-  const CUmemAllocationProp prop = device_prop(link_.device);
-  CUmemGenericAllocationHandle h = 0;
-  if ((rc = r.cuMemCreate(&h, bytes, &prop, 0)) != CUDA_SUCCESS) return 0;
+  std::vector<piece> pieces;
+  std::vector<spare> taken;
+  std::size_t fresh = 0;
+  {
+    std::lock_guard lock(mu_);
+    gather_locked(bytes, pieces, fresh, taken);
+  }
+  CUmemGenericAllocationHandle created = 0;
   CUdeviceptr va = 0;
+  std::size_t mapped = 0; // pieces mapped so far
+  auto undo = [&] {
+    std::size_t off = 0;
+    for (std::size_t i = 0; i < mapped; ++i) {
+      (void)r.cuMemUnmap(va + off, pieces[i].bytes);
+      off += pieces[i].bytes;
+    }
+    if (va != 0) (void)r.cuMemAddressFree(va, bytes);
+    if (created != 0) (void)r.cuMemRelease(created);
+    std::lock_guard lock(mu_);
+    for (const spare& t : taken) { // back where they were: their owner releases them
+      spare_.push_back(t);
+      spare_bytes_ += t.p.bytes;
+    }
+    return std::uintptr_t{0};
+  };
+  if (fresh != 0) {
+    const CUmemAllocationProp prop = device_prop(link_.device);
+    if ((rc = r.cuMemCreate(&created, fresh, &prop, 0)) != CUDA_SUCCESS) {
+      created = 0;
+      return undo();
+    }
+    pieces.push_back(piece{created, fresh});
+  }
   if ((rc = r.cuMemAddressReserve(&va, bytes, granularity_, 0, 0)) != CUDA_SUCCESS) {
-    (void)r.cuMemRelease(h);
-    return 0;
+    va = 0;
+    return undo();
   }
-  if ((rc = r.cuMemMap(va, bytes, 0, h, 0)) != CUDA_SUCCESS) {
-    (void)r.cuMemAddressFree(va, bytes);
-    (void)r.cuMemRelease(h);
-    return 0;
+  std::size_t off = 0;
+  for (const piece& p : pieces) {
+    if ((rc = r.cuMemMap(va + off, p.bytes, 0, p.handle, 0)) != CUDA_SUCCESS) return undo();
+    ++mapped;
+    off += p.bytes;
   }
-  std::lock_guard lock(mu_); // peers_ must not change between the access and the insert
+  std::unique_lock lock(mu_); // peers_ must not change between the access and the insert
   const std::vector<CUmemAccessDesc> access = access_locked();
-  if ((rc = r.cuMemSetAccess(va, bytes, access.data(), access.size())) != CUDA_SUCCESS) {
-    (void)r.cuMemUnmap(va, bytes);
-    (void)r.cuMemAddressFree(va, bytes);
-    (void)r.cuMemRelease(h);
-    return 0;
+  off = 0;
+  for (const piece& p : pieces) {
+    if ((rc = r.cuMemSetAccess(va + off, p.bytes, access.data(), access.size())) != CUDA_SUCCESS) {
+      lock.unlock();
+      return undo();
+    }
+    off += p.bytes;
   }
-  live_.emplace(va, mapping{va, bytes, h});
+  live_.emplace(va, mapping{va, bytes, std::move(pieces)});
   return va;
 }
 
 std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return 0;
   const bool limited = pool_ != nullptr && pool_->stats().limit_bytes != 0;
-  reap(limited && retiring_bytes() != 0);
+  reap(limited); // under a limit, retiring segments must be gone before more is mapped
   if (bytes % granularity_ != 0) return fallback_.map(bytes);
   ctx_scope scope(link_);
   CUresult rc = CUDA_SUCCESS;
   std::uintptr_t va = map_vmm(bytes, rc);
-  if (va == 0 && rc == CUDA_ERROR_OUT_OF_MEMORY && retiring_bytes() != 0) {
-    reap(true); // retiring segments still hold physical memory
+  if (va == 0 && rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    reap(true); // retiring segments and spare pieces still hold physical memory
     va = map_vmm(bytes, rc);
   }
   if (va != 0) return va;
@@ -120,24 +173,28 @@ std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
 
 void vmm_upstream::unmap(std::uintptr_t base, std::size_t bytes) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return;
-  mapping m;
+  retiring r;
   {
     std::lock_guard lock(mu_);
     auto it = live_.find(base);
     if (it != live_.end()) {
-      m = it->second;
+      r.m = std::move(it->second);
       live_.erase(it);
     }
   }
-  if (m.base == 0) { // a fallback segment
+  if (r.m.base == 0) { // a fallback segment
     fallback_.unmap(base, bytes);
     return;
   }
-  const event_handle done = retire_event();
+  r.done = retire_event();
   {
     std::lock_guard lock(mu_);
-    retiring_.push_back(retiring{m, done});
-    retiring_bytes_ += m.bytes;
+    r.seq = ++retire_seq_;
+    for (const piece& p : r.m.pieces) {
+      spare_.push_back(spare{p, r.seq});
+      spare_bytes_ += p.bytes;
+    }
+    retiring_.push_back(std::move(r));
   }
   reap(false);
 }
@@ -150,43 +207,73 @@ event_handle vmm_upstream::retire_event() noexcept {
   return fe_.record(0);
 }
 
-void vmm_upstream::teardown(const mapping& m) noexcept {
+void vmm_upstream::teardown(const retiring& t) noexcept {
   const real_driver& r = *link_.real;
   ctx_scope scope(link_);
-  (void)r.cuMemUnmap(m.base, m.bytes);
-  (void)r.cuMemRelease(m.handle);
-  (void)r.cuMemAddressFree(m.base, m.bytes);
+  std::size_t off = 0;
+  for (const piece& p : t.m.pieces) {
+    (void)r.cuMemUnmap(t.m.base + off, p.bytes);
+    off += p.bytes;
+  }
+  (void)r.cuMemAddressFree(t.m.base, t.m.bytes);
+  std::vector<CUmemGenericAllocationHandle> release;
+  {
+    std::lock_guard lock(mu_);
+    for (std::size_t i = 0; i < spare_.size();) {
+      if (spare_[i].owner != t.seq) {
+        ++i;
+        continue;
+      }
+      release.push_back(spare_[i].p.handle);
+      spare_bytes_ -= spare_[i].p.bytes;
+      spare_[i] = spare_.back();
+      spare_.pop_back();
+    }
+  }
+  for (CUmemGenericAllocationHandle h : release)
+    (void)r.cuMemRelease(h); // no longer mapped anywhere: the memory goes back
 }
 
 void vmm_upstream::reap(bool wait) noexcept {
   if (wait) {
-    bool pending = false;
+    bool any = false;
     {
       std::lock_guard lock(mu_);
-      pending = !retiring_.empty();
+      any = !retiring_.empty();
     }
-    if (!pending || !fe_.synchronize()) wait = false; // capture: nothing can be waited for
+    if (!any || !fe_.synchronize()) wait = false; // capture: nothing can be waited for
   }
   for (;;) {
-    retiring front;
+    std::uint64_t seq = 0;
+    event_handle done = 0;
     {
       std::lock_guard lock(mu_);
       if (retiring_.empty()) return;
-      front = retiring_.front();
-      if (front.done == 0 && !wait) { // retired during a capture: try for an event now
-        retiring_.front().done = front.done = retire_event();
-        if (front.done == 0) return;
-      }
+      seq = retiring_.front().seq;
+      done = retiring_.front().done;
     }
-    if (!wait && !fe_.query(front.done)) return; // later ones were retired after it
+    if (!wait) {
+      if (done == 0) { // retired during a capture: try for an event now
+        done = retire_event();
+        if (done == 0) return;
+        std::lock_guard lock(mu_);
+        if (retiring_.empty() || retiring_.front().seq != seq || retiring_.front().done != 0) {
+          fe_.release(done); // another thread got there first
+          continue;
+        }
+        retiring_.front().done = done;
+      }
+      if (!fe_.query(done)) return; // later ones were retired after it
+    }
+    retiring t;
     {
       std::lock_guard lock(mu_);
-      if (retiring_.empty() || retiring_.front().m.base != front.m.base) continue; // raced
+      if (retiring_.empty() || retiring_.front().seq != seq) continue; // another thread took it
+      t = std::move(retiring_.front());
       retiring_.pop_front();
-      retiring_bytes_ -= front.m.bytes;
     }
-    if (front.done != 0) fe_.release(front.done);
-    teardown(front.m);
+    if (t.done != 0) fe_.release(t.done);
+    teardown(t);
   }
 }
 
@@ -198,21 +285,26 @@ void vmm_upstream::grant(int device) noexcept {
   peers_.push_back(device);
   const CUmemAccessDesc d = read_write(device);
   ctx_scope scope(link_);
-  for (const auto& [base, m] : live_)
-    (void)link_.real->cuMemSetAccess(base, m.bytes, &d, 1);
+  for (const auto& [base, m] : live_) {
+    std::size_t off = 0;
+    for (const piece& p : m.pieces) {
+      (void)link_.real->cuMemSetAccess(base + off, p.bytes, &d, 1);
+      off += p.bytes;
+    }
+  }
 }
 
-bool vmm_upstream::is_vmm(std::uintptr_t base) const noexcept {
+bool vmm_upstream::is_vmm(std::uintptr_t address) const noexcept {
   std::lock_guard lock(mu_);
-  auto it = live_.upper_bound(base);
+  auto it = live_.upper_bound(address);
   if (it == live_.begin()) return false;
   --it;
-  return base < it->first + it->second.bytes;
+  return address < it->first + it->second.bytes;
 }
 
-std::size_t vmm_upstream::retiring_bytes() const noexcept {
+std::size_t vmm_upstream::spare_bytes() const noexcept {
   std::lock_guard lock(mu_);
-  return retiring_bytes_;
+  return spare_bytes_;
 }
 
 } // namespace gmem::shim

@@ -11,8 +11,16 @@
 // "free" means later work is ordered after the old owners' work, not that the old work has
 // finished. So unmap() does not unmap: it retires the segment behind an event that completes
 // after all work issued so far on every stream (a barrier, then a record on the legacy
-// stream), and the mapping is torn down once that event has completed (queried, never waited
-// for, at the next map or unmap). Until then its physical memory stays allocated.
+// stream), and the range is torn down once that event has completed (queried, never waited
+// for: at the next map or unmap, or when the program synchronizes).
+// Physical memory is recycled at once: a retired segment's allocations (pieces) become spare,
+// and the next segment mapped is assembled from spare pieces (whole ones, largest first, at
+// most k_max_pieces) plus a new allocation for the rest; the same physical memory is then
+// mapped at two addresses until the old range is torn down. That is safe for the same reason
+// the pool may reuse a free block: work issued from now on is ordered after the old work.
+// Spare pieces not reused by the time their segment is torn down are released. So the
+// physical memory held is what the pool reserves plus what was given back and not reused
+// while the GPU was still behind.
 // While the pool has a memory limit, map() first waits for retiring segments, so physical
 // memory never exceeds the limit; the driver running out of memory also makes it wait, then
 // retry.
@@ -40,26 +48,41 @@ public:
 
   std::uintptr_t map(std::size_t bytes) noexcept override;
   void unmap(std::uintptr_t base, std::size_t bytes) noexcept override;
+  // Tears down retired segments whose event has completed (the program synchronized, say).
+  void reap() noexcept { reap(false); }
   void grant(int device) noexcept; // every mapping also readable and writable by `device`
   // cuCtxEnablePeerAccess succeeded: `device` may access the memory of context `owner`.
   // Remembered for pools created later; the caller grants it to an existing one.
   static void note_peer_access(CUcontext owner, int device);
-  bool is_vmm(std::uintptr_t base) const noexcept; // a segment this upstream mapped by VMM
-  std::size_t retiring_bytes() const noexcept;
+  bool is_vmm(std::uintptr_t address) const noexcept; // inside a segment this maps by VMM
+  std::size_t spare_bytes() const noexcept;           // physical memory held for reuse
 
 private:
+  static constexpr std::size_t k_max_pieces = 8; // spare pieces per new segment
   vmm_upstream(context_link& link, fences& fe, std::size_t granularity);
-  struct mapping {
+  struct piece {
+    CUmemGenericAllocationHandle handle = 0;
+    std::size_t bytes = 0;
+  };
+  struct mapping { // a live or retiring segment: its pieces back [base, base + bytes) in order
     std::uintptr_t base = 0;
     std::size_t bytes = 0;
-    CUmemGenericAllocationHandle handle = 0;
+    std::vector<piece> pieces;
   };
   struct retiring {
     mapping m;
+    std::uint64_t seq = 0;
     event_handle done = 0; // 0: no event yet (a barrier was not possible): ask again later
   };
+  struct spare {
+    piece p;
+    std::uint64_t owner = 0; // seq of the retiring segment whose teardown releases it
+  };
   std::uintptr_t map_vmm(std::size_t bytes, CUresult& rc) noexcept;
-  void teardown(const mapping& m) noexcept; // unmap, release, free the range
+  // Pieces for `bytes`: spare ones (taken out of spare_) and a new allocation for the rest.
+  void gather_locked(std::size_t bytes, std::vector<piece>& out, std::size_t& fresh,
+                     std::vector<spare>& taken);
+  void teardown(const retiring& r) noexcept; // unmap, free the range, release owned spares
   // Tears down retired segments whose event completed; with wait, all of them (a fence
   // first). Called without mu_.
   void reap(bool wait) noexcept;
@@ -69,12 +92,14 @@ private:
   context_link& link_;
   fences& fe_;
   device_upstream fallback_;
-  const pool* pool_ = nullptr;
   const std::size_t granularity_;
+  const pool* pool_ = nullptr;
   mutable std::mutex mu_; // guards everything below
   std::map<std::uintptr_t, mapping> live_;
   std::deque<retiring> retiring_; // in retirement order: events complete in this order
-  std::size_t retiring_bytes_ = 0;
+  std::uint64_t retire_seq_ = 0;
+  std::vector<spare> spare_;
+  std::size_t spare_bytes_ = 0;
   std::vector<int> peers_;
 };
 

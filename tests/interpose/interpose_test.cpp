@@ -82,12 +82,15 @@ TEST_P(route_test, segments_are_virtual_memory_mappings_by_default) {
 }
 
 // A virtual-memory segment given back while a kernel still writes into it is retired, not
-// torn down (the fake's cuMemUnmap leaves the range inaccessible: the probe would crash), and
-// the host never waits for it.
+// torn down (the fake's cuMemUnmap leaves the range inaccessible: the probe would crash), the
+// host never waits for it, and its physical memory serves the next segment at once, ordered
+// after the old kernel.
 TEST_P(route_test, vmm_segments_retire_without_blocking_the_host) {
   const probe_run r = run_probe(GetParam(), "vmm_retire", {{"GMEM_MAX_CACHED", "1"}});
   EXPECT_PROBE_OK(r);
-  EXPECT_TRUE(r.has("vmm_retire host_syncs=0 unmaps_at_once=0 unmaps_later=2")) << r.child.output;
+  EXPECT_TRUE(r.has("vmm_retire host_syncs=0 creates_at_once=0 corrupted=0 unmaps_at_once=0 "
+                    "unmaps_later=2"))
+      << r.child.output;
 }
 
 TEST_P(route_test, driver_errors_are_kept) {
