@@ -21,6 +21,11 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, std::size_t bytes, CUme
                                       CUstream stream);
 CUresult cuStreamSynchronize_ptsz(CUstream stream);
 CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream stream, CUstreamCaptureMode mode);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
+                                          const CUgraphNode* dependencies,
+                                          const CUgraphEdgeData* dependency_data, std::size_t count,
+                                          CUstreamCaptureMode mode);
 }
 
 // Every function the shim exports and substitutes, as
@@ -52,6 +57,10 @@ CUresult cuStreamIsCapturing_ptsz(CUstream stream, CUstreamCaptureStatus* status
   X(cuStreamDestroy_v2, "cuStreamDestroy", 4000, any)                                              \
   X(cuStreamCreate, "cuStreamCreate", 2000, any)                                                   \
   X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, any)                           \
+  X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, legacy)                                \
+  X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, per_thread)                       \
+  X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, legacy)                     \
+  X(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, per_thread)            \
   X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, any)                                                    \
   X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, any)                         \
   X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, any)                             \

@@ -1,6 +1,6 @@
 // Stream creation and destruction: non-blocking streams are registered for the pool's
 // device-side barriers (interpose/stream_registry.h), and a stream that may own stream-freed
-// blocks is drained before it goes away.
+// blocks is drained before it goes away. Capture begins wait for a barrier in progress.
 #include "interpose/hook_support.h"
 #include "interpose/stream_registry.h"
 
@@ -27,6 +27,37 @@ GMEM_HOOK CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags,
   auto real_create = [&] { return GMEM_REAL(cuStreamCreateWithPriority, out, flags, priority); };
   if (!registering()) return real_create();
   return streams().create(*driver(), out, flags, real_create);
+}
+
+// A barrier that found no capture must not see one begin before its last record (the record
+// would become a node of the new graph, or touch the legacy stream during the capture).
+GMEM_HOOK CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
+  auto real_begin = [&] { return GMEM_REAL(cuStreamBeginCapture_v2, s, mode); };
+  return registering() ? streams().begin_capture(real_begin) : real_begin();
+}
+GMEM_HOOK CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+  auto real_begin = [&] { return GMEM_REAL(cuStreamBeginCapture_v2_ptsz, s, mode); };
+  return registering() ? streams().begin_capture(real_begin) : real_begin();
+}
+GMEM_HOOK CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph,
+                                               const CUgraphNode* dependencies,
+                                               const CUgraphEdgeData* dependency_data,
+                                               std::size_t count, CUstreamCaptureMode mode) {
+  auto real_begin = [&] {
+    return GMEM_REAL(cuStreamBeginCaptureToGraph, s, graph, dependencies, dependency_data, count,
+                     mode);
+  };
+  return registering() ? streams().begin_capture(real_begin) : real_begin();
+}
+GMEM_HOOK CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph graph,
+                                                    const CUgraphNode* dependencies,
+                                                    const CUgraphEdgeData* dependency_data,
+                                                    std::size_t count, CUstreamCaptureMode mode) {
+  auto real_begin = [&] {
+    return GMEM_REAL(cuStreamBeginCaptureToGraph_ptsz, s, graph, dependencies, dependency_data,
+                     count, mode);
+  };
+  return registering() ? streams().begin_capture(real_begin) : real_begin();
 }
 
 // A destroyed stream's handle value can come back for a new stream, which would then be handed

@@ -21,6 +21,9 @@
 //      creation hook returns.
 // With no non-blocking stream this is one cuEventRecord.
 //
+// Capture begins (cuStreamBeginCapture*, hooked) under the same mutex as barriers, so the
+// capture check of step 1 holds until the barrier's last record.
+//
 // Invariant: every registered stream is live (registration and unregistration happen under
 // mu_, together with the driver's own create / destroy), so a barrier never touches a destroyed
 // handle and no stream is created between a barrier's snapshot and its registration. Records of
@@ -57,6 +60,12 @@ public:
     std::lock_guard lock(mu_);
     forget_locked(real, s);
     return destroy();
+  }
+  // Runs `begin` (the driver's cuStreamBeginCapture*) with the registry locked: a capture
+  // never begins between a barrier's capture check and its records.
+  template <typename Begin> CUresult begin_capture(Begin&& begin) {
+    std::lock_guard lock(mu_);
+    return begin();
   }
   // The barrier above for `ctx`, which must be current. false: not made (capture, a driver
   // error); the caller synchronizes instead.

@@ -18,6 +18,10 @@ CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, std::size_t, CUstream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult cuStreamSynchronize_ptsz(CUstream);
 CUresult cuStreamIsCapturing_ptsz(CUstream, CUstreamCaptureStatus*);
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode*,
+                                          const CUgraphEdgeData*, std::size_t, CUstreamCaptureMode);
+CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph*);
 CUresult cuEventRecord_ptsz(CUevent, CUstream);
 CUresult cuStreamWaitEvent_ptsz(CUstream, CUevent, unsigned int);
 CUresult cuLaunchHostFunc_ptsz(CUstream, CUhostFn, void*);
@@ -77,6 +81,11 @@ const proc_row k_procs[] = {
     {"cuStreamDestroy", 4000, FAKE_FN(cuStreamDestroy_v2), nullptr},
     {"cuStreamSynchronize", 2000, FAKE_FN(cuStreamSynchronize), FAKE_FN(cuStreamSynchronize_ptsz)},
     {"cuStreamIsCapturing", 10000, FAKE_FN(cuStreamIsCapturing), FAKE_FN(cuStreamIsCapturing_ptsz)},
+    {"cuStreamBeginCapture", 10010, FAKE_FN(cuStreamBeginCapture_v2),
+     FAKE_FN(cuStreamBeginCapture_v2_ptsz)},
+    {"cuStreamBeginCaptureToGraph", 12030, FAKE_FN(cuStreamBeginCaptureToGraph),
+     FAKE_FN(cuStreamBeginCaptureToGraph_ptsz)},
+    {"cuStreamEndCapture", 10000, FAKE_FN(cuStreamEndCapture), FAKE_FN(cuStreamEndCapture_ptsz)},
     {"cuEventCreate", 2000, FAKE_FN(cuEventCreate), nullptr},
     {"cuEventDestroy", 4000, FAKE_FN(cuEventDestroy_v2), nullptr},
     {"cuEventRecord", 2000, FAKE_FN(cuEventRecord), FAKE_FN(cuEventRecord_ptsz)},

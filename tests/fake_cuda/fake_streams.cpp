@@ -57,6 +57,36 @@ FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status)
 FAKE_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
   return cuStreamIsCapturing(s, status);
 }
+// Capture: only the status is modelled (work queued meanwhile still runs).
+FAKE_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (st->capturing.exchange(true)) return CUDA_ERROR_ILLEGAL_STATE;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
+  return cuStreamBeginCapture_v2(s, mode);
+}
+FAKE_API CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph, const CUgraphNode*,
+                                              const CUgraphEdgeData*, std::size_t,
+                                              CUstreamCaptureMode mode) {
+  return cuStreamBeginCapture_v2(s, mode);
+}
+FAKE_API CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph g, const CUgraphNode* d,
+                                                   const CUgraphEdgeData* e, std::size_t n,
+                                                   CUstreamCaptureMode mode) {
+  return cuStreamBeginCaptureToGraph(s, g, d, e, n, mode);
+}
+FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  if (!st->capturing.exchange(false)) return CUDA_ERROR_ILLEGAL_STATE;
+  if (graph != nullptr) *graph = nullptr;
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
+  return cuStreamEndCapture(s, graph);
+}
 
 FAKE_API CUresult cuEventCreate(CUevent* out, unsigned int) {
   if (fake::current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;

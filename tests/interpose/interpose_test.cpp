@@ -240,6 +240,15 @@ TEST(barriers, a_capturing_stream_gets_no_event_and_the_pool_synchronizes) {
   }
 }
 
+// cuStreamBeginCapture goes through the shim on every route (it waits for a barrier in
+// progress) and still begins the capture.
+TEST_P(route_test, capture_begun_through_the_driver_stops_barriers) {
+  const probe_run r = run_probe(GetParam(), "barrier_capture:begin");
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("reused=1 host_syncs=1 capture_records=0 corrupted=0")) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
+}
+
 TEST(barriers, a_destroyed_stream_leaves_the_registry) {
   const probe_run r = run_probe("runtime", "barrier_destroyed");
   EXPECT_PROBE_OK(r);

@@ -89,23 +89,28 @@ int scenario_barrier(const std::string& old_kind, const std::string& new_kind) {
   return r.corrupted ? 3 : 0;
 }
 
-// A stream capturing a graph (a registered non-blocking one, or the legacy stream): no barrier,
-// no event recorded on it (it would join the user's graph); the pool synchronizes instead.
+// A stream capturing a graph (a registered non-blocking one, or the legacy stream, marked by
+// the fake; "begin": a non-blocking one through cuStreamBeginCapture / cuStreamEndCapture, which
+// the shim hooks): no barrier, no event recorded on it (it would join the user's graph); the
+// pool synchronizes instead.
 int scenario_barrier_capture(const std::string& capturing_kind) {
   const CUstream slow = make_stream("nonblocking");
   const CUstream other = make_stream("nonblocking");
   const CUstream capturing =
       capturing_kind == "legacy" ? CU_STREAM_LEGACY : make_stream("nonblocking");
+  const bool begin = capturing_kind == "begin";
   std::uint64_t records = 0;
   const reuse_result r = reuse(
       slow,
       [&] {
-        CHECK_CU(g.set_capturing(capturing, 1));
+        CHECK_CU(begin ? g.stream_begin_capture(capturing, CU_STREAM_CAPTURE_MODE_RELAXED)
+                       : g.set_capturing(capturing, 1));
         records = records_on(capturing);
       },
       [&] {
         records = records_on(capturing) - records;
-        CHECK_CU(g.set_capturing(capturing, 0));
+        CUgraph graph = nullptr;
+        CHECK_CU(begin ? g.stream_end_capture(capturing, &graph) : g.set_capturing(capturing, 0));
         return other;
       });
   std::printf("barrier_capture %s reused=%d host_syncs=%llu capture_records=%llu corrupted=%d\n",

@@ -39,6 +39,8 @@ void load_exported(driver_api& a) {
   a.mem_alloc_managed = &cuMemAllocManaged;
   a.stream_create = &cuStreamCreate;
   a.stream_create_with_priority = &cuStreamCreateWithPriority;
+  a.stream_begin_capture = &cuStreamBeginCapture_v2;
+  a.stream_end_capture = &cuStreamEndCapture;
   a.stream_synchronize = &cuStreamSynchronize;
   a.stream_destroy = &cuStreamDestroy_v2;
   a.memset_d8_async = &cuMemsetD8Async;
@@ -74,6 +76,8 @@ void load_by_dlsym(void* h, driver_api& a) {
   set(a.mem_alloc_managed, dlsym(h, "cuMemAllocManaged"));
   set(a.stream_create, dlsym(h, "cuStreamCreate"));
   set(a.stream_create_with_priority, dlsym(h, "cuStreamCreateWithPriority"));
+  set(a.stream_begin_capture, dlsym(h, "cuStreamBeginCapture_v2"));
+  set(a.stream_end_capture, dlsym(h, "cuStreamEndCapture"));
   set(a.stream_synchronize, dlsym(h, "cuStreamSynchronize"));
   set(a.stream_destroy, dlsym(h, "cuStreamDestroy_v2"));
   set(a.memset_d8_async, dlsym(h, "cuMemsetD8Async"));
@@ -124,6 +128,8 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   get(a.mem_alloc_managed, "cuMemAllocManaged");
   get(a.stream_create, "cuStreamCreate");
   get(a.stream_create_with_priority, "cuStreamCreateWithPriority");
+  get(a.stream_begin_capture, "cuStreamBeginCapture");
+  get(a.stream_end_capture, "cuStreamEndCapture");
   get(a.stream_synchronize, "cuStreamSynchronize");
   get(a.stream_destroy, "cuStreamDestroy");
   get(a.memset_d8_async, "cuMemsetD8Async");

@@ -38,6 +38,8 @@ struct driver_api {
   CUresult (*mem_alloc_managed)(CUdeviceptr*, std::size_t, unsigned);
   CUresult (*stream_create)(CUstream*, unsigned);
   CUresult (*stream_create_with_priority)(CUstream*, unsigned, int);
+  CUresult (*stream_begin_capture)(CUstream, CUstreamCaptureMode);
+  CUresult (*stream_end_capture)(CUstream, CUgraph*);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*stream_destroy)(CUstream);
   CUresult (*memset_d8_async)(CUdeviceptr, unsigned char, std::size_t, CUstream);
