@@ -36,8 +36,8 @@
     "segment size for large requests")                                                             \
   X(small_max, "GMEM_SMALL_MAX", size, "", "pool default (1M)",                                    \
     "largest request packed into small segments")                                                  \
-  X(oversize, "GMEM_OVERSIZE", size, "", "pool default (20M)",                                     \
-    "requests at least this big get a segment of their own")                                       \
+  X(oversize, "GMEM_OVERSIZE", size, "", "10M (VMM segments), 20M (GMEM_VMM=0)",                   \
+    "requests above this get a segment of their own")                                              \
   X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
     "1 = pool pinned host memory (cuMemHostAlloc, cuMemAllocHost)")                                \

@@ -197,6 +197,29 @@ void vmm_upstream::unmap(std::uintptr_t base, std::size_t bytes) noexcept {
     retiring_.push_back(std::move(r));
   }
   reap(false);
+  bound_spare();
+}
+
+std::size_t vmm_upstream::spare_budget() const noexcept {
+  constexpr std::size_t k_min = std::size_t{256} << 20;
+  const std::size_t reserved = pool_ != nullptr ? pool_->stats().reserved_bytes : 0;
+  return std::max(k_min, reserved / 32);
+}
+
+void vmm_upstream::bound_spare() noexcept {
+  const std::size_t budget = spare_budget();
+  for (;;) {
+    event_handle done = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (spare_bytes_ <= budget || retiring_.empty()) return;
+      done = retiring_.front().done;
+    }
+    if (done == 0) return; // retired during a capture: nothing to wait for
+    ctx_scope scope(link_);
+    if (link_.real->cuEventSynchronize(reinterpret_cast<CUevent>(done)) != CUDA_SUCCESS) return;
+    reap(false); // tears down the oldest (and any others now complete)
+  }
 }
 
 // Completes after all work issued so far on every stream: the barrier makes the legacy

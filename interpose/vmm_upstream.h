@@ -20,7 +20,10 @@
 // the pool may reuse a free block: work issued from now on is ordered after the old work.
 // Spare pieces not reused by the time their segment is torn down are released. So the
 // physical memory held is what the pool reserves plus what was given back and not reused
-// while the GPU was still behind.
+// while the GPU was still behind. That excess is bounded: beyond spare_budget() (1/32 of
+// what the pool reserves, at least 256 MiB), unmap() waits on the host for the oldest retired
+// segment's event. The GPU keeps running the work queued after that point, unlike behind
+// cuMemFree or cuCtxSynchronize, which drain the device: the host slows to the GPU's pace.
 // While the pool has a memory limit, map() first waits for retiring segments, so physical
 // memory never exceeds the limit; the driver running out of memory also makes it wait, then
 // retry.
@@ -86,6 +89,9 @@ private:
   // Tears down retired segments whose event completed; with wait, all of them (a fence
   // first). Called without mu_.
   void reap(bool wait) noexcept;
+  // Waits for the oldest retired segments until spare pieces fit in spare_budget().
+  void bound_spare() noexcept;
+  std::size_t spare_budget() const noexcept;
   event_handle retire_event() noexcept;
   std::vector<CUmemAccessDesc> access_locked() const;
 

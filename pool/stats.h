@@ -23,7 +23,6 @@
   X(pending_bytes, "bytes freed without a stream, waiting for a fence (pending)")                  \
   X(pending_blocks, "pending blocks")                                                              \
   X(fences, "fences completed (issued by the pool or reported by the program)")                    \
-  X(barriers, "pool fences made as device-side barriers (the host did not wait)")                  \
   X(ooms, "allocations that failed with out of memory")                                            \
   X(free_bytes, "bytes in free blocks that are safe for every stream")                             \
   X(largest_free_block, "size of the largest free block that is safe for every stream")            \
@@ -31,7 +30,8 @@
   X(trimmed_bytes, "bytes released by trims")                                                      \
   X(limit_bytes, "memory limit in bytes (0 = none)")                                               \
   X(stream_free_bytes, "bytes freed on a stream, reusable on that stream only (for now)")          \
-  X(invalid_frees, "frees of addresses inside a segment that are no live block")
+  X(invalid_frees, "frees of addresses inside a segment that are no live block")                   \
+  X(barriers, "pool fences made as device-side barriers (the host did not wait)")
 
 namespace gmem {
 

@@ -70,10 +70,11 @@ GMEM_API int gmem_available(void);
   X(trimmed_bytes) \
   X(limit_bytes) \
   X(stream_free_bytes) \
-  X(invalid_frees)
+  X(invalid_frees) \
+  X(barriers)
 /* clang-format on */
 
-#define GMEM_STATS_VERSION 1
+#define GMEM_STATS_VERSION 2
 #define GMEM_STATS_FROM_POOL 1u   /* flags: counters come from libgmem.so's pool */
 #define GMEM_STATS_FROM_DRIVER 2u /* flags: device_* figures come from cuMemGetInfo */
 

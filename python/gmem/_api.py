@@ -19,9 +19,9 @@ STATS_FIELDS = (
     "peak_reserved_bytes", "total_allocs", "total_frees", "total_alloc_bytes", "cache_hits",
     "upstream_allocs", "segments", "segment_maps", "segment_unmaps", "pending_bytes",
     "pending_blocks", "fences", "ooms", "free_bytes", "largest_free_block", "trims",
-    "trimmed_bytes", "limit_bytes", "stream_free_bytes", "invalid_frees",
+    "trimmed_bytes", "limit_bytes", "stream_free_bytes", "invalid_frees", "barriers",
 )
-STATS_VERSION = 1
+STATS_VERSION = 2
 FROM_POOL = 1
 FROM_DRIVER = 2
 

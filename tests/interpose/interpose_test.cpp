@@ -173,6 +173,15 @@ TEST_P(route_test, exit_while_threads_allocate) {
   }
 }
 
+// Physical memory given back while the GPU is behind is bounded: past the budget the host
+// waits for the oldest retired segment's event, never for the whole device.
+TEST_P(route_test, vmm_spare_memory_is_bounded_by_waiting_for_events) {
+  const probe_run r = run_probe(GetParam(), "vmm_budget", {{"GMEM_MAX_CACHED", "1"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("vmm_budget host_syncs=0 unmaps_at_once=")) << r.child.output;
+  EXPECT_FALSE(r.has("vmm_budget host_syncs=0 unmaps_at_once=0\n")) << r.child.output;
+}
+
 TEST_P(route_test, ipc_of_interior_blocks_is_refused) {
   // GMEM_VMM=0: a block that starts a cuMemAlloc segment can be exported (the probe checks it).
   const probe_run r = run_probe(GetParam(), "ipc", {{"GMEM_VMM", "0"}});

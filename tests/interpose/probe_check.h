@@ -50,5 +50,6 @@ void scenario_barrier_host();
 
 // Virtual-memory segments (probe_vmm.cpp).
 void scenario_vmm_retire();
+void scenario_vmm_budget();
 
 } // namespace probe

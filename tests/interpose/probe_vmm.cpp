@@ -56,4 +56,31 @@ void scenario_vmm_retire() {
   CHECK_CU(g.ctx_synchronize());
 }
 
+// Spare physical memory is bounded (256 MiB at least): ten 40 MiB segments given back while
+// their kernels run exceed it, so the free waits for the oldest retired segment's event (not a
+// device synchronization) and tears it down before returning.
+void scenario_vmm_budget() {
+  constexpr std::size_t k_bytes = std::size_t{40} << 20;
+  constexpr int k_n = 10;
+  CUstream s = nullptr;
+  CHECK_CU(g.stream_create_with_priority(&s, CU_STREAM_NON_BLOCKING, 0));
+  CUdeviceptr p[k_n] = {};
+  for (auto& x : p) {
+    CHECK_CU(g.mem_alloc(&x, k_bytes));
+    CHECK_CU(g.launch_kernel(s, 20000, x, 0xAA, k_bytes));
+  }
+  for (auto x : p)
+    CHECK_CU(g.mem_free(x));
+  fake_cuda_counters before{}, after{};
+  g.get_counters(&before);
+  CUdeviceptr c = 0;
+  CHECK_CU(g.mem_alloc(&c, k_bytes)); // barrier; the cache cap gives the idle segments back
+  g.get_counters(&after);
+  std::printf("vmm_budget host_syncs=%llu unmaps_at_once=%llu\n",
+              static_cast<unsigned long long>(after.ctx_syncs - before.ctx_syncs),
+              static_cast<unsigned long long>(after.vmm_unmaps - before.vmm_unmaps));
+  CHECK_CU(g.mem_free(c));
+  CHECK_CU(g.ctx_synchronize());
+}
+
 } // namespace probe

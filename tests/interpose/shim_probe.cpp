@@ -249,6 +249,8 @@ int main(int argc, char** argv) {
     scenario_barrier_host();
   else if (s == "vmm_retire")
     scenario_vmm_retire();
+  else if (s == "vmm_budget")
+    scenario_vmm_budget();
   else if (s == "pair_cost")
     scenario_pair_cost();
   else {
