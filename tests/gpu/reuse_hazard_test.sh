@@ -25,7 +25,7 @@ done
 
 # pool_counter LOG NAME: NAME=value of the device pool in the GMEM_VERBOSE report.
 pool_counter() {
-  sed -n "s/^gmem: pool device=[0-9]* kind=device .* $2=\([0-9]*\) .*/\1/p" "$1" | head -1
+  sed -n "s/^gmem: pool device=[0-9]* kind=device .* $2=\([0-9]*\).*/\1/p" "$1" | head -1
 }
 
 # barrier_run OLD NEW [VAR=value...]: prints the program's line and the pool's counters.
