@@ -38,6 +38,15 @@ void print_counters() {
       std::fprintf(stderr, "\n");
     };
     print("device", *e.device_pool);
+    if (e.vmm != nullptr) {
+      const vmm_upstream::counters v = e.vmm->stats();
+      std::fprintf(stderr, "gmem: vmm device=%d", e.device());
+#define GMEM_PRINT_VMM(n)                                                                          \
+  std::fprintf(stderr, " %s=%llu", #n, static_cast<unsigned long long>(v.n));
+      GMEM_VMM_COUNTERS(GMEM_PRINT_VMM)
+#undef GMEM_PRINT_VMM
+      std::fprintf(stderr, " spare_bytes=%zu\n", e.vmm->spare_bytes());
+    }
     const std::size_t h = e.host_count.load(std::memory_order_acquire);
     for (std::size_t j = 0; j < h; ++j)
       print("host", *e.host[j].host_pool);

@@ -1,6 +1,7 @@
 #include "interpose/vmm_upstream.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 namespace gmem::shim {
@@ -31,6 +32,12 @@ CUmemAccessDesc read_write(int device) {
 
 std::mutex g_peer_mu;
 std::vector<std::pair<CUcontext, int>> g_peer_access; // (owner, device); guarded by g_peer_mu
+
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
 
 } // namespace
 
@@ -143,6 +150,8 @@ std::uintptr_t vmm_upstream::map_vmm(std::size_t bytes, CUresult& rc) noexcept {
     }
     off += p.bytes;
   }
+  count_.fresh_bytes += fresh;
+  count_.recycled_bytes += bytes - fresh;
   live_.emplace(va, mapping{va, bytes, std::move(pieces)});
   return va;
 }
@@ -151,15 +160,25 @@ std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return 0;
   const bool limited = pool_ != nullptr && pool_->stats().limit_bytes != 0;
   reap(limited); // under a limit, retiring segments must be gone before more is mapped
+  if (bytes % granularity_ != 0) {
+    std::lock_guard lock(mu_);
+    ++count_.fallback_maps;
+  }
   if (bytes % granularity_ != 0) return fallback_.map(bytes);
   ctx_scope scope(link_);
+  const std::uint64_t start = now_ns();
   CUresult rc = CUDA_SUCCESS;
   std::uintptr_t va = map_vmm(bytes, rc);
   if (va == 0 && rc == CUDA_ERROR_OUT_OF_MEMORY) {
     reap(true); // retiring segments and spare pieces still hold physical memory
     va = map_vmm(bytes, rc);
   }
-  if (va != 0) return va;
+  if (va != 0) {
+    std::lock_guard lock(mu_);
+    ++count_.maps;
+    count_.map_ns += now_ns() - start;
+    return va;
+  }
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) return 0;
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
@@ -190,6 +209,7 @@ void vmm_upstream::unmap(std::uintptr_t base, std::size_t bytes) noexcept {
   {
     std::lock_guard lock(mu_);
     r.seq = ++retire_seq_;
+    ++count_.retires;
     for (const piece& p : r.m.pieces) {
       spare_.push_back(spare{p, r.seq});
       spare_bytes_ += p.bytes;
@@ -217,7 +237,13 @@ void vmm_upstream::bound_spare() noexcept {
     }
     if (done == 0) return; // retired during a capture: nothing to wait for
     ctx_scope scope(link_);
+    const std::uint64_t start = now_ns();
     if (link_.real->cuEventSynchronize(reinterpret_cast<CUevent>(done)) != CUDA_SUCCESS) return;
+    {
+      std::lock_guard lock(mu_);
+      ++count_.spare_waits;
+      count_.spare_wait_ns += now_ns() - start;
+    }
     reap(false); // tears down the oldest (and any others now complete)
   }
 }
@@ -233,6 +259,7 @@ event_handle vmm_upstream::retire_event() noexcept {
 void vmm_upstream::teardown(const retiring& t) noexcept {
   const real_driver& r = *link_.real;
   ctx_scope scope(link_);
+  const std::uint64_t start = now_ns();
   std::size_t off = 0;
   for (const piece& p : t.m.pieces) {
     (void)r.cuMemUnmap(t.m.base + off, p.bytes);
@@ -255,6 +282,9 @@ void vmm_upstream::teardown(const retiring& t) noexcept {
   }
   for (CUmemGenericAllocationHandle h : release)
     (void)r.cuMemRelease(h); // no longer mapped anywhere: the memory goes back
+  std::lock_guard lock(mu_);
+  ++count_.teardowns;
+  count_.teardown_ns += now_ns() - start;
 }
 
 void vmm_upstream::reap(bool wait) noexcept {
@@ -328,6 +358,11 @@ bool vmm_upstream::is_vmm(std::uintptr_t address) const noexcept {
 std::size_t vmm_upstream::spare_bytes() const noexcept {
   std::lock_guard lock(mu_);
   return spare_bytes_;
+}
+
+vmm_upstream::counters vmm_upstream::stats() const noexcept {
+  std::lock_guard lock(mu_);
+  return count_;
 }
 
 } // namespace gmem::shim

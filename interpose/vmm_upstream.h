@@ -60,6 +60,19 @@ public:
   bool is_vmm(std::uintptr_t address) const noexcept; // inside a segment this maps by VMM
   std::size_t spare_bytes() const noexcept;           // physical memory held for reuse
 
+  // Where the host's time goes (GMEM_VERBOSE prints them): segments mapped, bytes of them
+  // served by recycled pieces, retirements, teardowns, and the host waits bound_spare made.
+#define GMEM_VMM_COUNTERS(X)                                                                       \
+  X(maps)                                                                                          \
+  X(map_ns) X(recycled_bytes) X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns) X(spare_waits) \
+      X(spare_wait_ns) X(fallback_maps)
+  struct counters {
+#define GMEM_VMM_FIELD(n) std::uint64_t n = 0;
+    GMEM_VMM_COUNTERS(GMEM_VMM_FIELD)
+#undef GMEM_VMM_FIELD
+  };
+  counters stats() const noexcept;
+
 private:
   static constexpr std::size_t k_max_pieces = 8; // spare pieces per new segment
   vmm_upstream(context_link& link, fences& fe, std::size_t granularity);
@@ -107,6 +120,7 @@ private:
   std::vector<spare> spare_;
   std::size_t spare_bytes_ = 0;
   std::vector<int> peers_;
+  counters count_;
 };
 
 } // namespace gmem::shim
