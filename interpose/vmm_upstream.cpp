@@ -158,8 +158,9 @@ std::uintptr_t vmm_upstream::map_vmm(std::size_t bytes, CUresult& rc) noexcept {
 
 std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return 0;
-  const bool limited = pool_ != nullptr && pool_->stats().limit_bytes != 0;
-  reap(limited); // under a limit, retiring segments must be gone before more is mapped
+  // Under a limit, retiring segments must be gone before more is mapped. Otherwise their
+  // spare pieces serve this map first, and what has completed is torn down after it.
+  if (pool_ != nullptr && pool_->stats().limit_bytes != 0) reap(true);
   if (bytes % granularity_ != 0) {
     std::lock_guard lock(mu_);
     ++count_.fallback_maps;
@@ -174,9 +175,12 @@ std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
     va = map_vmm(bytes, rc);
   }
   if (va != 0) {
-    std::lock_guard lock(mu_);
-    ++count_.maps;
-    count_.map_ns += now_ns() - start;
+    {
+      std::lock_guard lock(mu_);
+      ++count_.maps;
+      count_.map_ns += now_ns() - start;
+    }
+    reap(false);
     return va;
   }
   if (rc == CUDA_ERROR_OUT_OF_MEMORY) return 0;
@@ -216,7 +220,7 @@ void vmm_upstream::unmap(std::uintptr_t base, std::size_t bytes) noexcept {
     }
     retiring_.push_back(std::move(r));
   }
-  reap(false);
+  // No teardown here: the pool usually unmaps to make room for a map, which recycles these.
   bound_spare();
 }
 

@@ -12,7 +12,7 @@
 // finished. So unmap() does not unmap: it retires the segment behind an event that completes
 // after all work issued so far on every stream (a barrier, then a record on the legacy
 // stream), and the range is torn down once that event has completed (queried, never waited
-// for: at the next map or unmap, or when the program synchronizes).
+// for: after the next map, or when the program synchronizes).
 // Physical memory is recycled at once: a retired segment's allocations (pieces) become spare,
 // and the next segment mapped is assembled from spare pieces (whole ones, largest first, at
 // most k_max_pieces) plus a new allocation for the rest; the same physical memory is then
@@ -64,7 +64,8 @@ public:
   // served by recycled pieces, retirements, teardowns, and the host waits bound_spare made.
 #define GMEM_VMM_COUNTERS(X)                                                                       \
   X(maps)                                                                                          \
-  X(map_ns) X(recycled_bytes) X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns) X(spare_waits) \
+  X(map_ns)                                                                                        \
+  X(recycled_bytes) X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns) X(spare_waits)           \
       X(spare_wait_ns) X(fallback_maps)
   struct counters {
 #define GMEM_VMM_FIELD(n) std::uint64_t n = 0;
