@@ -36,7 +36,7 @@
     "segment size for large requests")                                                             \
   X(small_max, "GMEM_SMALL_MAX", size, "", "pool default (1M)",                                    \
     "largest request packed into small segments")                                                  \
-  X(oversize, "GMEM_OVERSIZE", size, "", "10M (VMM segments), 20M (GMEM_VMM=0)",                   \
+  X(oversize, "GMEM_OVERSIZE", size, "", "20M (10M with GMEM_VMM=1)",                              \
     "requests above this get a segment of their own")                                              \
   X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
@@ -44,9 +44,9 @@
   X(barriers, "GMEM_BARRIERS", flag, "1", "",                                                      \
     "1 = a pool fence is a device-side barrier (events and stream waits) instead of a "            \
     "host-blocking cuCtxSynchronize; 0 = always synchronize")                                      \
-  X(vmm, "GMEM_VMM", flag, "1", "",                                                                \
-    "1 = device segments are virtual-memory mappings, given back without blocking the host; "      \
-    "0 = cuMemAlloc/cuMemFree segments (cuMemFree waits for the device)")                          \
+  X(vmm, "GMEM_VMM", flag, "0", "",                                                                \
+    "1 = device segments are virtual-memory mappings, given back without waiting for the "         \
+    "device (costs more host time per segment change); 0 = cuMemAlloc/cuMemFree segments")         \
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \

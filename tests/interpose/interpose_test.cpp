@@ -61,8 +61,8 @@ const std::size_t k_segment = gmem::pool_options{}.small_segment_bytes;
 class route_test : public testing::TestWithParam<const char*> {};
 
 TEST_P(route_test, allocations_come_from_segments) {
-  // GMEM_VMM=0: segments are cuMemAlloc_v2 calls, which the fake sizes.
-  const probe_run r = run_probe(GetParam(), "basic", {{"GMEM_VMM", "0"}});
+  // By default segments are cuMemAlloc_v2 calls, which the fake sizes.
+  const probe_run r = run_probe(GetParam(), "basic");
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("kind=device live_bytes=0")) << r.child.output;
   EXPECT_TRUE(r.has("total_allocs=200 total_frees=200")) << r.child.output;
@@ -71,8 +71,8 @@ TEST_P(route_test, allocations_come_from_segments) {
   EXPECT_EQ(r.counter("vmm_creates"), 0u);
 }
 
-TEST_P(route_test, segments_are_virtual_memory_mappings_by_default) {
-  const probe_run r = run_probe(GetParam(), "basic");
+TEST_P(route_test, segments_are_virtual_memory_mappings_with_gmem_vmm) {
+  const probe_run r = run_probe(GetParam(), "basic", {{"GMEM_VMM", "1"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("total_allocs=200 total_frees=200")) << r.child.output;
   EXPECT_EQ(r.counter("mem_alloc_calls"), 0u);
@@ -86,7 +86,8 @@ TEST_P(route_test, segments_are_virtual_memory_mappings_by_default) {
 // host never waits for it, and its physical memory serves the next segment at once, ordered
 // after the old kernel.
 TEST_P(route_test, vmm_segments_retire_without_blocking_the_host) {
-  const probe_run r = run_probe(GetParam(), "vmm_retire", {{"GMEM_MAX_CACHED", "1"}});
+  const probe_run r =
+      run_probe(GetParam(), "vmm_retire", {{"GMEM_VMM", "1"}, {"GMEM_MAX_CACHED", "1"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("vmm_retire host_syncs=0 creates_at_once=0 corrupted=0 unmaps_at_once=0 "
                     "unmaps_later=2"))
@@ -176,15 +177,16 @@ TEST_P(route_test, exit_while_threads_allocate) {
 // Physical memory given back while the GPU is behind is bounded: past the budget the host
 // waits for the oldest retired segment's event, never for the whole device.
 TEST_P(route_test, vmm_spare_memory_is_bounded_by_waiting_for_events) {
-  const probe_run r = run_probe(GetParam(), "vmm_budget", {{"GMEM_MAX_CACHED", "1"}});
+  const probe_run r =
+      run_probe(GetParam(), "vmm_budget", {{"GMEM_VMM", "1"}, {"GMEM_MAX_CACHED", "1"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("vmm_budget host_syncs=0 unmaps_at_once=")) << r.child.output;
   EXPECT_FALSE(r.has("vmm_budget host_syncs=0 unmaps_at_once=0\n")) << r.child.output;
 }
 
 TEST_P(route_test, ipc_of_interior_blocks_is_refused) {
-  // GMEM_VMM=0: a block that starts a cuMemAlloc segment can be exported (the probe checks it).
-  const probe_run r = run_probe(GetParam(), "ipc", {{"GMEM_VMM", "0"}});
+  // A block that starts a cuMemAlloc segment can be exported (the probe checks it).
+  const probe_run r = run_probe(GetParam(), "ipc");
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
 }
