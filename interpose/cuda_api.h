@@ -98,4 +98,5 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
   X(cuMemAddressReserve)                                                                           \
   X(cuMemAddressFree)                                                                              \
   X(cuMemSetAccess)                                                                                \
-  X(cuMemGetAllocationGranularity)
+  X(cuMemGetAllocationGranularity)                                                                 \
+  X(cuStreamGetCtx)

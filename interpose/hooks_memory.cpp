@@ -11,12 +11,29 @@ using trace::alloc_kind;
 
 // Serves a device allocation from the current context's pool. `fallback` is the driver call
 // to make when there is no pool for the calling thread (no current context, too many).
+// The pools of the calling thread's context or, for a stream-ordered call made with none
+// current (the CUDA runtime's cudaMallocAsync does that), of the stream's context.
+context_entry* pools_for(const real_driver& real, const CUstream* on_stream) {
+  if (context_entry* e = pools().current(real)) return e;
+  CUcontext ctx = nullptr;
+  if (on_stream == nullptr || real.cuStreamGetCtx == nullptr ||
+      real.cuStreamGetCtx(*on_stream, &ctx) != CUDA_SUCCESS || ctx == nullptr) {
+    return nullptr;
+  }
+  if (context_entry* e = pools().find(ctx)) return e;
+  if (real.cuCtxPushCurrent_v2(ctx) != CUDA_SUCCESS) return nullptr; // creates the pools
+  context_entry* e = pools().current(real);
+  CUcontext popped = nullptr;
+  (void)real.cuCtxPopCurrent_v2(&popped);
+  return e;
+}
+
 template <typename Fallback>
 CUresult pool_alloc(CUdeviceptr* out, std::size_t bytes, stream_handle s, std::uintptr_t stream,
-                    alloc_kind kind, Fallback&& fallback) {
+                    alloc_kind kind, Fallback&& fallback, const CUstream* on_stream = nullptr) {
   const std::uint32_t stack = trace::capture_stack(); // before any lock
   const real_driver* real = driver();
-  context_entry* e = real != nullptr ? pools().current(*real) : nullptr;
+  context_entry* e = real != nullptr ? pools_for(*real, on_stream) : nullptr;
   if (GMEM_UNLIKELY(e == nullptr)) {
     return traced_passthrough(alloc_kind::passthrough, bytes, stream, out, fallback);
   }
@@ -90,7 +107,8 @@ CUresult alloc_async(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_t
   if (capturing(s, per_thread)) {
     return traced_passthrough(alloc_kind::capture, bytes, stream, out, real_alloc);
   }
-  return pool_alloc(out, bytes, pool_stream(s, per_thread), stream, alloc_kind::async, real_alloc);
+  return pool_alloc(out, bytes, pool_stream(s, per_thread), stream, alloc_kind::async, real_alloc,
+                    &s);
 }
 
 CUresult free_async(CUdeviceptr p, CUstream s, bool per_thread) {

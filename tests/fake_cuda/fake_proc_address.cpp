@@ -78,6 +78,7 @@ const proc_row k_procs[] = {
     {"cuStreamCreate", 2000, FAKE_FN(cuStreamCreate), nullptr},
     {"cuStreamCreateWithPriority", 5050, FAKE_FN(cuStreamCreateWithPriority), nullptr},
     {"cuStreamQuery", 2000, FAKE_FN(cuStreamQuery), nullptr},
+    {"cuStreamGetCtx", 9020, FAKE_FN(cuStreamGetCtx), nullptr},
     {"cuStreamDestroy", 4000, FAKE_FN(cuStreamDestroy_v2), nullptr},
     {"cuStreamSynchronize", 2000, FAKE_FN(cuStreamSynchronize), FAKE_FN(cuStreamSynchronize_ptsz)},
     {"cuStreamIsCapturing", 10000, FAKE_FN(cuStreamIsCapturing), FAKE_FN(cuStreamIsCapturing_ptsz)},

@@ -33,6 +33,13 @@ FAKE_API CUresult cuStreamDestroy_v2(CUstream s) {
   st->destroyed = true;
   return CUDA_SUCCESS;
 }
+// The context a stream belongs to; the legacy and per-thread handles name the current one's.
+FAKE_API CUresult cuStreamGetCtx(CUstream s, CUcontext* ctx) {
+  fake::stream* st = fake::resolve_stream(s);
+  if (st == nullptr || ctx == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  *ctx = reinterpret_cast<CUcontext>(st->ctx());
+  return CUDA_SUCCESS;
+}
 FAKE_API CUresult cuStreamSynchronize(CUstream s) {
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;

@@ -102,6 +102,13 @@ TEST_P(route_test, range_queries_describe_the_block) {
   EXPECT_PROBE_OK(run_probe(GetParam(), "range"));
 }
 
+TEST_P(route_test, async_allocations_without_a_current_context_are_pooled) {
+  const probe_run r = run_probe(GetParam(), "async_no_context");
+  EXPECT_PROBE_OK(r);
+  EXPECT_EQ(r.counter("async_alloc_calls"), 0u) << r.child.output;
+  EXPECT_TRUE(r.has("total_allocs=100 total_frees=100")) << r.child.output;
+}
+
 TEST_P(route_test, async_allocations_are_pooled) {
   const probe_run r = run_probe(GetParam(), "async");
   EXPECT_PROBE_OK(r);

@@ -35,6 +35,7 @@ void scenario_meminfo();
 void scenario_limit();
 void scenario_range();
 void scenario_async();
+void scenario_async_no_context();
 void scenario_host();
 int scenario_hazard(bool async); // 3 = corrupted
 void scenario_stress();

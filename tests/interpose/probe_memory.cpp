@@ -135,6 +135,25 @@ void scenario_async() {
   CHECK_CU(g.ctx_synchronize());
 }
 
+// The CUDA runtime's cudaMallocAsync reaches cuMemAllocAsync with no context current on the
+// thread: the pool of the stream's context must serve it (run first, so no pool exists yet).
+void scenario_async_no_context() {
+  CUstream s = nullptr;
+  CHECK_CU(g.stream_create(&s, CU_STREAM_NON_BLOCKING));
+  CHECK_CU(g.ctx_set_current(nullptr));
+  std::thread([s] {
+    for (int i = 0; i < 100; ++i) {
+      CUdeviceptr p = 0;
+      CHECK_CU(g.mem_alloc_async(&p, 4096, s));
+      CHECK_CU(g.mem_free_async(p, s));
+    }
+  }).join();
+  CUcontext ctx = nullptr;
+  CHECK_CU(g.primary_retain(&ctx, 0));
+  CHECK_CU(g.ctx_set_current(ctx));
+  CHECK_CU(g.stream_synchronize(s));
+}
+
 void scenario_host() {
   std::vector<void*> blocks;
   for (int i = 0; i < 100; ++i) {

@@ -213,6 +213,8 @@ int main(int argc, char** argv) {
     scenario_range();
   else if (s == "async")
     scenario_async();
+  else if (s == "async_no_context")
+    scenario_async_no_context();
   else if (s == "host")
     scenario_host();
   else if (s == "hazard")
