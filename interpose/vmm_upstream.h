@@ -65,8 +65,9 @@ public:
 #define GMEM_VMM_COUNTERS(X)                                                                       \
   X(maps)                                                                                          \
   X(map_ns)                                                                                        \
-  X(recycled_bytes) X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns) X(spare_waits)           \
-      X(spare_wait_ns) X(fallback_maps)
+  X(recycled_bytes)                                                                                \
+  X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns) X(spare_waits) X(spare_wait_ns)            \
+      X(fallback_maps)
   struct counters {
 #define GMEM_VMM_FIELD(n) std::uint64_t n = 0;
     GMEM_VMM_COUNTERS(GMEM_VMM_FIELD)
