@@ -62,12 +62,11 @@ public:
 
   // Where the host's time goes (GMEM_VERBOSE prints them): segments mapped, bytes of them
   // served by recycled pieces, retirements, teardowns, and the host waits bound_spare made.
+// clang-format off
 #define GMEM_VMM_COUNTERS(X)                                                                       \
-  X(maps)                                                                                          \
-  X(map_ns)                                                                                        \
-  X(recycled_bytes)                                                                                \
-  X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns) X(spare_waits) X(spare_wait_ns)            \
-      X(fallback_maps)
+  X(maps) X(map_ns) X(recycled_bytes) X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns)       \
+  X(spare_waits) X(spare_wait_ns) X(fallback_maps)
+  // clang-format on
   struct counters {
 #define GMEM_VMM_FIELD(n) std::uint64_t n = 0;
     GMEM_VMM_COUNTERS(GMEM_VMM_FIELD)
