@@ -36,7 +36,7 @@
     "segment size for large requests")                                                             \
   X(small_max, "GMEM_SMALL_MAX", size, "", "pool default (1M)",                                    \
     "largest request packed into small segments")                                                  \
-  X(oversize, "GMEM_OVERSIZE", size, "", "20M (10M with GMEM_VMM=1)",                              \
+  X(oversize, "GMEM_OVERSIZE", size, "", "pool default (20M, or reserved/512 if larger)",          \
     "requests above this get a segment of their own")                                              \
   X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
   X(host, "GMEM_HOST", flag, "1", "",                                                              \

@@ -15,20 +15,9 @@ thread_local CUcontext t_ctx __attribute__((tls_model("initial-exec"))) = nullpt
 thread_local context_entry* t_entry __attribute__((tls_model("initial-exec"))) = nullptr;
 thread_local std::uint64_t t_generation __attribute__((tls_model("initial-exec"))) = 0;
 
-// With virtual-memory segments, giving one back costs the host no device drain, so the pool
-// trades more segment churn for less memory: requests above 10 MiB get exact segments and no
-// slack is kept before growing (in trace replays of PyTorch and CuPy workloads: peak reserved
-// / peak live 1.03-1.055 instead of 1.057-1.078, for 5-40% more maps; bench/README.md).
-constexpr std::size_t k_vmm_oversize_bytes = std::size_t{10} << 20;
-constexpr double k_vmm_grow_slack = 0.0;
-
-pool_options device_pool_options(const real_driver& real, int device, bool vmm) {
+pool_options device_pool_options(const real_driver& real, int device) {
   const options& o = shim_options();
   pool_options p;
-  if (vmm) {
-    p.oversize_bytes = k_vmm_oversize_bytes;
-    p.grow_slack = k_vmm_grow_slack;
-  }
   if (o.limit_set) {
     std::size_t total = 0;
     if (o.limit.is_percent && real.cuDeviceTotalMem_v2 != nullptr) {
@@ -137,7 +126,7 @@ context_entry* context_pools::create_locked(const real_driver& real, CUcontext c
   e->observer = new trace_observer(device);
   if (shim_options().vmm) e->vmm = vmm_upstream::create(e->link, *e->fences);
   if (e->vmm == nullptr) e->upstream = new device_upstream(e->link);
-  const pool_options o = device_pool_options(real, device, e->vmm != nullptr);
+  const pool_options o = device_pool_options(real, device);
   upstream& up = e->vmm != nullptr ? static_cast<upstream&>(*e->vmm) : *e->upstream;
   e->device_pool = new pool(up, *e->fences, o, e->observer);
   if (e->vmm != nullptr) e->vmm->attach(e->device_pool);

@@ -25,6 +25,7 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
   opt_.segment_granule_bytes =
       round_up(std::max(opt_.segment_granule_bytes, k_block_granule), k_block_granule);
   opt_.small_max_bytes = std::min(opt_.small_max_bytes, opt_.small_segment_bytes);
+  oversize_now_.store(opt_.oversize_bytes, std::memory_order_relaxed);
   st_.limit_bytes = opt_.limit_bytes;
   // Warm-up: one small segment (when the warm-up is big enough to spare it) and the rest as
   // one segment that serves any large request.

