@@ -1,5 +1,7 @@
 #include "interpose/driver_glue.h"
 
+#include <chrono>
+
 #include "interpose/stream_registry.h"
 #include "interpose/trace_hooks.h"
 
@@ -12,17 +14,30 @@ CUstream to_stream(stream_handle s) {
 
 } // namespace
 
+namespace {
+std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+} // namespace
+
 std::uintptr_t device_upstream::map(std::size_t bytes) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return 0;
   ctx_scope scope(link_);
+  const std::uint64_t start = now_ns();
   CUdeviceptr p = 0;
-  return link_.real->cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS ? p : 0;
+  const bool ok = link_.real->cuMemAlloc_v2(&p, bytes) == CUDA_SUCCESS;
+  map_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
+  return ok ? p : 0;
 }
 
 void device_upstream::unmap(std::uintptr_t base, std::size_t) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return;
   ctx_scope scope(link_);
+  const std::uint64_t start = now_ns();
   (void)link_.real->cuMemFree_v2(base);
+  unmap_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
 }
 
 std::uintptr_t host_upstream::map(std::size_t bytes) noexcept {
@@ -104,6 +119,7 @@ void trace_observer::on_segment_unmap(std::uintptr_t base, std::size_t bytes) no
   trace::segment(false, base, bytes, device_);
 }
 void trace_observer::on_fence(std::uint64_t duration_ns, std::size_t released_bytes) noexcept {
+  fence_ns_.fetch_add(duration_ns, std::memory_order_relaxed);
   trace::fence(device_, duration_ns, released_bytes);
 }
 void trace_observer::on_trim(std::size_t released_bytes) noexcept {

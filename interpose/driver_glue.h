@@ -49,9 +49,14 @@ public:
   explicit device_upstream(context_link& link) : link_(link) {}
   std::uintptr_t map(std::size_t bytes) noexcept override;
   void unmap(std::uintptr_t base, std::size_t bytes) noexcept override;
+  // Host time in the driver's calls, for the GMEM_VERBOSE report (cuMemFree includes its wait
+  // for the device).
+  std::uint64_t map_ns() const { return map_ns_.load(std::memory_order_relaxed); }
+  std::uint64_t unmap_ns() const { return unmap_ns_.load(std::memory_order_relaxed); }
 
 private:
   context_link& link_;
+  std::atomic<std::uint64_t> map_ns_{0}, unmap_ns_{0};
 };
 
 // Pinned host segments with one flag set: cuMemHostAlloc / cuMemFreeHost.
@@ -94,10 +99,12 @@ public:
   void on_fence(std::uint64_t duration_ns, std::size_t released_bytes) noexcept override;
   void on_trim(std::size_t released_bytes) noexcept override;
   void on_oom(std::size_t requested_bytes) noexcept override;
+  std::uint64_t fence_ns() const { return fence_ns_.load(std::memory_order_relaxed); }
 
 private:
   int device_;
   const pool* pool_ = nullptr;
+  std::atomic<std::uint64_t> fence_ns_{0}; // host time in pool fences (GMEM_VERBOSE)
 };
 
 // The stream value the pool sees for a CUstream passed to a legacy (`per_thread` false) or a
