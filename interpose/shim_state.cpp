@@ -38,14 +38,14 @@ void print_counters() {
       std::fprintf(stderr, "\n");
     };
     print("device", *e.device_pool);
-    const std::uint64_t map_ns = e.upstream != nullptr ? e.upstream->map_ns() : 0;
-    const std::uint64_t unmap_ns = e.upstream != nullptr ? e.upstream->unmap_ns() : 0;
-    std::fprintf(stderr,
-                 "gmem: host_time device=%d segment_map_ns=%llu segment_unmap_ns=%llu "
-                 "fence_ns=%llu\n",
-                 e.device(), static_cast<unsigned long long>(map_ns),
-                 static_cast<unsigned long long>(unmap_ns),
+    std::fprintf(stderr, "gmem: host_time device=%d fence_ns=%llu", e.device(),
                  static_cast<unsigned long long>(e.observer->fence_ns()));
+    if (e.upstream != nullptr) { // VMM segments report their own times below
+      std::fprintf(stderr, " segment_map_ns=%llu segment_unmap_ns=%llu",
+                   static_cast<unsigned long long>(e.upstream->map_ns()),
+                   static_cast<unsigned long long>(e.upstream->unmap_ns()));
+    }
+    std::fprintf(stderr, "\n");
     if (e.vmm != nullptr) {
       const vmm_upstream::counters v = e.vmm->stats();
       std::fprintf(stderr, "gmem: vmm device=%d", e.device());

@@ -162,10 +162,12 @@ std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
   // spare pieces serve this map first, and what has completed is torn down after it.
   if (pool_ != nullptr && pool_->stats().limit_bytes != 0) reap(true);
   if (bytes % granularity_ != 0) {
-    std::lock_guard lock(mu_);
-    ++count_.fallback_maps;
+    {
+      std::lock_guard lock(mu_);
+      ++count_.fallback_maps;
+    }
+    return fallback_.map(bytes);
   }
-  if (bytes % granularity_ != 0) return fallback_.map(bytes);
   ctx_scope scope(link_);
   const std::uint64_t start = now_ns();
   CUresult rc = CUDA_SUCCESS;
