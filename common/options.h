@@ -50,7 +50,8 @@
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \
-    "1 = print each pool's counters and the substitution counts at exit")
+    "1 = print each pool's counters, its host time in fences and segment calls, and the "          \
+    "substitution counts at exit")
 
 // Rows for the trace recorder (profiler engineer): add them here.
 #define GMEM_TRACE_OPTIONS(X)                                                                      \
