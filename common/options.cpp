@@ -152,6 +152,16 @@ options options::parse(const std::function<const char*(const char*)>& lookup,
   }
   GMEM_OPTIONS(GMEM_OPTION_PARSE)
 #undef GMEM_OPTION_PARSE
+  // Arena pages are mapped and unmapped whole and must tile the arena's aligned address space:
+  // a power of two. 2 MiB is the VMM granularity of the H200 (cuMemGetAllocationGranularity).
+  if (const std::uint64_t mb = o.arena_page_mb;
+      o.arena_page_mb_set && (mb < 2 || (mb & (mb - 1)) != 0 || mb > (std::uint64_t{1} << 20))) {
+    const options d = defaults();
+    warn(std::string("gmem: warning: GMEM_ARENA_PAGE_MB='") + lookup("GMEM_ARENA_PAGE_MB") +
+         "' is not a power of two from 2 to 1048576; using " + std::to_string(d.arena_page_mb));
+    o.arena_page_mb = d.arena_page_mb;
+    o.arena_page_mb_set = false;
+  }
   return o;
 }
 

@@ -47,6 +47,11 @@
   X(vmm, "GMEM_VMM", flag, "0", "",                                                                \
     "1 = device segments are virtual-memory mappings, given back without waiting for the "         \
     "device (costs more host time per segment change); 0 = cuMemAlloc/cuMemFree segments")         \
+  X(arena, "GMEM_ARENA", flag, "0", "",                                                            \
+    "1 = device requests above GMEM_SMALL_MAX come from one virtual-memory arena that grows "      \
+    "where it ends, so free space merges across growths (needs VMM support, else ignored)")        \
+  X(arena_page_mb, "GMEM_ARENA_PAGE_MB", count, "16", "",                                          \
+    "MiB per arena page, the unit the arena maps and gives back (a power of two, at least 2)")     \
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \

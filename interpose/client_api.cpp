@@ -201,6 +201,9 @@ void empty_entry(context_entry& e) {
       ps[i]->end_external_fence(tickets[i]);
   for (pool* p : ps)
     (void)p->trim(0);
+  // Virtual memory given back retires behind an event; the program asked for the memory now,
+  // and the device was just synchronized, so the wait is short.
+  if (e.vmm != nullptr) e.vmm->reap(true);
 }
 
 } // namespace

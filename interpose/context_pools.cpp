@@ -1,5 +1,7 @@
 #include "interpose/context_pools.h"
 
+#include <cstdio>
+
 #include "interpose/shim_state.h"
 
 namespace gmem::shim {
@@ -124,9 +126,20 @@ context_entry* context_pools::create_locked(const real_driver& real, CUcontext c
   e->primary = is_primary_context(real, ctx, device);
   e->fences = new driver_fences(e->link);
   e->observer = new trace_observer(device);
-  if (shim_options().vmm) e->vmm = vmm_upstream::create(e->link, *e->fences);
+  const options& opt = shim_options();
+  if (opt.vmm || opt.arena) {
+    const std::size_t page = opt.arena ? static_cast<std::size_t>(opt.arena_page_mb) << 20 : 0;
+    e->vmm = vmm_upstream::create(e->link, *e->fences, opt.vmm, page);
+  }
   if (e->vmm == nullptr) e->upstream = new device_upstream(e->link);
-  const pool_options o = device_pool_options(real, device);
+  pool_options o = device_pool_options(real, device);
+  // Never for pinned host pools. Where the arena is unusable (no VMM, a page size the
+  // granularity does not divide) arena_page() is 0 and the pool ignores the flag.
+  o.arena = opt.arena && e->vmm != nullptr;
+  if (opt.arena && opt.verbose != 0 && (e->vmm == nullptr || e->vmm->arena_page() == 0)) {
+    std::fprintf(stderr, "gmem: device %d: no virtual memory management; GMEM_ARENA ignored\n",
+                 device);
+  }
   upstream& up = e->vmm != nullptr ? static_cast<upstream&>(*e->vmm) : *e->upstream;
   e->device_pool = new pool(up, *e->fences, o, e->observer);
   if (e->vmm != nullptr) e->vmm->attach(e->device_pool);

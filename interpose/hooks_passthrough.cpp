@@ -63,7 +63,7 @@ GMEM_HOOK CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
 // A handle names the driver's allocation, which for a pooled block is the whole segment: the
 // importer would map the segment's base, not the block. Only a block at its segment's start
 // can be exported correctly; any other is refused rather than silently wrong. Virtual-memory
-// segments (GMEM_VMM) have no legacy IPC handle at all.
+// segments (GMEM_VMM) and arena memory (GMEM_ARENA) have no legacy IPC handle at all.
 GMEM_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
   if (shim_active() && driver() != nullptr) {
     if (context_entry* e = pools().device_owner(p, nullptr)) {
@@ -72,11 +72,12 @@ GMEM_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
           (e->vmm != nullptr && e->vmm->is_vmm(p))) {
         static std::atomic<bool> warned{false};
         if (!warned.exchange(true)) {
-          std::fprintf(stderr,
-                       "gmem: warning: cuIpcGetMemHandle of pooled memory at 0x%llx is not "
-                       "supported (set GMEM_VMM=0 or GMEM_ENABLE=0 for programs that "
-                       "share device memory by IPC); returning CUDA_ERROR_NOT_SUPPORTED\n",
-                       static_cast<unsigned long long>(p));
+          std::fprintf(
+              stderr,
+              "gmem: warning: cuIpcGetMemHandle of pooled memory at 0x%llx is not "
+              "supported (set GMEM_VMM=0 GMEM_ARENA=0, or GMEM_ENABLE=0, for programs that "
+              "share device memory by IPC); returning CUDA_ERROR_NOT_SUPPORTED\n",
+              static_cast<unsigned long long>(p));
         }
         return CUDA_ERROR_NOT_SUPPORTED;
       }

@@ -34,7 +34,7 @@ $(FAKE_CUDA_LIB): $(FAKE_CUDA_SRCS:%.cpp=$(BUILD)/%.o) $(COMMON_LIB)
 # (routes dlsym and runtime), shim_probe_linked is linked against the fake (route exported).
 PROBE_SRCS := tests/interpose/shim_probe.cpp tests/interpose/probe_memory.cpp \
               tests/interpose/probe_barrier.cpp tests/interpose/probe_vmm.cpp \
-              tests/interpose/probe_driver.cpp
+              tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp
 SHIM_PROBE := $(BUILD)/tests/interpose/shim_probe
 SHIM_PROBE_LINKED := $(BUILD)/tests/interpose/shim_probe_linked
 $(SHIM_PROBE): $(PROBE_SRCS:%.cpp=$(BUILD)/%.o)
@@ -59,6 +59,18 @@ $(INTERPOSE_TEST): $(BUILD)/tests/interpose/interpose_test.o $(BUILD)/tests/inte
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(INTERPOSE_TEST_DEPS),$^) $(GTEST_LIBS)
 ifneq ($(wildcard tests/interpose/interpose_test.cpp),)
 UNIT_TESTS += $(INTERPOSE_TEST)
+endif
+
+# vmm_upstream's arena against the fake driver, without the hooks: the upstream objects, the
+# pool library (pool::stats) and the fake, linked like shim_probe_linked.
+VMM_ARENA_TEST := $(BUILD)/tests/vmm_arena_test
+$(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/vmm_upstream.o \
+                   $(BUILD)/interpose/device_upstream.o $(POOL_LIB) $(FAKE_CUDA_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(FAKE_CUDA_LIB),$^) $(FAKE_CUDA_LIB) \
+	  -Wl,-rpath,'$$ORIGIN/fake_cuda' $(GTEST_LIBS)
+ifneq ($(wildcard tests/interpose/vmm_arena_test.cpp),)
+UNIT_TESTS += $(VMM_ARENA_TEST)
 endif
 
 OPTIONS_TEST := $(BUILD)/tests/options_test

@@ -40,10 +40,14 @@ void print_counters() {
     print("device", *e.device_pool);
     std::fprintf(stderr, "gmem: host_time device=%d fence_ns=%llu", e.device(),
                  static_cast<unsigned long long>(e.observer->fence_ns()));
-    if (e.upstream != nullptr) { // VMM segments report their own times below
+    // cuMemAlloc segments: without VMM, or beside an arena (VMM segments report below).
+    const device_upstream* segments = e.upstream != nullptr                    ? e.upstream
+                                      : e.vmm != nullptr && !e.vmm->segments() ? &e.vmm->fallback()
+                                                                               : nullptr;
+    if (segments != nullptr) {
       std::fprintf(stderr, " segment_map_ns=%llu segment_unmap_ns=%llu",
-                   static_cast<unsigned long long>(e.upstream->map_ns()),
-                   static_cast<unsigned long long>(e.upstream->unmap_ns()));
+                   static_cast<unsigned long long>(segments->map_ns()),
+                   static_cast<unsigned long long>(segments->unmap_ns()));
     }
     std::fprintf(stderr, "\n");
     if (e.vmm != nullptr) {

@@ -32,6 +32,20 @@
 // failure other than out-of-memory fall back to cuMemAlloc_v2 / cuMemFree_v2.
 // Peer access: VMM memory is not covered by cuCtxEnablePeerAccess; grant() extends every
 // mapping, present and future, to another device (the shim calls it from that hook).
+//
+// Arenas (GMEM_ARENA, pool_options::arena; upstream::extend): address space reserved in large
+// ranges (twice the device's memory each, so that one range serves a pool's lifetime) and
+// mapped page by page, each page its own physical allocation of exactly arena_page() bytes,
+// because cuMemUnmap cannot unmap part of a mapping and the pool gives back any page-aligned
+// part of its arena. A page is unused, claimed (an extend() is mapping it, outside mu_),
+// mapped, or retiring. Pages given back retire as segments do: their pieces become spare at
+// once (the next extend or map recycles them), their addresses stay claimed until teardown
+// has unmapped them, and the range itself is never freed. extend() maps at the requested
+// address when those pages are unused, else above the highest page in use of the newest range,
+// else in a new range. One cuMemSetAccess covers all pages an extend() mapped (the driver
+// accepts a range of contiguous mappings).
+// With segments off (GMEM_VMM=0, GMEM_ARENA=1) ordinary segments are cuMemAlloc / cuMemFree
+// (fallback_) and only the arena is virtual memory.
 #pragma once
 
 #include <deque>
@@ -45,27 +59,40 @@ namespace gmem::shim {
 
 class vmm_upstream final : public upstream {
 public:
-  // nullptr if this driver or device has no virtual memory management.
-  static vmm_upstream* create(context_link& link, fences& fe);
-  void attach(const pool* p) { pool_ = p; } // whose limit map() honours
+  // `segments`: map() uses virtual memory (GMEM_VMM), else cuMemAlloc. `arena_page`: bytes per
+  // arena page (GMEM_ARENA_PAGE_MB), 0 = no arena. nullptr if this driver or device has no
+  // virtual memory management, or neither segments nor an arena could use it.
+  static vmm_upstream* create(context_link& link, fences& fe, bool segments,
+                              std::size_t arena_page);
+  void attach(const pool* p) { pool_ = p; } // whose limit map() and extend() honour
 
   std::uintptr_t map(std::size_t bytes) noexcept override;
   void unmap(std::uintptr_t base, std::size_t bytes) noexcept override;
-  // Tears down retired segments whose event has completed (the program synchronized, say).
+  std::size_t arena_page() const noexcept override { return arena_page_; }
+  std::uintptr_t extend(std::uintptr_t at, std::size_t bytes) noexcept override;
+  bool segments() const noexcept { return segments_; } // ordinary segments are VMM mappings
+  const device_upstream& fallback() const noexcept { return fallback_; } // cuMemAlloc segments
+  // Tears down retired segments and arena pages whose event has completed (the program
+  // synchronized, say); with wait, all of them, after a fence (gmem_empty_cache).
+  void reap(bool wait) noexcept;
   void reap() noexcept { reap(false); }
   void grant(int device) noexcept; // every mapping also readable and writable by `device`
   // cuCtxEnablePeerAccess succeeded: `device` may access the memory of context `owner`.
   // Remembered for pools created later; the caller grants it to an existing one.
   static void note_peer_access(CUcontext owner, int device);
-  bool is_vmm(std::uintptr_t address) const noexcept; // inside a segment this maps by VMM
-  std::size_t spare_bytes() const noexcept;           // physical memory held for reuse
+  // Inside a segment this maps by VMM or inside an arena range (no legacy IPC handle).
+  bool is_vmm(std::uintptr_t address) const noexcept;
+  std::size_t spare_bytes() const noexcept; // physical memory held for reuse
 
   // Where the host's time goes (GMEM_VERBOSE prints them): segments mapped, bytes of them
-  // served by recycled pieces, retirements, teardowns, and the host waits bound_spare made.
+  // served by recycled pieces, retirements (segments and arena ranges), teardowns, the host
+  // waits bound_spare made; arena extends, the pages they mapped (recycled: spare pieces
+  // reused), address ranges reserved, and arena pages given back.
 // clang-format off
 #define GMEM_VMM_COUNTERS(X)                                                                       \
   X(maps) X(map_ns) X(recycled_bytes) X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns)       \
-  X(spare_waits) X(spare_wait_ns) X(fallback_maps)
+  X(spare_waits) X(spare_wait_ns) X(fallback_maps) X(arena_extends) X(arena_extend_ns)            \
+  X(arena_pages_mapped) X(arena_pages_recycled) X(arena_reserves) X(arena_unmapped_pages)
   // clang-format on
   struct counters {
 #define GMEM_VMM_FIELD(n) std::uint64_t n = 0;
@@ -76,7 +103,8 @@ public:
 
 private:
   static constexpr std::size_t k_max_pieces = 8; // spare pieces per new segment
-  vmm_upstream(context_link& link, fences& fe, std::size_t granularity);
+  vmm_upstream(context_link& link, fences& fe, std::size_t granularity, bool segments,
+               std::size_t arena_page, std::size_t arena_reserve);
   struct piece {
     CUmemGenericAllocationHandle handle = 0;
     std::size_t bytes = 0;
@@ -87,7 +115,8 @@ private:
     std::vector<piece> pieces;
   };
   struct retiring {
-    mapping m;
+    mapping m;                        // a segment; for arena pages, m.pieces are the pages
+    std::vector<std::uintptr_t> page; // arena pages: the address of each of m.pieces
     std::uint64_t seq = 0;
     event_handle done = 0; // 0: no event yet (a barrier was not possible): ask again later
   };
@@ -95,14 +124,25 @@ private:
     piece p;
     std::uint64_t owner = 0; // seq of the retiring segment whose teardown releases it
   };
+  enum class page_state : std::uint8_t { unused, claimed, mapped, retiring };
+  struct arena_range { // reserved address space [base, base + page.size() * arena_page_)
+    std::vector<page_state> page;
+    std::vector<CUmemGenericAllocationHandle> handle; // of each mapped or retiring page
+  };
   std::uintptr_t map_vmm(std::size_t bytes, CUresult& rc) noexcept;
+  std::uintptr_t extend_vmm(std::uintptr_t at, std::size_t bytes, CUresult& rc) noexcept;
+  // Claims `pages` unused pages (at `at` if possible, else at the top of the newest range);
+  // 0 when a new range is needed.
+  std::uintptr_t claim_locked(std::uintptr_t at, std::size_t pages);
+  void set_pages_locked(std::uintptr_t va, std::size_t pages, page_state state);
+  // The range holding `address` and the page's index in it; nullptr outside every range.
+  arena_range* arena_at_locked(std::uintptr_t address, std::size_t& index);
+  const arena_range* arena_at_locked(std::uintptr_t address, std::size_t& index) const;
+  void unmap_arena(std::uintptr_t base, std::size_t bytes) noexcept;
   // Pieces for `bytes`: spare ones (taken out of spare_) and a new allocation for the rest.
   void gather_locked(std::size_t bytes, std::vector<piece>& out, std::size_t& fresh,
                      std::vector<spare>& taken);
   void teardown(const retiring& r) noexcept; // unmap, free the range, release owned spares
-  // Tears down retired segments whose event completed; with wait, all of them (a fence
-  // first). Called without mu_.
-  void reap(bool wait) noexcept;
   // Waits for the oldest retired segments until spare pieces fit in spare_budget().
   void bound_spare() noexcept;
   std::size_t spare_budget() const noexcept;
@@ -113,9 +153,14 @@ private:
   fences& fe_;
   device_upstream fallback_;
   const std::size_t granularity_;
+  const bool segments_;
+  const std::size_t arena_page_;    // 0: no arena
+  const std::size_t arena_reserve_; // bytes of address space per arena range
   const pool* pool_ = nullptr;
   mutable std::mutex mu_; // guards everything below
   std::map<std::uintptr_t, mapping> live_;
+  std::map<std::uintptr_t, arena_range> arenas_; // by base; never freed; newest: arena_newest_
+  std::uintptr_t arena_newest_ = 0;
   std::deque<retiring> retiring_; // in retirement order: events complete in this order
   std::uint64_t retire_seq_ = 0;
   std::vector<spare> spare_;

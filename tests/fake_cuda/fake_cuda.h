@@ -33,6 +33,7 @@
   X(vmm_creates)                                                                                   \
   X(vmm_maps)                                                                                      \
   X(vmm_unmaps)                                                                                    \
+  X(vmm_releases)                                                                                  \
   X(smallest_alloc)                                                                                \
   X(largest_alloc)
 

@@ -4,6 +4,7 @@
 // - a physical allocation (memfd) may be mapped at several addresses, and lives until it is
 //   released and no longer mapped;
 // - a mapping has no access until cuMemSetAccess (PROT_NONE before), so forgetting it faults;
+//   cuMemSetAccess takes one mapping or a run of contiguous ones, never a hole or a part;
 // - cuMemUnmap does NOT synchronize (measured on the H200: 33-43 us behind a 200 ms kernel,
 //   bench/probes/driver_facts.cu): a "kernel" still writing through an unmapped range faults,
 //   which is how the tests catch a segment retired too early.
@@ -42,6 +43,7 @@ void free_if_unused(physical* p) { // caller holds get().mu
   if (!p->released || p->mappings != 0) return;
   close(p->fd);
   get().used_bytes[static_cast<std::size_t>(p->device)] -= p->bytes;
+  get().count.vmm_releases++; // the physical memory is back
   delete p;
 }
 
@@ -139,8 +141,14 @@ FAKE_API CUresult cuMemSetAccess(CUdeviceptr ptr, std::size_t bytes, const CUmem
                                  std::size_t count) {
   if (desc == nullptr || count == 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard lock(get().mu);
-  auto it = g_mappings.find(ptr);
-  if (it == g_mappings.end() || it->second.bytes != bytes) return CUDA_ERROR_INVALID_VALUE;
+  // One mapping or several contiguous ones (the real driver accepts a range spanning
+  // mappings; PyTorch's expandable segments rely on it), exactly covered: no hole, no part.
+  std::uintptr_t covered = ptr;
+  for (auto it = g_mappings.find(ptr); covered < ptr + bytes; ++it) {
+    if (it == g_mappings.end() || it->first != covered) return CUDA_ERROR_INVALID_VALUE;
+    covered += it->second.bytes;
+  }
+  if (bytes == 0 || covered != ptr + bytes) return CUDA_ERROR_INVALID_VALUE;
   const bool rw = desc[0].flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   if (mprotect(reinterpret_cast<void*>(ptr), bytes, rw ? PROT_READ | PROT_WRITE : PROT_READ) != 0)
     return CUDA_ERROR_INVALID_VALUE;

@@ -74,6 +74,20 @@ TEST(options, bad_values_warn_and_keep_defaults) {
   EXPECT_EQ(p.o.verbose, 0u);
 }
 
+TEST(options, arena_page_is_a_power_of_two_of_at_least_2_mib) {
+  EXPECT_FALSE(parse({}).o.arena);
+  EXPECT_EQ(parse({}).o.arena_page_mb, 16u);
+  EXPECT_EQ(parse({{"GMEM_ARENA_PAGE_MB", "64"}}).o.arena_page_mb, 64u);
+  for (const char* bad : {"0", "1", "3", "24", "2097152"}) {
+    const parsed p = parse({{"GMEM_ARENA_PAGE_MB", bad}});
+    ASSERT_EQ(p.warnings.size(), 1u) << bad;
+    EXPECT_EQ(p.warnings[0], std::string("gmem: warning: GMEM_ARENA_PAGE_MB='") + bad +
+                                 "' is not a power of two from 2 to 1048576; using 16");
+    EXPECT_EQ(p.o.arena_page_mb, 16u);
+    EXPECT_FALSE(p.o.arena_page_mb_set);
+  }
+}
+
 TEST(options, table_rows_are_unique_and_named_gmem) {
   std::size_t n = 0;
   const gmem::option_row* rows = gmem::option_rows(&n);

@@ -53,4 +53,9 @@ void scenario_barrier_host();
 void scenario_vmm_retire();
 void scenario_vmm_budget();
 
+// The arena, GMEM_ARENA=1 (probe_arena.cpp).
+void scenario_arena_growth();
+void scenario_arena_trim();
+void scenario_arena_ipc();
+
 } // namespace probe

@@ -253,6 +253,12 @@ int main(int argc, char** argv) {
     scenario_vmm_retire();
   else if (s == "vmm_budget")
     scenario_vmm_budget();
+  else if (s == "arena_growth")
+    scenario_arena_growth();
+  else if (s == "arena_trim")
+    scenario_arena_trim();
+  else if (s == "arena_ipc")
+    scenario_arena_ipc();
   else if (s == "pair_cost")
     scenario_pair_cost();
   else {
