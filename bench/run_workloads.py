@@ -46,6 +46,9 @@ def torch_modes(model, steps):
          {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0"}, True),
         ("c-sync", "no caching + gmem, GMEM_VMM=0 GMEM_BARRIERS=0", cmd,
          {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0", "GMEM_BARRIERS": "0"}, True),
+        # The arena (GMEM_ARENA=1): one growing range of pages instead of reshaped segments.
+        ("c-arena", "no caching + gmem, GMEM_ARENA=1", cmd,
+         {**NOCACHE, **TRACE_OFF, "GMEM_ARENA": "1"}, True),
         ("c-trace", "no caching + gmem, trace on, stacks off", cmd, {**NOCACHE, **TRACE_NOSTACK},
          True),
         ("c-trace-stacks", "no caching + gmem, trace on, stacks on", cmd,
@@ -64,6 +67,8 @@ def all_runs(args):
               False),
              ("cupy", "nopool+gmem", "pool off + gmem", cupy + ["--pool", "off"], TRACE_OFF,
               True),
+             ("cupy", "nopool+gmem-arena", "pool off + gmem, GMEM_ARENA=1",
+              cupy + ["--pool", "off"], {**TRACE_OFF, "GMEM_ARENA": "1"}, True),
              ("cupy", "nopool+gmem-trace", "pool off + gmem, trace on, stacks off",
               cupy + ["--pool", "off"], TRACE_NOSTACK, True)]
     jax = [sys.executable, os.path.join(W, "jax_work.py"), "--steps", str(args.jax_steps)]

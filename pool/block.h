@@ -63,6 +63,8 @@ struct segment {
   std::size_t size = 0;
   segment_kind kind = segment_kind::small;
   block* first = nullptr;
+  block* last = nullptr;
+  bool arena = false;  // part of the arena (upstream::extend): never idle, trimmed by page
   start_bitmap starts; // bit i set <=> a block starts at base + i * 512 (oversize: 1 bit)
   std::size_t granule(std::uintptr_t address) const {
     return kind == segment_kind::oversize ? 0 : (address - base) / k_block_granule;

@@ -25,7 +25,8 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
   opt_.segment_granule_bytes =
       round_up(std::max(opt_.segment_granule_bytes, k_block_granule), k_block_granule);
   opt_.small_max_bytes = std::min(opt_.small_max_bytes, opt_.small_segment_bytes);
-  oversize_now_.store(opt_.oversize_bytes, std::memory_order_relaxed);
+  if (opt_.arena) page_ = up_.arena_page();
+  update_oversize_locked(); // nothing shared yet: no lock needed
   st_.limit_bytes = opt_.limit_bytes;
   // Warm-up: one small segment (when the warm-up is big enough to spare it) and the rest as
   // one segment that serves any large request.
@@ -39,7 +40,14 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
       warm -= opt_.small_segment_bytes;
     }
   }
-  if (warm > 0) {
+  if (warm > 0 && page_ != 0) { // the arena's pages, within the limit
+    const std::size_t whole = round_up(warm, page_);
+    warm = opt_.limit_bytes == 0 || whole <= opt_.limit_bytes ? whole : warm / page_ * page_;
+    if (std::uintptr_t base = warm != 0 ? up_.extend(0, warm) : 0) {
+      std::lock_guard lock(mu_);
+      add_arena_locked(base, warm);
+    }
+  } else if (warm > 0) {
     if (std::uintptr_t base = up_.map(warm)) {
       std::lock_guard lock(mu_);
       add_segment_locked(base, warm, segment_kind::large);
@@ -128,7 +136,10 @@ void pool_impl::carve_locked(block* b, std::size_t size) {
   r->seg = b->seg;
   r->prev = b;
   r->next = b->next;
-  if (b->next != nullptr) b->next->prev = r;
+  if (b->next != nullptr)
+    b->next->prev = r;
+  else
+    b->seg->last = r;
   b->next = r;
   b->size = size;
   b->seg->starts.set((r->address - b->seg->base) / k_block_granule);
@@ -183,7 +194,10 @@ event_handle pool_impl::drop_event_locked(block* b) {
 void pool_impl::merge_into_locked(block* left, block* right) {
   left->size += right->size;
   left->next = right->next;
-  if (right->next != nullptr) right->next->prev = left;
+  if (right->next != nullptr)
+    right->next->prev = left;
+  else
+    left->seg->last = left;
   left->seg->starts.clear((right->address - left->seg->base) / k_block_granule);
   blocks_.put(right);
 }
@@ -201,7 +215,7 @@ void pool_impl::insert_free_locked(block* b) {
     merge_into_locked(b, n);
   }
   free_[cls].insert(b);
-  if (b->size == b->seg->size) idle_push_locked(b->seg);
+  if (b->size == b->seg->size && !b->seg->arena) idle_push_locked(b->seg);
 }
 
 // Stream-free neighbours on the same stream merge when they share the event, or when one
@@ -255,6 +269,8 @@ void pool_impl::insert_stream_free_locked(block* b, event_handle (&released)[2])
 void pool_impl::enforce_cache_cap_locked(deferred& d) {
   while (idle_head_ != nullptr && free_bytes_locked() > opt_.max_cached_bytes)
     detach_segment_locked(idle_head_, d);
+  if (page_ != 0 && free_bytes_locked() > opt_.max_cached_bytes)
+    trim_arena_locked(opt_.max_cached_bytes, d);
 }
 
 void pool_impl::run_deferred(deferred& d) {
@@ -304,7 +320,8 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
   {
     event_handle release = 0;
     std::unique_lock lock(mu_);
-    if (block* b = find_fit_locked(size, cls, s)) {
+    if (block* b = find_fit_locked(size, cls, s);
+        b != nullptr && !pending_fits_better_locked(b, size, cls)) {
       alloc_result r = take_locked(b, size, bytes, s, release);
       ++st_.cache_hits;
       check_locked();
@@ -339,15 +356,16 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
       } else if (ev == 0) { // stream-less (or the event could not be recorded): pending
         b->state = block_state::pending;
         b->stamp = seq_;
-        b->list_next = nullptr;
+        b->fifo_next = nullptr;
         if (pending_tail_ != nullptr)
-          pending_tail_->list_next = b;
+          pending_tail_->fifo_next = b;
         else
           pending_head_ = b;
         pending_tail_ = b;
         st_.pending_bytes += b->size;
         ++st_.pending_blocks;
         pending_class_bytes_[class_of(b->seg)] += b->size;
+        pending_index_[class_of(b->seg)].insert(b);
       } else {
         event_ref* r = events_.get();
         r->event = ev;
@@ -360,7 +378,8 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
         b->stamp = seq_;
         insert_stream_free_locked(b, released);
       }
-      if (idle_head_ != nullptr && opt_.max_cached_bytes != SIZE_MAX) {
+      if ((idle_head_ != nullptr || page_ != 0) && opt_.max_cached_bytes != SIZE_MAX &&
+          free_bytes_locked() > opt_.max_cached_bytes) {
         d = std::make_unique<deferred>();
         enforce_cache_cap_locked(*d);
       }

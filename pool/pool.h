@@ -110,6 +110,11 @@ struct pool_options {
   // by the GPU, not by a host-blocking synchronize. Only for memory that nothing but device
   // work touches (device memory; not pinned host memory, which the CPU reads directly).
   bool barriers = false;
+  // Requests above small_max_bytes are served from one arena (upstream::extend) that grows
+  // where it ends, so free space merges across growths and segments are never reshaped;
+  // free arena pages go back to the upstream only on trim, the limit, max_cached_bytes and
+  // out-of-memory recovery. Ignored when the upstream has no arena_page().
+  bool arena = false;
 };
 
 enum class pool_status {

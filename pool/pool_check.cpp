@@ -79,6 +79,8 @@ void pool_impl::abandon() {
   last_stream_ = nullptr;
   live_.clear();
   pending_head_ = pending_tail_ = nullptr;
+  for (auto& index : pending_index_)
+    index = free_index{};
   for (auto& n : pending_class_bytes_)
     n = 0;
   idle_head_ = nullptr;
@@ -102,7 +104,8 @@ bool pool_impl::is_valid() const {
 //  - free blocks are in free_[class], stream-free ones in their stream's index, live ones
 //    (except one claimed by a thread waiting on an event) in live_, pending ones in the FIFO
 //    with non-decreasing stamps; each index's own invariants hold;
-//  - idle segments are exactly those made of one free block;
+//  - idle segments are exactly those made of one free block, arena segments excepted (they
+//    are trimmed by page); arena segments are whole pages and never touch each other;
 //  - the stats equal the sums over the blocks, and the slabs hold no other blocks.
 bool pool_impl::is_valid_locked() const {
   std::size_t live = 0, live_requested = 0, live_blocks = 0, free_bytes = 0, free_blocks = 0;
@@ -159,11 +162,25 @@ bool pool_impl::is_valid_locked() const {
         break;
       }
     }
-    if (at != base + seg->size) return false;
+    if (at != base + seg->size || seg->last == nullptr || seg->last->next != nullptr ||
+        seg->last->seg != seg.get())
+      return false;
     blocks += count;
     bool whole_free = seg->first->state == block_state::free && seg->first->size == seg->size;
-    if (whole_free != seg->idle) return false;
+    if (whole_free && !seg->arena) {
+      if (!seg->idle) return false;
+    } else if (seg->idle) {
+      return false;
+    }
+    if (seg->arena) { // whole pages, of a large class, never touching another arena segment
+      if (page_ == 0 || seg->kind != segment_kind::large || base % page_ != 0 ||
+          seg->size % page_ != 0)
+        return false;
+      segment* after = segment_of_locked(base + seg->size);
+      if (after != nullptr && after->arena) return false;
+    }
   }
+  if (arena_tip_ != nullptr && segment_of_locked(arena_tip_->base) != arena_tip_) return false;
   for (const segment* s = idle_head_; s != nullptr; s = s->idle_next) {
     if (!s->idle || (s->idle_next != nullptr && s->idle_next->idle_prev != s)) return false;
     ++idle;
@@ -212,13 +229,22 @@ bool pool_impl::is_valid_locked() const {
   if (listed_stream != stream_blocks || listed_stream_bytes != stream_bytes) return false;
   std::size_t fifo = 0;
   std::uint64_t last_stamp = 0;
-  for (const block* b = pending_head_; b != nullptr; b = b->list_next) {
+  for (const block* b = pending_head_; b != nullptr; b = b->fifo_next) {
     if (b->state != block_state::pending || b->stamp < last_stamp || b->stamp > seq_) return false;
     last_stamp = b->stamp;
-    if (b->list_next == nullptr && b != pending_tail_) return false;
+    if (b->fifo_next == nullptr && b != pending_tail_) return false;
     ++fifo;
   }
   if (fifo != pending_blocks) return false;
+  std::size_t indexed_pending = 0;
+  for (unsigned cls = 0; cls < k_classes; ++cls) {
+    bool ok = pending_index_[cls].is_valid() && pending_index_[cls].bytes() == pending_class[cls];
+    pending_index_[cls].for_each(
+        [&](block* b) { ok &= b->state == block_state::pending && class_of(b->seg) == cls; });
+    if (!ok) return false;
+    indexed_pending += pending_index_[cls].count();
+  }
+  if (indexed_pending != pending_blocks) return false;
   if (!live_.is_valid() || live_.size() != live_blocks) return false;
   if (blocks_.in_use() != blocks) return false;
   if (claimed > 0 && st_.live_blocks != live_blocks) return false;

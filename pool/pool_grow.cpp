@@ -32,14 +32,16 @@ std::size_t pool_impl::pending_or_stream_bytes_locked(unsigned cls, stream_handl
 alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, stream_handle s) {
   const unsigned cls = class_of_size(size);
   bool queried = false, waited = false, fenced = false, trimmed = false, limit_trimmed = false;
+  bool grown = false; // the arena grew for this request: the fit below is no cache hit
   for (;;) {
     deferred d;
     std::unique_lock lock(mu_);
-    if (block* b = find_fit_locked(size, cls, s)) {
+    block* b = find_fit_locked(size, cls, s);
+    if (b != nullptr && (fenced || !pending_fits_better_locked(b, size, cls))) {
       event_handle release = 0;
       alloc_result r = take_locked(b, size, requested, s, release);
       if (release != 0) d.release(release);
-      ++st_.cache_hits;
+      if (!grown) ++st_.cache_hits;
       check_locked();
       lock.unlock();
       run_deferred(d);
@@ -65,14 +67,17 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     // 3. A fence, when what it would release could cover the request: cheaper than growing
     // (about 1 us on an idle device), and the program's cuMemFree would have synchronized.
     std::size_t waiting = pending_or_stream_bytes_locked(cls, s);
-    if (!fenced && waiting != 0 && waiting + free_[cls].bytes() >= size) {
+    if (!fenced && waiting != 0 &&
+        (waiting + free_[cls].bytes() >= size || pending_fits_better_locked(b, size, cls))) {
       fenced = true;
       lock.unlock();
       fence_now();
       continue;
     }
-    // 4. Grow, within the limit.
-    std::size_t bytes = segment_bytes_for(size);
+    // 4. Grow, within the limit: the arena where it ends, or a new segment.
+    const bool arena = cls == k_large && page_ != 0;
+    std::uintptr_t at = 0;
+    std::size_t bytes = arena ? arena_growth_locked(size, at) : segment_bytes_for(size);
     segment_kind kind = cls == k_small   ? segment_kind::small
                         : cls == k_large ? segment_kind::large
                                          : segment_kind::oversize;
@@ -81,20 +86,16 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
              st_.reserved_bytes + in_flight_map_bytes_ + in_flight_unmap_bytes_ + n >
                  opt_.limit_bytes;
     };
-    if (over_limit(bytes)) { // a smaller segment may still fit under the limit
+    if (!arena && over_limit(bytes)) { // a smaller segment may still fit under the limit
+      // (it keeps the request's class: a shrunk large segment serves later large requests)
       std::size_t tight = std::min(bytes, round_up(size, opt_.segment_granule_bytes));
       if (over_limit(tight)) tight = size;
-      if (tight != bytes) {
-        bytes = tight;
-        // Keep the request's class: a shrunk large segment must serve later large requests.
-        kind = cls == k_small   ? segment_kind::small
-               : cls == k_large ? segment_kind::large
-                                : segment_kind::oversize;
-      }
+      bytes = tight;
     }
-    if (over_limit(bytes) && idle_head_ != nullptr && !limit_trimmed) {
-      // Idle segments cannot serve this request (find_fit saw them): release them all, and
-      // retry once they are unmapped (until then they still count against the limit).
+    if (over_limit(bytes) && !limit_trimmed && trimmable_locked()) {
+      // Idle segments and free arena pages cannot serve this request (find_fit saw them):
+      // release them all, and retry once they are unmapped (until then they still count
+      // against the limit).
       limit_trimmed = true;
       trim_locked(0, d);
       lock.unlock();
@@ -103,14 +104,23 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     }
     bool blocked = over_limit(bytes);
     if (!blocked) {
-      release_for_growth_locked(bytes, size, d);
+      if (!arena) release_for_growth_locked(bytes, size, d); // arena segments are never idle
       in_flight_map_bytes_ += bytes;
       lock.unlock();
       run_deferred(d);
-      std::uintptr_t base = up_.map(bytes);
+      std::uintptr_t base = arena ? up_.extend(at, bytes) : up_.map(bytes);
       deferred d2;
       lock.lock();
       in_flight_map_bytes_ -= bytes;
+      if (base != 0 && arena) {
+        add_arena_locked(base, bytes);
+        ++st_.upstream_allocs;
+        check_locked();
+        lock.unlock();
+        if (obs_ != nullptr) obs_->on_segment_map(base, bytes);
+        grown = true;
+        continue; // the grown free block fits, unless another thread took it first
+      }
       if (base != 0) {
         add_segment_locked(base, bytes, kind);
         event_handle release = 0;
@@ -136,7 +146,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       fence_now();
       continue;
     }
-    if (!trimmed && (!blocked || idle_head_ != nullptr)) {
+    if (!trimmed && (!blocked || trimmable_locked())) {
       trimmed = true;
       trim_locked(0, d);
       lock.unlock();
@@ -270,11 +280,12 @@ std::size_t pool_impl::complete_fence_locked(std::uint64_t ticket, deferred& d) 
   std::size_t released = 0;
   while (pending_head_ != nullptr && pending_head_->stamp < ticket) {
     block* b = pending_head_;
-    pending_head_ = b->list_next;
+    pending_head_ = b->fifo_next;
     if (pending_head_ == nullptr) pending_tail_ = nullptr;
     st_.pending_bytes -= b->size;
     --st_.pending_blocks;
     pending_class_bytes_[class_of(b->seg)] -= b->size;
+    pending_index_[class_of(b->seg)].remove(b);
     released += b->size;
     insert_free_locked(b);
   }

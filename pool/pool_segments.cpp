@@ -14,6 +14,10 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) {
 } // namespace
 
 void pool_impl::update_oversize_locked() {
+  if (page_ != 0) { // the arena serves them all: never a segment of their own
+    oversize_now_.store(SIZE_MAX, std::memory_order_relaxed);
+    return;
+  }
   const auto grown =
       static_cast<std::size_t>(static_cast<double>(st_.reserved_bytes) * opt_.oversize_fraction);
   oversize_now_.store(std::max(opt_.oversize_bytes, grown / k_block_granule * k_block_granule),
@@ -32,16 +36,17 @@ std::size_t pool_impl::segment_bytes_for(std::size_t size) const {
   return std::max(bytes, round_up(size, opt_.segment_granule_bytes));
 }
 
-void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind) {
+segment* pool_impl::new_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind) {
   std::unique_ptr<segment> owned;
   if (spare_segments_.empty()) {
     owned = std::make_unique<segment>();
   } else { // recycled: its bitmap keeps its capacity
     owned = std::move(spare_segments_.back());
     spare_segments_.pop_back();
-    owned->first = nullptr;
+    owned->first = owned->last = nullptr;
     owned->idle_prev = owned->idle_next = nullptr;
     owned->idle = false;
+    owned->arena = false;
   }
   segment* seg = owned.get();
   seg->base = base;
@@ -49,19 +54,35 @@ void pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segme
   seg->kind = kind;
   // An oversize segment holds one block: a one-bit map (no 1/4096-sized memset per map).
   seg->starts.reset(kind == segment_kind::oversize ? 1 : bytes / k_block_granule);
+  segments_.emplace(base, std::move(owned));
+  ++st_.segments;
+  return seg;
+}
+
+void pool_impl::drop_segment_locked(segment* seg) {
+  if (seg == arena_tip_) arena_tip_ = nullptr;
+  --st_.segments;
+  auto it = segments_.find(seg->base);
+  if (spare_segments_.size() < k_spare_segments) spare_segments_.push_back(std::move(it->second));
+  segments_.erase(it);
+}
+
+segment* pool_impl::add_segment_locked(std::uintptr_t base, std::size_t bytes, segment_kind kind,
+                                       bool arena) {
+  segment* seg = new_segment_locked(base, bytes, kind);
+  seg->arena = arena;
   seg->starts.set(0);
   block* b = blocks_.get();
   b->address = base;
   b->size = bytes;
   b->seg = seg;
-  seg->first = b;
-  segments_.emplace(base, std::move(owned));
+  seg->first = seg->last = b;
   st_.reserved_bytes += bytes;
-  ++st_.segments;
   ++st_.segment_maps;
   if (st_.reserved_bytes > st_.peak_reserved_bytes) st_.peak_reserved_bytes = st_.reserved_bytes;
   update_oversize_locked();
   insert_free_locked(b);
+  return seg;
 }
 
 void pool_impl::detach_segment_locked(segment* seg, deferred& d) {
@@ -71,20 +92,29 @@ void pool_impl::detach_segment_locked(segment* seg, deferred& d) {
   blocks_.put(b);
   st_.reserved_bytes -= seg->size;
   update_oversize_locked();
-  --st_.segments;
   ++st_.segment_unmaps;
   ++st_.trims;
   st_.trimmed_bytes += seg->size;
   in_flight_unmap_bytes_ += seg->size;
   d.unmaps.emplace_back(seg->base, seg->size);
   d.trimmed_bytes += seg->size;
-  auto it = segments_.find(seg->base);
-  if (spare_segments_.size() < k_spare_segments) spare_segments_.push_back(std::move(it->second));
-  segments_.erase(it);
+  drop_segment_locked(seg);
+}
+
+bool pool_impl::trimmable_locked() const {
+  if (idle_head_ != nullptr) return true;
+  if (page_ == 0) return false;
+  for (const auto& [base, seg] : segments_)
+    if (seg->arena)
+      for (const block* b = seg->first; b != nullptr; b = b->next)
+        if (b->state == block_state::free &&
+            round_up(b->address, page_) + page_ <= b->address + b->size)
+          return true;
+  return false;
 }
 
 std::size_t pool_impl::trim_locked(std::size_t keep_free_bytes, deferred& d) {
-  std::size_t released = 0;
+  std::size_t released = page_ != 0 ? trim_arena_locked(keep_free_bytes, d) : 0;
   for (segment* seg = idle_head_; seg != nullptr;) {
     segment* next = seg->idle_next;
     if (free_bytes_locked() >= keep_free_bytes + seg->size) {

@@ -19,6 +19,17 @@ void start_bitmap::reset(std::size_t granules) {
   words_.assign(total, 0); // keeps the capacity of a recycled segment's bitmap
 }
 
+void start_bitmap::grow(std::size_t granules) {
+  const std::size_t room = levels_ == 0 ? 0 : size_[0] * 64;
+  if (granules <= room) return;
+  std::vector<std::uint64_t> old(words_.begin(),
+                                 words_.begin() + static_cast<std::ptrdiff_t>(room / 64));
+  reset(granules > 2 * room ? granules : 2 * room);
+  for (std::size_t w = 0; w < old.size(); ++w)
+    for (std::uint64_t bits = old[w]; bits != 0; bits &= bits - 1)
+      set(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
+}
+
 void start_bitmap::set(std::size_t i) {
   for (std::size_t l = 0; l < levels_; ++l) {
     std::uint64_t& w = level(l)[i >> 6];

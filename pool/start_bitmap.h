@@ -14,6 +14,8 @@ public:
   static constexpr std::size_t npos = ~std::size_t{0};
 
   void reset(std::size_t granules);
+  // Room for at least `granules`, keeping the bits set (capacity doubles: amortized O(1)).
+  void grow(std::size_t granules);
   void set(std::size_t i);
   void clear(std::size_t i);
   bool test(std::size_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }

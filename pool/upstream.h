@@ -17,8 +17,19 @@ public:
   // A new segment of exactly `bytes` (a multiple of 512), at least 256-byte aligned
   // (512-byte aligned gives 512-byte aligned blocks). 0 = out of memory.
   virtual std::uintptr_t map(std::size_t bytes) noexcept = 0;
-  // Releases a segment returned by map(), with the same size.
+  // Releases a segment returned by map(), with the same size; or any arena_page()-aligned
+  // range of arena memory, however many extend() calls mapped it.
   virtual void unmap(std::uintptr_t base, std::size_t bytes) noexcept = 0;
+
+  // Arenas (optional; pool_options::arena): address space reserved up front and mapped in
+  // pages, so that a pool grows its arena where it ends and free space merges across
+  // growths. The unit of mapping and unmapping; a power of two; 0 = no arena support.
+  virtual std::size_t arena_page() const noexcept { return 0; }
+  // Maps `bytes` (a multiple of arena_page()) of arena memory; returns its address, a multiple
+  // of arena_page(), or 0 = out of memory. At `at` when [at, at + bytes) is reserved arena
+  // address space with nothing mapped (the pool passes its arena's end, 0 for none yet),
+  // elsewhere otherwise.
+  virtual std::uintptr_t extend(std::uintptr_t /*at*/, std::size_t /*bytes*/) noexcept { return 0; }
 };
 
 } // namespace gmem

@@ -2,12 +2,15 @@
 // places segments back to back in a fake address space and counts what is mapped; fences
 // complete at once (the replay has no device work in flight). Allocations and frees are
 // stream-less (cuMemAlloc_v2 / cuMemFree_v2): that is what PyTorch with
-// PYTORCH_NO_CUDA_MEMORY_CACHING=1 sends gmem, through cudaMalloc/cudaFree.
+// PYTORCH_NO_CUDA_MEMORY_CACHING=1 sends gmem, through cudaMalloc/cudaFree. The arena
+// policy's upstream maps arena pages (GMEM_ARENA=1) above the segments.
 #include "bench/replay/replay_policy.h"
 #include "pool/pool.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -16,19 +19,44 @@ namespace {
 
 class counting_upstream final : public gmem::upstream {
 public:
+  explicit counting_upstream(std::size_t arena_page) : page_(arena_page) {}
   std::uintptr_t map(std::size_t bytes) noexcept override {
     const std::uintptr_t base = next_;
     next_ += (bytes + k_align - 1) / k_align * k_align;
     mapped_ += bytes;
     return base;
   }
-  void unmap(std::uintptr_t, std::size_t bytes) noexcept override { mapped_ -= bytes; }
+  void unmap(std::uintptr_t base, std::size_t bytes) noexcept override {
+    mapped_ -= bytes;
+    if (base >= k_arena)
+      for (std::uintptr_t p = base; p < base + bytes; p += page_)
+        pages_.erase(p);
+  }
+  std::size_t arena_page() const noexcept override { return page_; }
+  // At `at` when those pages are unmapped, else above the highest page (as the shim does).
+  std::uintptr_t extend(std::uintptr_t at, std::size_t bytes) noexcept override {
+    auto unused = [&](std::uintptr_t base) {
+      for (std::uintptr_t p = base; p < base + bytes; p += page_)
+        if (pages_.count(p) != 0) return false;
+      return base >= k_arena;
+    };
+    const std::uintptr_t base = at != 0 && unused(at) ? at : top_;
+    for (std::uintptr_t p = base; p < base + bytes; p += page_)
+      pages_.insert(p);
+    top_ = std::max(top_, base + bytes);
+    mapped_ += bytes;
+    return base;
+  }
   std::size_t mapped() const { return mapped_; }
 
 private:
   static constexpr std::size_t k_align = std::size_t{2} << 20;
+  static constexpr std::uintptr_t k_arena = std::uintptr_t{1} << 46;
   std::uintptr_t next_ = std::uintptr_t{1} << 40;
   std::size_t mapped_ = 0;
+  const std::size_t page_;
+  std::set<std::uintptr_t> pages_;
+  std::uintptr_t top_ = k_arena;
 };
 
 class instant_fences final : public gmem::fences {
@@ -46,16 +74,24 @@ private:
 // Options every gmem policy of this process is built with (--pool-option), and their text.
 gmem::pool_options g_options;
 std::string g_options_text;
+std::size_t g_arena_page = std::size_t{16} << 20; // the shim's default (GMEM_ARENA_PAGE_MB)
 
 class gmem_policy final : public replay_policy {
 public:
   // stream_frees: allocate and free on stream 0 (cuMemAllocAsync/cuMemFreeAsync), so freed
   // blocks are reusable at once; separates the fit policy from the pending/fence policy.
-  explicit gmem_policy(bool stream_frees)
-      : pool_(up_, fe_, g_options),
-        stream_(stream_frees ? gmem::stream_handle{0} : gmem::k_no_stream) {}
+  gmem_policy(bool stream_frees, bool arena)
+      : up_(arena ? g_arena_page : 0), pool_(up_, fe_, with_arena(arena)),
+        stream_(stream_frees ? gmem::stream_handle{0} : gmem::k_no_stream), arena_(arena) {}
+  static gmem::pool_options with_arena(bool arena) {
+    gmem::pool_options o = g_options;
+    o.arena = arena;
+    return o;
+  }
   std::string name() const override {
-    std::string n = stream_ == gmem::k_no_stream ? "gmem" : "gmem (stream-ordered frees)";
+    std::string n = arena_                         ? "gmem (arena)"
+                    : stream_ == gmem::k_no_stream ? "gmem"
+                                                   : "gmem (stream-ordered frees)";
     return g_options_text.empty() ? n : n + " [" + g_options_text + "]";
   }
   bool allocate(std::uint32_t id, std::size_t bytes, std::uint64_t) override {
@@ -85,6 +121,7 @@ private:
   instant_fences fe_;
   gmem::pool pool_;
   gmem::stream_handle stream_;
+  bool arena_;
   std::vector<std::uintptr_t> addr_;
 };
 
@@ -113,14 +150,16 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
     g_options.large_segment_max_bytes = bytes;
   else if (name == "grow_window_allocs")
     g_options.grow_window_allocs = bytes;
+  else if (name == "arena_page_bytes" && bytes != 0 && (bytes & (bytes - 1)) == 0)
+    g_arena_page = bytes;
   else
     return false;
   g_options_text += (g_options_text.empty() ? "" : " ") + name + "=" + value;
   return true;
 }
 
-std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees) {
-  return std::make_unique<gmem_policy>(stream_frees);
+std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees, bool arena) {
+  return std::make_unique<gmem_policy>(stream_frees, arena);
 }
 
 } // namespace gmem_bench

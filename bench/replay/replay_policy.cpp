@@ -9,7 +9,8 @@
 namespace gmem_bench {
 
 #ifdef GMEM_BENCH_WITH_POOL
-std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees); // gmem_policy.cpp
+// gmem_policy.cpp; arena: pool_options::arena over arena pages
+std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees, bool arena);
 #endif
 
 replay_result replay(const alloc_trace& trace, replay_policy& policy) {
@@ -57,6 +58,7 @@ std::vector<std::string> policy_names() {
 #ifdef GMEM_BENCH_WITH_POOL
   v.push_back("gmem");
   v.push_back("gmem-stream");
+  v.push_back("gmem-arena");
 #endif
   v.insert(v.end(), {"torch-like", "pow2-bins", "exact"});
   return v;
@@ -64,8 +66,9 @@ std::vector<std::string> policy_names() {
 
 std::unique_ptr<replay_policy> make_policy(const std::string& name) {
 #ifdef GMEM_BENCH_WITH_POOL
-  if (name == "gmem") return make_gmem_policy(false);
-  if (name == "gmem-stream") return make_gmem_policy(true);
+  if (name == "gmem") return make_gmem_policy(false, false);
+  if (name == "gmem-stream") return make_gmem_policy(true, false);
+  if (name == "gmem-arena") return make_gmem_policy(false, true);
 #endif
   if (name == "torch-like") return std::make_unique<torch_like_policy>();
   if (name == "pow2-bins") return std::make_unique<pow2_bins_policy>();

@@ -39,7 +39,8 @@ struct replay_result {
 replay_result replay(const alloc_trace& trace, replay_policy& policy);
 
 // Policies by name: "gmem" (pool/pool.h when built with it; stream-less frees, as mode c
-// sends them), "gmem-stream" (the same pool, frees on stream 0), "torch-like", "pow2-bins",
+// sends them), "gmem-stream" (the same pool, frees on stream 0), "gmem-arena" (the pool with
+// pool_options::arena, pages of 16 MiB or arena_page_bytes), "torch-like", "pow2-bins",
 // "exact" (every request its own upstream allocation rounded to 2 MiB pages, like cudaMalloc
 // of large blocks; a floor for "no caching"). Unknown names give nullptr.
 std::unique_ptr<replay_policy> make_policy(const std::string& name);

@@ -28,6 +28,15 @@ struct probe_run {
     if (at == std::string::npos || at > end) return ~std::uint64_t{0};
     return std::stoull(child.output.substr(at + name.size() + 2));
   }
+  // NAME=VALUE on the first output line that starts with `line` ("gmem: vmm ", "arena_trim ").
+  std::uint64_t value(const std::string& line, const std::string& name) const {
+    std::size_t at = child.output.rfind(line, 0) == 0 ? 0 : child.output.find("\n" + line);
+    if (at == std::string::npos) return ~std::uint64_t{0};
+    const auto end = child.output.find('\n', at + 1);
+    at = child.output.find(" " + name + "=", at);
+    if (at == std::string::npos || at > end) return ~std::uint64_t{0};
+    return std::stoull(child.output.substr(at + name.size() + 2));
+  }
   std::uint64_t counter(const std::string& name) const {
     auto it = counters.find(name);
     return it == counters.end() ? ~std::uint64_t{0} : it->second;
@@ -216,6 +225,29 @@ TEST_P(route_test, barrier_orders_streams_of_every_kind) {
   }
 }
 
+// GMEM_ARENA=1 (interpose/vmm_upstream.h): requests above 1 MiB come from arena pages, one
+// physical allocation each, mapped where the arena ends; small ones from ordinary segments
+// (cuMemAlloc, or VMM mappings with GMEM_VMM=1). Every block keeps its bytes as the arena grows.
+TEST_P(route_test, arena_serves_large_requests_from_pages) {
+  for (const char* vmm : {"0", "1"}) {
+    const probe_run r =
+        run_probe(GetParam(), "arena_growth", {{"GMEM_ARENA", "1"}, {"GMEM_VMM", vmm}});
+    EXPECT_PROBE_OK(r);
+    EXPECT_TRUE(r.has("arena_growth corrupted=0 large_mem_allocs=0 ")) << r.child.output;
+    const std::uint64_t pages = r.value("gmem: vmm ", "arena_pages_mapped");
+    EXPECT_GT(pages, 0u) << r.child.output;
+    EXPECT_LE(pages, r.counter("vmm_creates")) << r.child.output;
+    EXPECT_GT(r.value("gmem: vmm ", "arena_extends"), 1u) << r.child.output; // it grew
+    EXPECT_EQ(r.counter("vmm_maps"), r.counter("vmm_creates"));
+    if (vmm[0] == '0') {
+      EXPECT_GE(r.counter("mem_alloc_calls"), 1u); // the small block's segment
+      EXPECT_EQ(r.value("gmem: vmm ", "maps"), 0u) << r.child.output;
+    } else {
+      EXPECT_EQ(r.counter("mem_alloc_calls"), 0u);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
                          testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
 
@@ -281,6 +313,59 @@ TEST(barriers, pinned_host_pools_always_synchronize) {
   EXPECT_TRUE(r.has("kind=host")) << r.child.output;
   EXPECT_EQ(r.pool_stat("host", "barriers"), 0u) << r.child.output;
   EXPECT_EQ(r.pool_stat("host", "fences"), 1u) << r.child.output;
+}
+
+// Freed arena pages go back on gmem_empty_cache: retired, then (the empty-cache
+// synchronization completed their event) unmapped, their physical memory released.
+TEST(arena, empty_cache_unmaps_and_releases_every_page) {
+  for (const char* vmm : {"0", "1"}) {
+    const probe_run r = run_probe("dlsym", "arena_trim", {{"GMEM_ARENA", "1"}, {"GMEM_VMM", vmm}});
+    EXPECT_PROBE_OK(r);
+    const std::uint64_t maps = r.value("arena_trim ", "maps");
+    EXPECT_GT(maps, 0u) << r.child.output;
+    EXPECT_EQ(r.value("arena_trim ", "unmaps_before"), 0u) << r.child.output; // cached till then
+    EXPECT_EQ(r.value("arena_trim ", "unmaps"), maps) << r.child.output;
+    EXPECT_EQ(r.value("arena_trim ", "releases"), r.value("arena_trim ", "creates"))
+        << r.child.output;
+    EXPECT_EQ(r.value("gmem: vmm ", "arena_unmapped_pages"), maps) << r.child.output;
+    EXPECT_EQ(r.value("gmem: vmm ", "spare_bytes"), 0u) << r.child.output;
+  }
+}
+
+// Arena pages given back while a kernel still writes into them retire (the fake's cuMemUnmap
+// leaves the range inaccessible: the probe would crash), the host never waits, and their
+// physical memory serves the next extend at once, ordered after the old kernel.
+TEST(arena, pages_retire_without_blocking_the_host) {
+  for (const char* vmm : {"0", "1"}) {
+    const probe_run r = run_probe(
+        "dlsym", "vmm_retire", {{"GMEM_ARENA", "1"}, {"GMEM_VMM", vmm}, {"GMEM_MAX_CACHED", "1"}});
+    EXPECT_PROBE_OK(r);
+    EXPECT_TRUE(r.has("vmm_retire host_syncs=0 creates_at_once=0 corrupted=0 unmaps_at_once=0 "))
+        << r.child.output;
+    EXPECT_GT(r.value("vmm_retire ", "unmaps_later"), 0u) << r.child.output;
+    EXPECT_GT(r.value("gmem: vmm ", "arena_unmapped_pages"), 0u) << r.child.output;
+    EXPECT_GT(r.value("gmem: vmm ", "arena_pages_recycled"), 0u) << r.child.output;
+  }
+}
+
+TEST(arena, ipc_of_arena_memory_is_refused) {
+  const probe_run r = run_probe("runtime", "arena_ipc", {{"GMEM_ARENA", "1"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
+}
+
+TEST(arena, page_size_option) {
+  const probe_run r =
+      run_probe("dlsym", "arena_growth", {{"GMEM_ARENA", "1"}, {"GMEM_ARENA_PAGE_MB", "2"}});
+  EXPECT_PROBE_OK(r);
+  // 188 MiB of large blocks (probe_arena.cpp) in 2 MiB pages.
+  EXPECT_GE(r.value("gmem: vmm ", "arena_pages_mapped"), 94u) << r.child.output;
+  const probe_run bad =
+      run_probe("dlsym", "arena_growth", {{"GMEM_ARENA", "1"}, {"GMEM_ARENA_PAGE_MB", "3"}});
+  EXPECT_PROBE_OK(bad);
+  EXPECT_TRUE(bad.has("gmem: warning: GMEM_ARENA_PAGE_MB='3' is not a power of two from 2 to "
+                      "1048576; using 16"))
+      << bad.child.output;
 }
 
 TEST(shim, without_the_shim_every_allocation_reaches_the_driver) {

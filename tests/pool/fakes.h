@@ -6,6 +6,7 @@
 
 #include "pool/pool.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -38,6 +39,17 @@ public:
   void unmap(std::uintptr_t base, std::size_t bytes) noexcept override {
     std::lock_guard lock(mu_);
     ++unmaps;
+    if (base >= k_arena_base) { // any page-aligned range of arena pages, all mapped
+      if (page == 0 || base % page != 0 || bytes == 0 || bytes % page != 0 ||
+          !covers_locked(base, bytes)) {
+        ++bad_unmaps;
+        return;
+      }
+      for (std::uintptr_t p = base; p < base + bytes; p += page)
+        arena_pages.erase(p);
+      mapped_bytes -= bytes;
+      return;
+    }
     auto it = mapped.find(base);
     if (it == mapped.end() || it->second != bytes) {
       ++bad_unmaps;
@@ -46,6 +58,49 @@ public:
     mapped.erase(it);
     mapped_bytes -= bytes;
   }
+  // Arena (page != 0): pages from k_arena_base up. extend() maps at `at` when those pages are
+  // unused, else at place_next (a test's choice, used once), else above the highest page.
+  std::size_t arena_page() const noexcept override { return page; }
+  std::uintptr_t extend(std::uintptr_t at, std::size_t bytes) noexcept override {
+    std::lock_guard lock(mu_);
+    ++maps;
+    ++extends;
+    if (page == 0 || bytes == 0 || bytes % page != 0 || at % page != 0) {
+      ++bad_extends;
+      return 0;
+    }
+    if (fail_next > 0) {
+      --fail_next;
+      return 0;
+    }
+    if (bytes > capacity_ || mapped_bytes > capacity_ - bytes) return 0;
+    std::uintptr_t base = place_next != 0                       ? place_next
+                          : at != 0 && unused_locked(at, bytes) ? at
+                                                                : top_;
+    place_next = 0;
+    if (!unused_locked(base, bytes)) {
+      ++bad_extends;
+      return 0;
+    }
+    for (std::uintptr_t p = base; p < base + bytes; p += page)
+      arena_pages.insert(p);
+    top_ = std::max(top_, base + bytes);
+    mapped_bytes += bytes;
+    if (mapped_bytes > peak_mapped_bytes) peak_mapped_bytes = mapped_bytes;
+    return base;
+  }
+  bool arena_covers(std::uintptr_t base, std::size_t bytes) {
+    std::lock_guard lock(mu_);
+    return covers_locked(base, bytes);
+  }
+  std::size_t arena_runs() { // maximal runs of mapped pages
+    std::lock_guard lock(mu_);
+    std::size_t runs = 0;
+    for (std::uintptr_t p : arena_pages)
+      runs += arena_pages.count(p - page) == 0 ? 1 : 0;
+    return runs;
+  }
+
   void set_capacity(std::size_t c) {
     std::lock_guard lock(mu_);
     capacity_ = c;
@@ -55,11 +110,28 @@ public:
     return mapped_bytes;
   }
 
+  static constexpr std::uintptr_t k_arena_base = std::uintptr_t{1} << 44;
   std::map<std::uintptr_t, std::size_t> mapped;
+  std::set<std::uintptr_t> arena_pages;
   std::size_t mapped_bytes = 0, peak_mapped_bytes = 0, maps = 0, unmaps = 0, bad_unmaps = 0;
+  std::size_t extends = 0, bad_extends = 0;
+  std::size_t page = 0; // arena page; 0 = no arena
+  std::uintptr_t place_next = 0;
   int fail_next = 0;
 
 private:
+  bool covers_locked(std::uintptr_t base, std::size_t bytes) const {
+    for (std::uintptr_t p = base / page * page; p < base + bytes; p += page)
+      if (arena_pages.count(p) == 0) return false;
+    return true;
+  }
+  bool unused_locked(std::uintptr_t base, std::size_t bytes) const {
+    if (base < k_arena_base || base % page != 0) return false;
+    for (std::uintptr_t p = base; p < base + bytes; p += page)
+      if (arena_pages.count(p) != 0) return false;
+    return true;
+  }
+  std::uintptr_t top_ = k_arena_base;
   std::mutex mu_;
   std::size_t capacity_;
   std::uintptr_t next_ = std::uintptr_t{1} << 32;

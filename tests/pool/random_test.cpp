@@ -37,7 +37,8 @@ struct hazard {
 
 class model_run {
 public:
-  model_run(std::uint64_t seed, pool_options o) : rng_(seed), opts_(o) {
+  model_run(std::uint64_t seed, pool_options o, std::size_t arena_page = 0) : rng_(seed), opts_(o) {
+    up_.page = arena_page;
     p_ = std::make_unique<pool>(up_, fe_, opts_);
   }
 
@@ -68,6 +69,8 @@ public:
 
   std::size_t ooms = 0, allocs = 0;
   fake_fences fe_;
+  fake_upstream up_;
+  std::unique_ptr<pool> p_;
 
 private:
   std::size_t random_size() {
@@ -102,11 +105,19 @@ private:
       auto prev = std::prev(next);
       ASSERT_LE(prev->first + prev->second.size, r.address);
     }
-    // Inside exactly one mapped segment.
+    // Inside exactly one mapped segment, or mapped arena pages.
+    if (r.address >= fake_upstream::k_arena_base) {
+      ASSERT_TRUE(up_.arena_covers(r.address, r.size));
+      ASSERT_GT(n, opts_.small_max_bytes); // small requests never come from the arena
+    } else {
+      ASSERT_TRUE(up_.page == 0 || n <= opts_.small_max_bytes);
+    }
     auto seg = up_.mapped.upper_bound(r.address);
-    ASSERT_NE(seg, up_.mapped.begin());
-    --seg;
-    ASSERT_LE(r.address + r.size, seg->first + seg->second);
+    if (r.address < fake_upstream::k_arena_base) {
+      ASSERT_NE(seg, up_.mapped.begin());
+      --seg;
+      ASSERT_LE(r.address + r.size, seg->first + seg->second);
+    }
     check_hazards(r.address, r.size, s);
     live_[r.address] = live_block{r.size, n, s};
     live_bytes_ += r.size;
@@ -200,7 +211,8 @@ private:
     ASSERT_EQ(s.total_allocs, total_allocs_);
     ASSERT_EQ(s.total_frees, total_frees_);
     ASSERT_EQ(s.reserved_bytes, up_.mapped_bytes);
-    ASSERT_EQ(s.segments, up_.mapped.size());
+    ASSERT_EQ(s.segments, up_.mapped.size() + up_.arena_runs());
+    ASSERT_EQ(up_.bad_extends, 0u);
     ASSERT_GE(s.peak_reserved_bytes, s.reserved_bytes);
     // Never grows beyond the limit (a lowered limit cannot unmap live blocks).
     if (s.limit_bytes != 0) {
@@ -215,8 +227,6 @@ private:
 
   std::mt19937_64 rng_;
   pool_options opts_;
-  fake_upstream up_;
-  std::unique_ptr<pool> p_;
   std::map<std::uintptr_t, live_block> live_;
   std::map<std::uintptr_t, hazard> hazards_;
   std::map<stream_handle, std::uint64_t> stream_syncs_; // latest begin per stream
@@ -226,8 +236,8 @@ private:
   std::size_t mapped_before_ = 0;
 };
 
-void run(std::uint64_t seed, pool_options o, int ops) {
-  model_run m(seed, o);
+void run(std::uint64_t seed, pool_options o, int ops, std::size_t arena_page = 0) {
+  model_run m(seed, o, arena_page);
   for (int i = 0; i < ops; ++i) {
     m.step();
     if (::testing::Test::HasFatalFailure()) {
@@ -267,6 +277,26 @@ TEST(random_test, tight_cache_cap) {
   o.max_cached_bytes = 32 * k_mib;
   o.warmup_bytes = 64 * k_mib;
   run(3, o, k_ops / 2);
+}
+
+TEST(random_test, arena) {
+  pool_options o;
+  o.arena = true;
+  model_run m(5, o, 2 * k_mib);
+  for (int i = 0; i < k_ops / 2 && !::testing::Test::HasFatalFailure(); ++i)
+    m.step();
+  // The arena grew, and trims cut pages out of it (the checks above held throughout).
+  EXPECT_GT(m.up_.extends, 10u);
+  EXPECT_GT(m.p_->stats().segment_unmaps, 2u);
+}
+
+TEST(random_test, arena_barriers_and_cache_cap) {
+  pool_options o;
+  o.arena = true;
+  o.barriers = true;
+  o.max_cached_bytes = 48 * k_mib;
+  o.warmup_bytes = 40 * k_mib;
+  run(6, o, k_ops / 2, 4 * k_mib);
 }
 
 } // namespace
