@@ -44,11 +44,11 @@ def torch_modes(model, steps):
         # GMEM_BARRIERS=0 too every pool fence is a cuCtxSynchronize (gmem before 2026-11-21 run 5).
         ("c-novmm", "no caching + gmem, GMEM_VMM=0", cmd,
          {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0"}, True),
-        ("c-sync", "no caching + gmem, GMEM_VMM=0 GMEM_BARRIERS=0", cmd,
-         {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0", "GMEM_BARRIERS": "0"}, True),
-        # The arena (GMEM_ARENA=1): one growing range of pages instead of reshaped segments.
-        ("c-arena", "no caching + gmem, GMEM_ARENA=1", cmd,
-         {**NOCACHE, **TRACE_OFF, "GMEM_ARENA": "1"}, True),
+        ("c-sync", "no caching + gmem, GMEM_VMM=0 GMEM_ARENA=0 GMEM_BARRIERS=0", cmd,
+         {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0", "GMEM_ARENA": "0", "GMEM_BARRIERS": "0"}, True),
+        # Without the arena (GMEM_ARENA=0): segments that the pool reshapes (gmem before run 8).
+        ("c-noarena", "no caching + gmem, GMEM_ARENA=0", cmd,
+         {**NOCACHE, **TRACE_OFF, "GMEM_ARENA": "0"}, True),
         ("c-trace", "no caching + gmem, trace on, stacks off", cmd, {**NOCACHE, **TRACE_NOSTACK},
          True),
         ("c-trace-stacks", "no caching + gmem, trace on, stacks on", cmd,
@@ -67,8 +67,8 @@ def all_runs(args):
               False),
              ("cupy", "nopool+gmem", "pool off + gmem", cupy + ["--pool", "off"], TRACE_OFF,
               True),
-             ("cupy", "nopool+gmem-arena", "pool off + gmem, GMEM_ARENA=1",
-              cupy + ["--pool", "off"], {**TRACE_OFF, "GMEM_ARENA": "1"}, True),
+             ("cupy", "nopool+gmem-noarena", "pool off + gmem, GMEM_ARENA=0",
+              cupy + ["--pool", "off"], {**TRACE_OFF, "GMEM_ARENA": "0"}, True),
              ("cupy", "nopool+gmem-trace", "pool off + gmem, trace on, stacks off",
               cupy + ["--pool", "off"], TRACE_NOSTACK, True)]
     jax = [sys.executable, os.path.join(W, "jax_work.py"), "--steps", str(args.jax_steps)]

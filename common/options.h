@@ -47,9 +47,10 @@
   X(vmm, "GMEM_VMM", flag, "0", "",                                                                \
     "1 = device segments are virtual-memory mappings, given back without waiting for the "         \
     "device (costs more host time per segment change); 0 = cuMemAlloc/cuMemFree segments")         \
-  X(arena, "GMEM_ARENA", flag, "0", "",                                                            \
+  X(arena, "GMEM_ARENA", flag, "1", "",                                                            \
     "1 = device requests above GMEM_SMALL_MAX come from one virtual-memory arena that grows "      \
-    "where it ends, so free space merges across growths (needs VMM support, else ignored)")        \
+    "where it ends, so free space merges across growths (needs VMM support, else ignored); "       \
+    "0 = segments of their own (CUDA IPC export of such blocks works)")                            \
   X(arena_page_mb, "GMEM_ARENA_PAGE_MB", count, "16", "",                                          \
     "MiB per arena page, the unit the arena maps and gives back (a power of two, at least 2)")     \
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \

@@ -44,8 +44,12 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
     const std::size_t whole = round_up(warm, page_);
     warm = opt_.limit_bytes == 0 || whole <= opt_.limit_bytes ? whole : warm / page_ * page_;
     if (std::uintptr_t base = warm != 0 ? up_.extend(0, warm) : 0) {
-      std::lock_guard lock(mu_);
-      add_arena_locked(base, warm);
+      deferred d;
+      {
+        std::lock_guard lock(mu_);
+        add_arena_locked(base, warm, d);
+      }
+      run_deferred(d);
     }
   } else if (warm > 0) {
     if (std::uintptr_t base = up_.map(warm)) {
@@ -274,8 +278,9 @@ void pool_impl::enforce_cache_cap_locked(deferred& d) {
 }
 
 void pool_impl::run_deferred(deferred& d) {
-  if (d.few_count == 0 && d.unmaps.empty()) return;
-  if (d.few_count == 1 && d.unmaps.empty()) { // the fast path's one event
+  if (!d.any()) return;
+  if (d.few_count == 1 && d.unmaps.empty() &&
+      d.segment_events.empty()) { // the fast path's one event
     fe_.release(d.few[0]);
     return;
   }
@@ -283,8 +288,14 @@ void pool_impl::run_deferred(deferred& d) {
   for (auto [base, bytes] : d.unmaps) {
     up_.unmap(base, bytes);
     unmapped += bytes;
-    if (obs_ != nullptr) obs_->on_segment_unmap(base, bytes);
   }
+  if (obs_ != nullptr)
+    for (const auto& e : d.segment_events) {
+      if (e.mapped)
+        obs_->on_segment_map(e.base, e.bytes);
+      else
+        obs_->on_segment_unmap(e.base, e.bytes);
+    }
   if (unmapped != 0) {
     std::lock_guard lock(mu_);
     in_flight_unmap_bytes_ -= unmapped;

@@ -35,9 +35,10 @@ std::size_t pool_impl::arena_growth_locked(std::size_t size, std::uintptr_t& at)
   return round_up(size - std::min(tail, size), page_);
 }
 
-void pool_impl::add_arena_locked(std::uintptr_t base, std::size_t bytes) {
+void pool_impl::add_arena_locked(std::uintptr_t base, std::size_t bytes, deferred& d) {
   segment* seg = segment_of_locked(base - 1);
   if (seg != nullptr && seg->arena && seg->base + seg->size == base) { // extends seg
+    d.segment_events.push_back({false, seg->base, seg->size});
     seg->size += bytes;
     seg->starts.grow(seg->size / k_block_granule);
     st_.reserved_bytes += bytes;
@@ -62,16 +63,20 @@ void pool_impl::add_arena_locked(std::uintptr_t base, std::size_t bytes) {
   } else {
     seg = add_segment_locked(base, bytes, segment_kind::large, true);
   }
+  d.segment_events.push_back({true, seg->base, seg->size});
   // Two threads grew at once and the upstream placed the second growth right after the
   // first, which the pool saw later: one segment.
   if (segment* next = segment_of_locked(seg->base + seg->size);
       next != nullptr && next->arena && next->base == seg->base + seg->size) {
-    join_locked(seg, next);
+    join_locked(seg, next, d);
   }
   arena_tip_ = seg;
 }
 
-void pool_impl::join_locked(segment* left, segment* right) {
+void pool_impl::join_locked(segment* left, segment* right, deferred& d) {
+  d.segment_events.pop_back(); // left's map at its size before the join
+  d.segment_events.push_back({false, right->base, right->size});
+  d.segment_events.push_back({true, left->base, left->size + right->size});
   left->starts.grow((left->size + right->size) / k_block_granule);
   for (block* b = right->first; b != nullptr; b = b->next) {
     b->seg = left;
@@ -129,6 +134,9 @@ segment* pool_impl::cut_locked(segment* seg, block* b, std::uintptr_t p0, std::u
   const std::uintptr_t end = seg->base + seg->size;
   const std::uintptr_t b_end = b->address + b->size;
   free_[k_large].remove(b);
+  d.segment_events.push_back({false, seg->base, seg->size});
+  if (p0 > seg->base) d.segment_events.push_back({true, seg->base, p0 - seg->base});
+  if (p1 < end) d.segment_events.push_back({true, p1, end - p1});
   segment* right = nullptr;
   if (p1 < end) { // [p1, end): the rest of b (if any) and the blocks after it
     right = new_segment_locked(p1, end - p1, segment_kind::large);

@@ -113,11 +113,11 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       lock.lock();
       in_flight_map_bytes_ -= bytes;
       if (base != 0 && arena) {
-        add_arena_locked(base, bytes);
+        add_arena_locked(base, bytes, d2);
         ++st_.upstream_allocs;
         check_locked();
         lock.unlock();
-        if (obs_ != nullptr) obs_->on_segment_map(base, bytes);
+        run_deferred(d2);
         grown = true;
         continue; // the grown free block fits, unless another thread took it first
       }

@@ -23,7 +23,16 @@ namespace gmem {
 
 // Upstream, fence and observer calls collected under the lock, made after unlocking.
 struct deferred {
-  std::vector<std::pair<std::uintptr_t, std::size_t>> unmaps;
+  std::vector<std::pair<std::uintptr_t, std::size_t>> unmaps; // upstream::unmap calls
+  // What the observer hears of segments given back, and of arena segments as their records
+  // change (an extended one is unmapped at its old size and mapped at its new one; a cut one
+  // is unmapped and its parts mapped), so that a trace's segments are the pool's.
+  struct segment_event {
+    bool mapped;
+    std::uintptr_t base;
+    std::size_t bytes;
+  };
+  std::vector<segment_event> segment_events;
   // Events to release: the fast path releases at most one, so a few live inline (no malloc).
   event_handle few[4] = {};
   std::size_t few_count = 0;
@@ -35,7 +44,7 @@ struct deferred {
       more.push_back(e);
   }
   std::size_t trimmed_bytes = 0;
-  bool any() const { return few_count != 0 || !unmaps.empty(); }
+  bool any() const { return few_count != 0 || !unmaps.empty() || !segment_events.empty(); }
 };
 
 // Stream-free blocks of one stream, by segment class.
@@ -172,8 +181,8 @@ private:
   std::size_t arena_growth_locked(std::size_t size, std::uintptr_t& at) const;
   // [base, base + bytes) was mapped by upstream::extend: it extends the segment that ends
   // at base, and joins the one that starts where it ends (concurrent growth), or is new.
-  void add_arena_locked(std::uintptr_t base, std::size_t bytes);
-  void join_locked(segment* left, segment* right);
+  void add_arena_locked(std::uintptr_t base, std::size_t bytes, deferred& d);
+  void join_locked(segment* left, segment* right, deferred& d);
   // Unmaps the whole pages inside free arena blocks, until free bytes <= keep_free_bytes.
   std::size_t trim_arena_locked(std::size_t keep_free_bytes, deferred& d);
   // Unmaps [p0, p1) (whole pages inside the free block b of seg); the part after it becomes

@@ -97,6 +97,7 @@ void pool_impl::detach_segment_locked(segment* seg, deferred& d) {
   st_.trimmed_bytes += seg->size;
   in_flight_unmap_bytes_ += seg->size;
   d.unmaps.emplace_back(seg->base, seg->size);
+  d.segment_events.push_back({false, seg->base, seg->size});
   d.trimmed_bytes += seg->size;
   drop_segment_locked(seg);
 }

@@ -70,8 +70,8 @@ const std::size_t k_segment = gmem::pool_options{}.small_segment_bytes;
 class route_test : public testing::TestWithParam<const char*> {};
 
 TEST_P(route_test, allocations_come_from_segments) {
-  // By default segments are cuMemAlloc_v2 calls, which the fake sizes.
-  const probe_run r = run_probe(GetParam(), "basic");
+  // Without the arena and GMEM_VMM, segments are cuMemAlloc_v2 calls, which the fake sizes.
+  const probe_run r = run_probe(GetParam(), "basic", {{"GMEM_ARENA", "0"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("kind=device live_bytes=0")) << r.child.output;
   EXPECT_TRUE(r.has("total_allocs=200 total_frees=200")) << r.child.output;
@@ -95,8 +95,8 @@ TEST_P(route_test, segments_are_virtual_memory_mappings_with_gmem_vmm) {
 // host never waits for it, and its physical memory serves the next segment at once, ordered
 // after the old kernel.
 TEST_P(route_test, vmm_segments_retire_without_blocking_the_host) {
-  const probe_run r =
-      run_probe(GetParam(), "vmm_retire", {{"GMEM_VMM", "1"}, {"GMEM_MAX_CACHED", "1"}});
+  const probe_run r = run_probe(GetParam(), "vmm_retire",
+                                {{"GMEM_VMM", "1"}, {"GMEM_ARENA", "0"}, {"GMEM_MAX_CACHED", "1"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("vmm_retire host_syncs=0 creates_at_once=0 corrupted=0 unmaps_at_once=0 "
                     "unmaps_later=2"))

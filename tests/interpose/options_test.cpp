@@ -75,7 +75,8 @@ TEST(options, bad_values_warn_and_keep_defaults) {
 }
 
 TEST(options, arena_page_is_a_power_of_two_of_at_least_2_mib) {
-  EXPECT_FALSE(parse({}).o.arena);
+  EXPECT_TRUE(parse({}).o.arena); // on by default
+  EXPECT_FALSE(parse({{"GMEM_ARENA", "0"}}).o.arena);
   EXPECT_EQ(parse({}).o.arena_page_mb, 16u);
   EXPECT_EQ(parse({{"GMEM_ARENA_PAGE_MB", "64"}}).o.arena_page_mb, 64u);
   for (const char* bad : {"0", "1", "3", "24", "2097152"}) {

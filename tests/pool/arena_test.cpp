@@ -12,6 +12,32 @@ namespace {
 
 constexpr std::size_t k_page = 2 * k_mib;
 
+// Applies what the observer hears to a map of segments: a trace's view of the pool.
+struct segment_mirror : pool_observer {
+  void on_segment_map(std::uintptr_t base, std::size_t bytes) noexcept override {
+    std::lock_guard lock(mu);
+    if (!segments.emplace(base, bytes).second) ++bad;
+  }
+  void on_segment_unmap(std::uintptr_t base, std::size_t bytes) noexcept override {
+    std::lock_guard lock(mu);
+    auto it = segments.find(base);
+    if (it == segments.end() || it->second != bytes)
+      ++bad;
+    else
+      segments.erase(it);
+  }
+  // The mirror holds exactly the pool's segments.
+  bool matches(const pool& p) {
+    std::map<std::uintptr_t, std::size_t> want;
+    p.for_each_segment([&](const segment_view& v) { want.emplace(v.base, v.size); });
+    std::lock_guard lock(mu);
+    return bad == 0 && want == segments;
+  }
+  std::mutex mu;
+  std::map<std::uintptr_t, std::size_t> segments;
+  std::size_t bad = 0;
+};
+
 struct arena_fixture : ::testing::Test {
   arena_fixture() { up.page = k_page; }
   pool_options arena_options() {
@@ -27,6 +53,7 @@ struct arena_fixture : ::testing::Test {
   }
   fake_upstream up;
   fake_fences fe;
+  segment_mirror mirror;
 };
 
 TEST_F(arena_fixture, grows_where_it_ends_and_free_space_merges_across_growths) {
@@ -70,7 +97,7 @@ TEST_F(arena_fixture, small_requests_keep_their_segments_and_big_ones_have_none_
 }
 
 TEST_F(arena_fixture, trim_unmaps_whole_free_pages_and_cuts_the_segment) {
-  pool p(up, fe, arena_options());
+  pool p(up, fe, arena_options(), &mirror);
   std::uintptr_t x[4];
   for (auto& a : x)
     a = p.allocate(8 * k_mib).address; // 4 growths of 4 pages, one segment
@@ -84,6 +111,7 @@ TEST_F(arena_fixture, trim_unmaps_whole_free_pages_and_cuts_the_segment) {
   EXPECT_EQ(up.mapped_bytes, 16 * k_mib);
   EXPECT_EQ(arena_segments(p), 2u);
   EXPECT_EQ(up.arena_runs(), 2u);
+  EXPECT_TRUE(mirror.matches(p)); // the observer heard the cut
   EXPECT_FALSE(up.arena_covers(x[1], 8 * k_mib));
   EXPECT_FALSE(p.owns(x[1]));
   // The live blocks are intact and findable.
@@ -103,6 +131,7 @@ TEST_F(arena_fixture, trim_unmaps_whole_free_pages_and_cuts_the_segment) {
   EXPECT_EQ(up.mapped_bytes, 0u);
   EXPECT_EQ(up.bad_unmaps, 0u);
   EXPECT_TRUE(p.is_valid());
+  EXPECT_TRUE(mirror.matches(p));
 }
 
 TEST_F(arena_fixture, trim_keeps_the_partial_pages_of_a_free_block) {
@@ -123,7 +152,7 @@ TEST_F(arena_fixture, trim_keeps_the_partial_pages_of_a_free_block) {
 }
 
 TEST_F(arena_fixture, growth_placed_elsewhere_starts_a_segment_and_joins_when_the_gap_fills) {
-  pool p(up, fe, arena_options());
+  pool p(up, fe, arena_options(), &mirror);
   const std::uintptr_t a = p.allocate(k_page).address;
   up.place_next = a + 2 * k_page; // another thread's growth took the pages after a
   const std::uintptr_t b = p.allocate(k_page).address;
@@ -134,6 +163,7 @@ TEST_F(arena_fixture, growth_placed_elsewhere_starts_a_segment_and_joins_when_th
   EXPECT_EQ(c, a + k_page);
   EXPECT_EQ(arena_segments(p), 1u);
   EXPECT_EQ(p.stats().segments, 1u);
+  EXPECT_TRUE(mirror.matches(p)); // extended, then joined: one segment heard
   for (std::uintptr_t x : {a, b, c})
     ASSERT_EQ(p.deallocate(x), pool_status::ok);
   p.end_external_fence(p.begin_external_fence());

@@ -125,8 +125,8 @@ assert ts == sorted(ts)
 print(f"chrome: {len(ev)} events, {len(counters)} counter samples")
 PY
 "$GMEM" export "$PID" --format pytorch -o "$W/snapshot.pickle" || fail "export pytorch"
-python3 - "$W/snapshot.pickle" <<'PY' || fail "pytorch snapshot content"
-import pickle, pickletools, sys
+python3 - "$W/snapshot.pickle" "$W/stats.json" <<'PY' || fail "pytorch snapshot content"
+import json, pickle, pickletools, sys
 raw = open(sys.argv[1], "rb").read()
 # pytorch.org/memory_viz unpickles dropped files itself (MemoryViz.js): only these opcodes.
 js_opcodes = {"PROTO", "EMPTY_DICT", "EMPTY_LIST", "EMPTY_TUPLE", "MARK", "SETITEMS", "SETITEM",
@@ -138,7 +138,8 @@ used = {op.name for op, _, _ in pickletools.genops(raw)}
 assert used <= js_opcodes, used - js_opcodes
 d = pickle.loads(raw)
 segs, traces = d["segments"], d["device_traces"]
-assert len(segs) == 3 and len(traces) == 1
+pool_segments = json.load(open(sys.argv[2]))["devices"][0]["counters"]["segments"]
+assert len(segs) == pool_segments and len(traces) == 1, (len(segs), pool_segments)
 active = 0
 for s in segs:
     for k in ("device", "address", "total_size", "allocated_size", "stream", "blocks"):
