@@ -31,6 +31,11 @@
 //   holds one block and is never split: once free it serves a later oversize request at most
 //   oversize_max_waste (1/4) + 2 MiB larger, or free space in a large segment serves the
 //   request, or the pool grows.
+//   With an arena (pool_options::arena, upstream::extend: the shim's default), every request
+//   above small_max_bytes is large and comes from one range of pages that grows where it
+//   ends (pool_arena.cpp): free space merges across growths, nothing is oversize, and idle
+//   arena pages go back only on trim; a request that a pending block would fit better than
+//   the free block found waits for a fence first (on the GPT trace: 1.05 instead of 1.99).
 //   Free blocks are found by good fit in O(1): segregated size bins (exact below 16 KiB, 32
 //   per power of two above) with bitmaps; within the first candidate bin the best of a few
 //   fitting blocks wins (best fit to within 1/32). A block is split when the remainder is
