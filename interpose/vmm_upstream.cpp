@@ -178,6 +178,26 @@ std::uintptr_t vmm_upstream::map_vmm(std::size_t bytes, CUresult& rc) noexcept {
   return va;
 }
 
+template <class Attempt>
+std::uintptr_t vmm_upstream::retrying(Attempt attempt, std::uint64_t counters::*count,
+                                      std::uint64_t counters::*ns, CUresult& rc) noexcept {
+  ctx_scope scope(link_);
+  const std::uint64_t start = now_ns();
+  std::uintptr_t va = attempt(rc);
+  if (va == 0 && rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    reap(true); // retiring mappings and spare pieces still hold physical memory
+    va = attempt(rc);
+  }
+  if (va == 0) return 0;
+  {
+    std::lock_guard lock(mu_);
+    ++(count_.*count);
+    count_.*ns += now_ns() - start;
+  }
+  reap(false);
+  return va;
+}
+
 std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return 0;
   // Under a limit, retiring segments must be gone before more is mapped. Otherwise their
@@ -192,24 +212,10 @@ std::uintptr_t vmm_upstream::map(std::size_t bytes) noexcept {
     }
     return fallback_.map(bytes);
   }
-  ctx_scope scope(link_);
-  const std::uint64_t start = now_ns();
   CUresult rc = CUDA_SUCCESS;
-  std::uintptr_t va = map_vmm(bytes, rc);
-  if (va == 0 && rc == CUDA_ERROR_OUT_OF_MEMORY) {
-    reap(true); // retiring segments and spare pieces still hold physical memory
-    va = map_vmm(bytes, rc);
-  }
-  if (va != 0) {
-    {
-      std::lock_guard lock(mu_);
-      ++count_.maps;
-      count_.map_ns += now_ns() - start;
-    }
-    reap(false);
-    return va;
-  }
-  if (rc == CUDA_ERROR_OUT_OF_MEMORY) return 0;
+  const std::uintptr_t va = retrying([&](CUresult& r) { return map_vmm(bytes, r); },
+                                     &counters::maps, &counters::map_ns, rc);
+  if (va != 0 || rc == CUDA_ERROR_OUT_OF_MEMORY) return va;
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
     std::fprintf(stderr,
@@ -354,24 +360,10 @@ std::uintptr_t vmm_upstream::extend(std::uintptr_t at, std::size_t bytes) noexce
     return 0;
   }
   if (pool_ != nullptr && pool_->stats().limit_bytes != 0) reap(true); // as map() does
-  ctx_scope scope(link_);
-  const std::uint64_t start = now_ns();
   CUresult rc = CUDA_SUCCESS;
-  std::uintptr_t va = extend_vmm(at, bytes, rc);
-  if (va == 0 && rc == CUDA_ERROR_OUT_OF_MEMORY) {
-    reap(true); // retiring pages and spare pieces still hold physical memory
-    va = extend_vmm(at, bytes, rc);
-  }
-  if (va != 0) {
-    {
-      std::lock_guard lock(mu_);
-      ++count_.arena_extends;
-      count_.arena_extend_ns += now_ns() - start;
-    }
-    reap(false);
-    return va;
-  }
-  if (rc == CUDA_ERROR_OUT_OF_MEMORY) return 0;
+  const std::uintptr_t va = retrying([&](CUresult& r) { return extend_vmm(at, bytes, r); },
+                                     &counters::arena_extends, &counters::arena_extend_ns, rc);
+  if (va != 0 || rc == CUDA_ERROR_OUT_OF_MEMORY) return va;
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
     std::fprintf(stderr,

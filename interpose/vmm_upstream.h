@@ -131,6 +131,11 @@ private:
   };
   std::uintptr_t map_vmm(std::size_t bytes, CUresult& rc) noexcept;
   std::uintptr_t extend_vmm(std::uintptr_t at, std::size_t bytes, CUresult& rc) noexcept;
+  // attempt(rc) (map_vmm or extend_vmm) in the device's context, once more after waiting for
+  // retirements when the driver is out of memory; on success counts it and its time.
+  template <class Attempt>
+  std::uintptr_t retrying(Attempt attempt, std::uint64_t counters::*count,
+                          std::uint64_t counters::*ns, CUresult& rc) noexcept;
   // Claims `pages` unused pages (at `at` if possible, else at the top of the newest range);
   // 0 when a new range is needed.
   std::uintptr_t claim_locked(std::uintptr_t at, std::size_t pages);
