@@ -58,7 +58,8 @@ def torch_modes(model, steps):
 
 def all_runs(args):
     runs = []
-    for model, steps in (("gpt", args.gpt_steps), ("convnet", args.convnet_steps)):
+    for model, steps in (("gpt", args.gpt_steps), ("convnet", args.convnet_steps),
+                         ("smallconv", args.smallconv_steps)):
         for mode, desc, cmd, env, gmem in torch_modes(model, steps):
             runs.append((f"torch-{model}", mode, desc, cmd, env, gmem))
     cupy = [sys.executable, os.path.join(W, "cupy_work.py"), "--steps", str(args.cupy_steps)]
@@ -135,6 +136,7 @@ def main():
                     help="also run each torch workload once recording its allocation trace")
     ap.add_argument("--gpt-steps", type=int, default=40)
     ap.add_argument("--convnet-steps", type=int, default=30)
+    ap.add_argument("--smallconv-steps", type=int, default=300)
     ap.add_argument("--cupy-steps", type=int, default=200)
     ap.add_argument("--jax-steps", type=int, default=120)
     ap.add_argument("--timeout", type=int, default=240)

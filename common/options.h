@@ -63,15 +63,30 @@
 #define GMEM_TRACE_OPTIONS(X)                                                                      \
   X(trace_enable, "GMEM_TRACE", flag, "1", "", "0 = record no trace (the pool still works)")       \
   X(trace_live, "GMEM_TRACE_LIVE", count, "1048576", "",                                           \
-    "live allocations the trace's table holds (128 bytes of /dev/shm each)")                       \
+    "most live allocations the trace's table grows to hold (it starts small and grows with "       \
+    "them: 128-192 bytes of /dev/shm each)")                                                       \
   X(trace_events, "GMEM_TRACE_EVENTS", count, "524288", "",                                        \
-    "events the trace's ring keeps before it wraps (64 bytes each)")                               \
+    "events the trace's ring keeps before it wraps (64 bytes each, allocated as it fills)")        \
   X(stack_depth, "GMEM_STACK_DEPTH", count, "16", "",                                              \
     "frames recorded per allocation call stack; 0 = no stacks")                                    \
   X(trace_save, "GMEM_TRACE_SAVE", text, "", "none",                                               \
     "file the trace is copied to at exit (%p = pid)")                                              \
   X(sample_ms, "GMEM_SAMPLE_MS", count, "100", "",                                                 \
-    "milliseconds between counter samples (timeline, heartbeat)")
+    "milliseconds between counter samples (timeline, heartbeat)")                                  \
+  X(trace_max, "GMEM_TRACE_MAX", size_percent, "25%", "",                                          \
+    "most /dev/shm one trace grows to: bytes, or a share of the free space (the trace's own "      \
+    "bytes counted as free) checked at each growth; past it the trace counts what it drops")       \
+  X(trace_keep, "GMEM_TRACE_KEEP", text, "all", "",                                                \
+    "what a process that exits leaves in /dev/shm: all = its trace; outstanding = its trace only " \
+    "if allocations were still live at exit; none = nothing (a crash always leaves it)")           \
+  X(keep_max, "GMEM_TRACE_KEEP_MAX", size_percent, "10%", "",                                      \
+    "most /dev/shm that traces of exited processes hold together (bytes, or % of /dev/shm); "      \
+    "the oldest are removed first")                                                                \
+  X(keep_free, "GMEM_TRACE_KEEP_FREE", size_percent, "15%", "",                                    \
+    "/dev/shm space kept free: traces of exited processes are removed, oldest first, while less "  \
+    "is free (bytes, or % of /dev/shm)")                                                           \
+  X(keep_age, "GMEM_TRACE_KEEP_AGE", duration, "3d", "",                                           \
+    "traces of processes that exited longer ago than this are removed")
 
 #define GMEM_OPTIONS(X) GMEM_SHIM_OPTIONS(X) GMEM_TRACE_OPTIONS(X)
 

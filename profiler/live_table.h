@@ -2,24 +2,32 @@
 // outstanding allocation, so a tool attaching mid-run sees all of them, not only the events
 // since it attached.
 //
-// Open addressing with linear probing over a power-of-two array of 64-byte slots, probed at
-// most k_max_probe slots from the key's hash. Writers are lock-free: a slot is claimed with a
-// CAS on its key word (empty/tombstone -> address) and released through "erasing" to
-// tombstone. Readers see each slot through its seqlock (version word, odd while writing).
-// Invariants (checked by is_valid() when no writer runs):
-//   - a key word is never set back to empty, so a key is found before the first empty slot of
-//     its probe sequence;
-//   - a slot's published address is 0 or equal to its key; no address is published twice.
-// There is no shared count (two atomic adds per pair cost more than the rest of an insert):
-// readers count the published slots.
-// When no slot is free within k_max_probe, the allocation is counted in `overflow` and not
-// stored: counted, never silently dropped, never corrupting another slot.
+// Shards (trace_layout.h, section_kind::shards): an address belongs to one shard, and each
+// shard is an open-addressing table with linear probing over a power-of-two array of 64-byte
+// slots in the trace. A shard is sized to what it holds: it starts small and, once half its
+// slots are used (live or tombstones), is rehashed into a fresh extent of at least three times
+// its live entries, which also clears its tombstones, so a long run that frees as much as it
+// allocates keeps a small, cache-resident table.
+//
+// Writers take the shard's spin lock (process-private; readers never take it): a lock costs
+// the same atomic operation the lock-free claim of a slot did and makes rehashing simple.
+// Readers see each slot through its seqlock (version word, odd while writing) and a shard's
+// table through the section's dir_version (odd while a table is being replaced): a reader
+// that saw the directory change retries.
+// Invariants (is_valid(), with no writer running): every published address is its slot's
+// key, is in its shard, is found from its hash before the first empty slot, and is published
+// once; each shard's live and used counts match its slots.
+// When a shard cannot grow (the trace is full) and has no free slot within k_max_probe, the
+// allocation is counted in `overflow` and not stored: counted, never corrupting another slot.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 
+#include "pool/spin_mutex.h"
 #include "profiler/trace_layout.h"
+#include "profiler/trace_space.h"
 #include "profiler/trace_types.h"
 
 namespace gmem::trace {
@@ -41,30 +49,54 @@ public:
   static constexpr std::uint64_t k_max_probe = 512;
 
   live_table() = default;
-  // `slots`: capacity * 8 words; capacity a power of two. The counters live in the header.
-  live_table(std::uint64_t* slots, std::uint64_t capacity, std::uint64_t* overflow,
-             std::uint64_t* unmatched) noexcept;
+  // Formats the section `id` of the trace in `space`: `shards` tables (<= k_max_extents) of
+  // `min_slots` slots each, growing to at most `max_slots` each (powers of two applied).
+  // Returns false when the space has no room for the first tables.
+  bool open(trace_space* space, layout::header* h, layout::section_id id, std::uint32_t shards,
+            std::uint64_t min_slots, std::uint64_t max_slots, std::uint64_t* overflow,
+            std::uint64_t* unmatched) noexcept;
 
-  bool is_open() const noexcept { return slots_ != nullptr; }
-  // Stores `e` (e.address >= 3). false: no slot free within k_max_probe (counted in overflow).
+  bool is_open() const noexcept { return shards_ != nullptr; }
+  // Stores `e` (e.address > layout::live_word::k_reserved). false: no room (counted).
   bool insert(const live_entry& e) noexcept;
   // Removes `address`; copies its address, requested and rounded sizes into *erased when
-  // given. false: not present
-  // (counted in unmatched).
+  // given. false: not present (counted in unmatched).
   bool erase(std::uintptr_t address, live_entry* erased) noexcept;
+  // Entries stored now (a racy sum while writers run).
+  std::uint64_t live_count() const noexcept;
   bool is_valid() const;
 
 private:
-  std::uint64_t* slots_ = nullptr;
-  std::uint64_t mask_ = 0;
-  unsigned bits_ = 0;
+  struct alignas(64) shard {
+    spin_mutex mu;
+    std::uint64_t* slots = nullptr;
+    std::uint64_t offset = 0;
+    std::uint64_t capacity = 0;
+    unsigned bits = 0;
+    std::uint64_t live = 0; // under mu
+    std::uint64_t used = 0; // under mu: slots not empty (live or tombstone)
+    bool stuck = false;     // under mu: the trace refused to grow this shard
+  };
+  bool rehash(std::uint32_t index, shard& s) noexcept; // with s.mu held
+  std::uint64_t* find_free(const shard& s, std::uintptr_t address) const noexcept;
+
+  trace_space* space_ = nullptr;
+  layout::section* section_ = nullptr;
+  layout::extent* dir_ = nullptr;
+  std::unique_ptr<shard[]> shards_;
+  std::uint32_t shard_count_ = 0;
+  std::uint64_t min_slots_ = 0, max_slots_ = 0;
   std::uint64_t* overflow_ = nullptr;
   std::uint64_t* unmatched_ = nullptr;
 };
 
-// Reader: calls `emit` for every published slot read consistently; returns the number of slots
-// that stayed mid-update through bounded retries (torn).
-std::uint64_t read_live_table(const std::uint64_t* slots, std::uint64_t capacity,
-                              const std::function<void(const live_entry&)>& emit);
+// Reader: calls `emit` for every published slot of a shards section read consistently. `base`
+// / `size`: the trace image; extents outside it or malformed are skipped and counted in
+// *corrupt. Returns the slots that stayed mid-update through bounded retries (torn).
+std::uint64_t read_live_table(const std::byte* base, std::uint64_t size,
+                              const layout::section& section, const layout::extent* dir,
+                              const std::uint64_t* dir_version,
+                              const std::function<void(const live_entry&)>& emit,
+                              std::uint64_t* corrupt);
 
 } // namespace gmem::trace

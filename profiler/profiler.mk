@@ -8,7 +8,8 @@
 # docs/trace-format.md, "Stacks").
 PROFILER_READER_SRCS := profiler/trace_types.cpp profiler/trace_reader.cpp \
                         profiler/trace_objects.cpp profiler/live_table.cpp \
-                        profiler/intern_table.cpp profiler/module_map.cpp
+                        profiler/intern_table.cpp profiler/module_map.cpp \
+                        profiler/seq_ring.cpp profiler/trace_space.cpp
 PROFILER_WRITER_SRCS := $(filter-out $(PROFILER_READER_SRCS),$(wildcard profiler/*.cpp))
 PROFILER_READER_LIB := $(BUILD)/lib/libgmem_trace_reader.a
 PROFILER_LIB := $(BUILD)/lib/libgmem_profiler.a
@@ -73,7 +74,7 @@ $(MAKE_CORPUS): $(BUILD)/tests/fuzz/make_corpus.o $(PROFILER_LIB) $(COMMON_LIB)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(PROFILER_LDLIBS)
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := build/fuzz/trace_reader_fuzz
-$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) $(wildcard profiler/*.h) | deps-test
+$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) common/units.cpp $(wildcard profiler/*.h) | deps-test
 	@mkdir -p $(@D)
 	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(filter %.cpp,$^)
 .PHONY: fuzz fuzz-corpus
@@ -83,11 +84,11 @@ fuzz: $(FUZZ_BIN)
 fuzz-corpus: $(MAKE_CORPUS)
 	$(MAKE_CORPUS) $(FUZZ_CORPUS)
 
-# Recording cost benchmark (Google Benchmark, no GPU): make build/bench/trace_bench
+# Recording cost benchmark (no GPU; mean and p99 per pair): make build/bench/trace_bench
 TRACE_BENCH := $(BUILD)/bench/trace_bench
 $(TRACE_BENCH): $(BUILD)/bench/trace_bench.o $(BUILD)/interpose/trace_hooks.o $(PROFILER_LIB) \
                 $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(BENCH_LIBS) $(PROFILER_LDLIBS)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(PROFILER_LDLIBS)
 LIBS_ALL += $(TRACE_BENCH)
 $(BUILD)/tests/profiler/corpus_test.o: EXTRA_CPPFLAGS += -DGMEM_FUZZ_CORPUS='"$(abspath $(FUZZ_CORPUS))"'

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <boost/interprocess/mapped_region.hpp>
-#include <boost/interprocess/shared_memory_object.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -12,6 +10,7 @@
 #include <fcntl.h>
 #include <mutex>
 #include <pthread.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -22,8 +21,6 @@
 #include "profiler/trace_reader.h"
 
 namespace gmem::trace {
-
-namespace bip = boost::interprocess;
 
 namespace {
 
@@ -78,63 +75,117 @@ std::string expand_path(std::string path) {
   return path;
 }
 
-// Creates, sizes and maps the object; halves the big tables while /dev/shm has no room.
+// The object's file grows with the trace: each growth reserves its pages (posix_fallocate,
+// so a full /dev/shm refuses growth instead of raising SIGBUS when a page is touched) and
+// maps them in (so the hooks never take the page fault), within GMEM_TRACE_MAX.
+class shm_backing final : public trace_backing {
+public:
+  shm_backing(int fd, std::string name, size_or_percent max) noexcept
+      : fd_(fd), name_(std::move(name)), max_(max) {}
+  void set_mapping(std::byte* base) noexcept { base_ = base; }
+
+  bool grow(std::uint64_t new_total) noexcept override {
+    if (new_total <= backed_) return true;
+    const shm_space space = shm_space_now();
+    // A share of the free space counts the trace's own bytes as free: the limit does not
+    // shrink because the trace itself grew.
+    const std::uint64_t limit = max_.is_percent
+                                    ? max_.resolve(space.free_bytes + backed_)
+                                    : (max_.bytes == 0 ? ~std::uint64_t{0} : max_.bytes);
+    if (new_total > limit) return refuse(new_total, "GMEM_TRACE_MAX allows " + format_bytes(limit));
+    if (::ftruncate(fd_, static_cast<off_t>(new_total)) != 0)
+      return refuse(new_total, std::strerror(errno));
+    if (const int err = posix_fallocate(fd_, static_cast<off_t>(backed_),
+                                        static_cast<off_t>(new_total - backed_));
+        err != 0) {
+      (void)::ftruncate(fd_, static_cast<off_t>(backed_));
+      return refuse(new_total, std::strerror(err));
+    }
+    if (base_ != nullptr) populate(backed_, new_total);
+    backed_ = new_total;
+    return true;
+  }
+
+private:
+  void populate(std::uint64_t from, std::uint64_t to) noexcept {
+#ifdef MADV_POPULATE_WRITE
+    if (::madvise(base_ + from, to - from, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (std::uint64_t at = from & ~std::uint64_t{4095}; at < to; at += 4096) // the new pages
+      if (at >= from) layout::store_word(reinterpret_cast<std::uint64_t*>(base_ + at), 0);
+  }
+  bool refuse(std::uint64_t wanted, const std::string& why) noexcept {
+    if (!warned_) {
+      warned_ = true;
+      std::fprintf(stderr,
+                   "gmem: warning: the trace %s stops growing at %s (it needed %s: %s); what it "
+                   "cannot hold is counted as lost, not recorded (gmem stats shows the losses)\n",
+                   name_.c_str(), format_bytes(backed_).c_str(), format_bytes(wanted).c_str(),
+                   why.c_str());
+    }
+    return false;
+  }
+
+  int fd_;
+  std::string name_;
+  size_or_percent max_;
+  std::byte* base_ = nullptr;
+  std::uint64_t backed_ = 0;
+  bool warned_ = false;
+};
+
+// Creates the object at its header's size and maps room for all it may grow to; the writer
+// grows it from there. The descriptor stays open (growth needs it), like the mapping.
 trace_writer* create_locked() {
   const process_identity who = process_identity::current();
   const std::string name = object_name(who.pid, who.proc_start_ticks);
-  writer_config config = g_options->config.normalized();
-  const std::uint64_t wanted = config.total_bytes();
-  try {
-    bip::shared_memory_object::remove(name.c_str()); // a leftover of this very process only
-    bip::permissions perms;
-    perms.set_permissions(0600);
-    bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write, perms);
-    const int fd = shm.get_mapping_handle().handle;
-    ::fchmod(fd, 0600); // whatever the umask
-    int err = 0;
-    for (;;) {
-      shm.truncate(static_cast<bip::offset_t>(config.total_bytes()));
-      // Reserve the pages now: touching a page of a full tmpfs later would kill the program
-      // with SIGBUS.
-      err = posix_fallocate(fd, 0, static_cast<off_t>(config.total_bytes()));
-      if (err == 0) break;
-      const writer_config smaller = config.halved();
-      if (smaller.total_bytes() >= config.total_bytes()) break;
-      config = smaller;
-    }
-    if (err != 0) {
-      bip::shared_memory_object::remove(name.c_str());
-      std::fprintf(stderr,
-                   "gmem: warning: cannot reserve %s in /dev/shm for the trace %s (%s); running "
-                   "without a trace\n",
-                   format_bytes(config.total_bytes()).c_str(), name.c_str(), std::strerror(err));
-      return nullptr;
-    }
-    if (config.total_bytes() < wanted)
-      std::fprintf(stderr,
-                   "gmem: warning: /dev/shm has no room for a %s trace; recording into %s "
-                   "(%llu live allocations, %llu events)\n",
-                   format_bytes(wanted).c_str(), format_bytes(config.total_bytes()).c_str(),
-                   static_cast<unsigned long long>(config.live_slots / 2),
-                   static_cast<unsigned long long>(config.events));
-    auto* region = new bip::mapped_region(shm, bip::read_write); // leaked: outlives exit
-    auto* w = new trace_writer(region->get_address(), config, who);
-    *g_name = name;
-    return w;
-  } catch (const std::exception& e) {
+  const writer_config config = g_options->config.normalized();
+  (void)apply_retention(g_options->retention); // room for this one: old traces go first
+  auto fail = [&](const std::string& why) -> trace_writer* {
     std::fprintf(stderr,
                  "gmem: warning: cannot create the trace /dev/shm/%s (%s); running without a "
                  "trace\n",
-                 name.c_str(), e.what());
+                 name.c_str(), why.c_str());
     return nullptr;
+  };
+  const std::string path = "/" + name;
+  ::shm_unlink(path.c_str()); // a leftover of this very process only (same pid and start)
+  // O_EXCL: never an object someone else made; shm_open adds O_NOFOLLOW and O_CLOEXEC.
+  const int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return fail(std::strerror(errno));
+  ::fchmod(fd, 0600); // whatever the umask
+  try {
+    auto* backing = new shm_backing(fd, name, g_options->max_bytes); // leaked: outlives exit
+    const std::uint64_t map_bytes = config.map_bytes();
+    void* base =
+        ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (base == MAP_FAILED || !backing->grow(layout::k_header_bytes)) {
+      const std::string why = base == MAP_FAILED ? std::strerror(errno) : "no room in /dev/shm";
+      ::shm_unlink(path.c_str());
+      ::close(fd);
+      return fail(why);
+    }
+    backing->set_mapping(static_cast<std::byte*>(base));
+    auto* w = new trace_writer(base, map_bytes, config, who, backing);
+    if (!w->ok()) {
+      ::shm_unlink(path.c_str());
+      return fail("no room in /dev/shm for its first " + format_bytes(w->total_bytes()));
+    }
+    *g_name = name;
+    return w;
+  } catch (const std::exception& e) {
+    ::shm_unlink(path.c_str());
+    return fail(e.what());
   }
 }
 
 } // namespace
 
 recorder_options recorder_options::from_env() {
-  static const char* const k_mine[] = {"GMEM_TRACE",       "GMEM_TRACE_LIVE", "GMEM_TRACE_EVENTS",
-                                       "GMEM_STACK_DEPTH", "GMEM_TRACE_SAVE", "GMEM_SAMPLE_MS"};
+  static const char* const k_mine[] = {
+      "GMEM_TRACE",          "GMEM_TRACE_LIVE",      "GMEM_TRACE_EVENTS",  "GMEM_STACK_DEPTH",
+      "GMEM_TRACE_SAVE",     "GMEM_SAMPLE_MS",       "GMEM_TRACE_MAX",     "GMEM_TRACE_KEEP",
+      "GMEM_TRACE_KEEP_MAX", "GMEM_TRACE_KEEP_FREE", "GMEM_TRACE_KEEP_AGE"};
   const options o = options::parse(
       [](const char* env) -> const char* {
         for (const char* m : k_mine)
@@ -149,6 +200,20 @@ recorder_options recorder_options::from_env() {
   r.config.stack_depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.stack_depth, 256));
   r.config.sample_interval_ns = std::clamp<std::uint64_t>(o.sample_ms, 1, 3'600'000) * 1'000'000;
   r.save_path = o.trace_save;
+  r.max_bytes = o.trace_max;
+  r.retention = retention_policy::from_options(o);
+  if (o.trace_keep == "all") {
+    r.keep = keep_mode::all;
+  } else if (o.trace_keep == "outstanding") {
+    r.keep = keep_mode::outstanding;
+  } else if (o.trace_keep == "none") {
+    r.keep = keep_mode::none;
+  } else {
+    std::fprintf(stderr,
+                 "gmem: warning: GMEM_TRACE_KEEP='%s' is not all, outstanding or none; using "
+                 "all\n",
+                 o.trace_keep.c_str());
+  }
   return r;
 }
 
@@ -216,14 +281,21 @@ void recorder_shutdown() noexcept {
   }
   take_sample(*w, sample_reason::final);
   w->mark_shutdown();
+  bool saved = true;
   if (!save_path.empty()) {
     std::string error;
-    if (!save_bytes(
-            std::span<const std::byte>(static_cast<const std::byte*>(w->data()), w->total_bytes()),
-            save_path, false, &error))
+    saved = save_bytes(
+        std::span<const std::byte>(static_cast<const std::byte*>(w->data()), w->total_bytes()),
+        save_path, false, &error);
+    if (!saved)
       std::fprintf(stderr, "gmem: warning: GMEM_TRACE_SAVE: %s; the trace stays in /dev/shm\n",
                    error.c_str());
   }
+  const keep_mode keep = g_options->keep;
+  if (saved &&
+      (keep == keep_mode::none || (keep == keep_mode::outstanding && w->live_count() == 0)))
+    ::shm_unlink(("/" + recorder_object_name()).c_str()); // the mapping stays for late hooks
+  (void)apply_retention(g_options->retention);
 }
 
 std::string recorder_object_name() {

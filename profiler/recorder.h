@@ -5,25 +5,35 @@
 // Lifecycle: init() reads options and does nothing else (it runs in libgmem.so's constructor
 // in every process that preloads it). The object is created lazily by the first event that
 // needs it (an allocation, segment, marker, option change or OOM), so processes that never
-// allocate GPU memory leave no trace. shutdown() stops the sampler, takes a final sample,
-// marks the trace "exited" and saves it if GMEM_TRACE_SAVE is set; recording continues after.
+// allocate GPU memory leave no trace; it starts small and grows with the trace, within
+// GMEM_TRACE_MAX. shutdown() stops the sampler, takes a final sample, marks the trace
+// "exited", saves it if GMEM_TRACE_SAVE is set and removes it if GMEM_TRACE_KEEP says so;
+// recording continues after. Creation and shutdown also apply the retention budget
+// (GMEM_TRACE_KEEP_MAX/_FREE/_AGE) to the traces of processes that are gone.
 // In a forked child recording stops (the child must not write its parent's trace).
 #pragma once
 
 #include <cstdint>
 #include <string>
 
+#include "common/units.h"
+#include "profiler/trace_reader.h"
 #include "profiler/trace_types.h"
 #include "profiler/trace_writer.h"
 
 namespace gmem::trace {
 
+// What a process that exits normally leaves in /dev/shm (GMEM_TRACE_KEEP).
+enum class keep_mode { all, outstanding, none };
+
 struct recorder_options {
   bool enabled = true;
   writer_config config;
-  std::string save_path; // "" = none; "%p" becomes the pid
-  // From GMEM_TRACE, GMEM_TRACE_LIVE, GMEM_TRACE_EVENTS, GMEM_STACK_DEPTH, GMEM_TRACE_SAVE,
-  // GMEM_SAMPLE_MS (common/options.h); bad values warn once each on stderr.
+  std::string save_path;     // "" = none; "%p" becomes the pid
+  size_or_percent max_bytes; // GMEM_TRACE_MAX: most /dev/shm the trace grows to
+  keep_mode keep = keep_mode::all;
+  retention_policy retention; // applied when the trace is created and at exit
+  // From the GMEM_TRACE* rows of common/options.h; bad values warn once each on stderr.
   static recorder_options from_env();
 };
 

@@ -3,6 +3,11 @@
 // CAS, so a slow or dead reader costs the writer nothing and a reader that falls a lap behind
 // knows exactly which seqs it lost.
 //
+// The ring's memory comes in chunks (trace_layout.h, section_kind::ring) allocated the first
+// time the ring reaches them, so a short run holds a small ring; after one lap the ring has
+// its full size. A chunk the trace has no room for stays missing: its records are dropped and
+// counted, the rest of the ring keeps working.
+//
 // Record word 0 is the state: 2*seq when the record for `seq` is complete, 2*seq-1 while it is
 // being written, 0 never written. Invariant: only the writer that moved the state to
 // 2*seq-1 (CAS from an even, older state) writes the other words, so two writers never mix
@@ -10,27 +15,42 @@
 // lap older drops its record (counted in `dropped`); readers see that seq as lost.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
+#include "pool/spin_mutex.h"
 #include "profiler/trace_layout.h"
+#include "profiler/trace_space.h"
 
 namespace gmem::trace {
 
 class seq_ring {
 public:
   seq_ring() = default;
-  // `records` holds capacity * record_words words; capacity is a power of two.
-  seq_ring(std::uint64_t* records, std::uint64_t capacity, std::uint32_t record_words,
-           std::uint64_t* head, std::uint64_t* dropped) noexcept
-      : records_(records), mask_(capacity - 1), record_words_(record_words), head_(head),
-        dropped_(dropped) {}
+  seq_ring(const seq_ring&) = delete;
+  seq_ring& operator=(const seq_ring&) = delete;
+  // Formats section `id` of the trace in `space`: `capacity` records (a power of two) of
+  // `record_words` words, the first chunk `first_chunk` records (a power of two). The head and
+  // dropped counters live in the header. Returns false when there is no room for chunk 0.
+  bool open(trace_space* space, layout::header* h, layout::section_id id, std::uint64_t capacity,
+            std::uint64_t first_chunk, std::uint32_t record_words, std::uint64_t* head,
+            std::uint64_t* dropped) noexcept;
 
-  bool is_open() const noexcept { return records_ != nullptr; }
+  bool is_open() const noexcept { return space_ != nullptr; }
 
   // Writes words[1 .. record_words) as the next record. Returns its seq, or 0 if dropped.
   std::uint64_t append(const std::uint64_t* words) noexcept {
     const std::uint64_t seq = layout::fetch_add(head_, 1) + 1;
-    std::uint64_t* rec = records_ + ((seq - 1) & mask_) * record_words_;
+    const std::uint64_t index = (seq - 1) & mask_;
+    const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);
+    std::uint64_t* chunk = chunks_[k].load(std::memory_order_acquire);
+    if (__builtin_expect(chunk == nullptr, 0)) chunk = add_chunk(k);
+    if (chunk == nullptr) {
+      layout::fetch_add(dropped_, 1);
+      return 0;
+    }
+    std::uint64_t* rec =
+        chunk + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_;
     std::uint64_t state = layout::load_word(rec);
     for (;;) {
       if ((state & 1) != 0 || state >= 2 * seq - 1) {
@@ -46,31 +66,41 @@ public:
   }
 
 private:
-  std::uint64_t* records_ = nullptr;
+  std::uint64_t* add_chunk(std::uint32_t k) noexcept; // slow path: the first visit of chunk k
+
+  trace_space* space_ = nullptr;
+  layout::extent* dir_ = nullptr;
   std::uint64_t mask_ = 0;
+  std::uint64_t first_chunk_ = 1;
   std::uint32_t record_words_ = 0;
   std::uint64_t* head_ = nullptr;
   std::uint64_t* dropped_ = nullptr;
+  std::atomic<std::uint64_t*> chunks_[layout::k_max_extents] = {};
+  spin_mutex mu_;        // add_chunk only
+  bool refused_ = false; // under mu_: the trace had no room for a chunk
 };
 
-// Reader side. Copies the record for `seq` into out[0 .. record_words) (out[0] = 2*seq).
-// Returns false if the slot holds another seq, is being written (after bounded retries) or was
-// overwritten while being copied.
-inline bool read_ring_record(const std::uint64_t* records, std::uint64_t capacity,
-                             std::uint32_t record_words, std::uint64_t seq,
-                             std::uint64_t* out) noexcept {
-  const std::uint64_t* rec = records + ((seq - 1) & (capacity - 1)) * record_words;
-  for (int attempt = 0; attempt < 64; ++attempt) {
-    const std::uint64_t s1 = layout::load_acquire(rec);
-    if (s1 == 2 * seq - 1) continue; // being written right now: retry a little
-    if (s1 != 2 * seq) return false;
-    for (std::uint32_t i = 1; i < record_words; ++i)
-      out[i] = layout::load_acquire(rec + i);
-    if (layout::load_word(rec) != s1) return false;
-    out[0] = s1;
-    return true;
-  }
-  return false;
-}
+// Reader side: a ring section of a trace image, its chunks checked once.
+class ring_view {
+public:
+  // false (and *problem set) when the section's shape is wrong; chunks that lie outside the
+  // image are skipped (their records read as lost) and counted in *corrupt.
+  bool open(const std::byte* base, std::uint64_t size, const layout::section& section,
+            const layout::extent* dir, std::uint32_t record_words, std::uint64_t* corrupt,
+            const char** problem);
+  std::uint64_t capacity() const noexcept { return capacity_; }
+  // Copies the record for `seq` into out[0 .. record_words) (out[0] = 2*seq). Returns false if
+  // the slot is missing, holds another seq, is being written (after bounded retries) or was
+  // overwritten while being copied.
+  bool read(std::uint64_t seq, std::uint64_t* out) const noexcept;
+  // Byte offset in the image of the record for `seq` (for error messages); 0 if missing.
+  std::uint64_t offset_of(std::uint64_t seq) const noexcept;
+
+private:
+  const std::byte* base_ = nullptr;
+  const std::uint64_t* chunks_[layout::k_max_extents] = {};
+  std::uint64_t capacity_ = 0, first_chunk_ = 1;
+  std::uint32_t record_words_ = 0, chunk_count_ = 0;
+};
 
 } // namespace gmem::trace

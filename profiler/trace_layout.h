@@ -1,14 +1,19 @@
 // The trace's byte layout, shared by the writer and the reader, pinned by static_asserts and
 // documented byte by byte in docs/trace-format.md. Little-endian, 64-bit words.
 //
-// A trace is: a 4096-byte header, then sections at the offsets the header's section table
-// gives (64-byte aligned, inside the object, not overlapping). Every record is a whole number
-// of 64-bit words; words that another process may read while they change are accessed with
-// atomic loads and stores only (load_word/store_word below).
+// A trace is: an 8192-byte header, then extents (64-byte aligned runs of records) that the
+// writer allocates as the trace grows, one after the other: the object starts small and grows
+// with what it records (live allocations, stacks, events) up to a limit. Each section (live
+// table, event ring, ...) is described by a header entry and a directory of up to
+// k_max_extents extents in the header's second page; what an extent means depends on the
+// section's kind (section_kind below). Every record is a whole number of 64-bit words; words
+// that another process may read while they change are accessed with atomic loads and stores
+// only (load_word/store_word below).
 //
 // Change anything here => bump k_format_version (trace_model.h) and the doc.
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 
@@ -17,33 +22,73 @@
 namespace gmem::trace::layout {
 
 inline constexpr char k_magic[8] = {'G', 'M', 'E', 'M', 'T', 'R', 'C', '\0'};
-inline constexpr std::uint32_t k_header_bytes = 4096;
+inline constexpr std::uint32_t k_header_bytes = 8192;
 inline constexpr std::uint64_t k_section_align = 64;
-inline constexpr std::uint32_t k_max_stats = 64; // stat name slots in the header
+inline constexpr std::uint32_t k_max_stats = 64;   // stat name slots in the header
+inline constexpr std::uint32_t k_max_extents = 24; // directory entries per section
 
 enum section_id : std::uint32_t {
-  k_counters = 0,     // per-device counter records (stat records, seqlocked)
-  k_live = 1,         // live allocation table (live records)
-  k_segments = 2,     // live segment table (live records)
-  k_events = 3,       // event ring (event records)
-  k_samples = 4,      // counter sample ring (stat records)
-  k_stack_slots = 5,  // stack dedup table (16-byte slots)
-  k_stack_ips = 6,    // instruction pointers of stored stacks (8-byte words)
-  k_string_slots = 7, // string intern table (16-byte slots)
-  k_string_bytes = 8, // bytes of stored strings
-  k_modules = 9,      // module map (module records)
+  k_counters = 0,     // per-device counter records (stat records, seqlocked)       fixed
+  k_live = 1,         // live allocation table (live records)                        shards
+  k_segments = 2,     // live segment table (live records)                           shards
+  k_events = 3,       // event ring (event records)                                  ring
+  k_samples = 4,      // counter sample ring (stat records)                          ring
+  k_stack_slots = 5,  // stack dedup table (16-byte slots)                           levels
+  k_stack_ips = 6,    // instruction pointers of stored stacks (8-byte words)        arena
+  k_string_slots = 7, // string intern table (16-byte slots)                         levels
+  k_string_bytes = 8, // bytes of stored strings                                     arena
+  k_modules = 9,      // module map (module records)                                 fixed
   k_section_count = 10,
 };
 inline constexpr std::uint32_t k_section_slots = 16; // entries in the header's table
 
+// How a section's extents are laid out (fixed by its id, checked by the reader):
+//   fixed:  one extent of `capacity` records.
+//   shards: extent_count hash tables (power-of-two capacities); an address lives in shard
+//           shard_of(address, extent_count). A shard's table is replaced (rehashed into a new
+//           extent) while dir_version is odd; a reader retries when dir_version changed.
+//   ring:   `capacity` (a power of two) records in ring order, stored in chunks: chunk 0 holds
+//           records [0, c0), chunk k >= 1 holds [c0 * 2^(k-1), c0 * 2^k), c0 = extent 0's
+//           capacity. A chunk's offset is 0 until the ring first reaches it.
+//   levels: hash tables added as the section fills (extent_count grows); ids number the slots
+//           of all levels in order, from 1: level k's slot j is id (sum of earlier levels'
+//           capacities) + j + 1. The capacities add up to at most `capacity`.
+//   arena:  chunks added as the section fills; intern refs name elements by their absolute
+//           position in the trace (byte offset / element size), inside one chunk.
+enum class section_kind : std::uint8_t { fixed, shards, ring, levels, arena };
+constexpr section_kind kind_of(std::uint32_t id) {
+  switch (id) {
+  case k_live:
+  case k_segments:
+    return section_kind::shards;
+  case k_events:
+  case k_samples:
+    return section_kind::ring;
+  case k_stack_slots:
+  case k_string_slots:
+    return section_kind::levels;
+  case k_stack_ips:
+  case k_string_bytes:
+    return section_kind::arena;
+  default:
+    return section_kind::fixed;
+  }
+}
+
 struct section {
-  std::uint64_t offset;       // from the start of the trace; multiple of 64
-  std::uint64_t bytes;        // == capacity * record_bytes
-  std::uint64_t capacity;     // records (power of two for hash tables and rings)
-  std::uint32_t record_bytes; // multiple of 8
-  std::uint32_t reserved;
+  std::uint64_t capacity;     // records: the ring's size, or the most the section may hold
+  std::uint32_t record_bytes; // multiple of 8 (1 for the string arena)
+  std::uint32_t extent_count; // directory entries in use (only grows, published with release)
+  std::uint64_t dir_version;  // shards: odd while a shard's table is being replaced
+  std::uint64_t reserved;
 };
 static_assert(sizeof(section) == 32);
+
+struct extent {
+  std::uint64_t offset;   // from the start of the trace; multiple of 64; 0 = not allocated
+  std::uint64_t capacity; // records in this extent
+};
+static_assert(sizeof(extent) == 16);
 
 // Words written once before the object gets its final name are plain; the rest ("mutable")
 // live from byte 1024 on, one 64-byte line per writer group so writers don't false-share.
@@ -51,7 +96,7 @@ struct header {
   char magic[8];                         // 0
   std::uint32_t format_version;          // 8
   std::uint32_t header_bytes;            // 12
-  std::uint64_t total_bytes;             // 16
+  std::uint64_t total_bytes;             // 16: bytes in use; grows (atomic), never shrinks
   std::uint32_t pid;                     // 24
   std::uint32_t stack_depth;             // 28
   std::uint64_t proc_start_ticks;        // 32
@@ -64,29 +109,30 @@ struct header {
   std::uint32_t stat_slots;              // 76: value words per stat record (>= stat_count)
   std::uint32_t section_count;           // 80
   std::uint32_t reserved0;               // 84
-  std::uint64_t reserved1[5];            // 88
+  std::uint64_t limit_bytes;             // 88: the most the writer lets total_bytes grow to
+  std::uint64_t reserved1[4];            // 96
   section sections[k_section_slots];     // 128
   std::uint32_t stat_names[k_max_stats]; // 640: string ids of the writer's stat names, in order
   std::uint64_t reserved2[16];           // 896
   // ---- mutable, from byte 1024 ----
   std::uint64_t event_head;    // 1024: seq of the last claimed event (= events recorded)
-  std::uint64_t event_dropped; // 1032: events not written: their slot was still being written
+  std::uint64_t event_dropped; // 1032: events not written (slot still being written, no room)
   std::uint64_t pad16[6];
-  std::uint64_t live_count;      // 1088: not maintained in version 1 (0): count the table
+  std::uint64_t live_count;      // 1088: live allocations in the table
   std::uint64_t live_overflow;   // 1096: allocations the live table had no slot for
   std::uint64_t unmatched_frees; // 1104: frees of addresses not found in the live table
   std::uint64_t pad17[5];
-  std::uint64_t segment_count;     // 1152: not maintained in version 1 (0)
+  std::uint64_t segment_count;     // 1152
   std::uint64_t segment_overflow;  // 1160
   std::uint64_t segment_unmatched; // 1168
   std::uint64_t pad18[5];
   std::uint64_t stack_count;    // 1216: stacks stored
   std::uint64_t stack_overflow; // 1224: stacks not stored
-  std::uint64_t stack_ips_used; // 1232: words of k_stack_ips claimed
+  std::uint64_t stack_ips_used; // 1232: words of the stack arena in use
   std::uint64_t pad19[5];
   std::uint64_t string_count;      // 1280
   std::uint64_t string_overflow;   // 1288
-  std::uint64_t string_bytes_used; // 1296: bytes of k_string_bytes claimed
+  std::uint64_t string_bytes_used; // 1296: bytes of the string arena in use
   std::uint64_t pad20[5];
   std::uint64_t module_count;    // 1344: module records published
   std::uint64_t module_overflow; // 1352
@@ -97,7 +143,8 @@ struct header {
   std::uint64_t heartbeat_realtime_ns; // 1472: refreshed by the sampler thread
   std::uint64_t exit_realtime_ns;      // 1480: set by shutdown()
   std::uint64_t flags;                 // 1488: k_flag_*
-  std::uint64_t pad23[5];
+  std::uint64_t exit_live_count;       // 1496: live allocations when shutdown() ran
+  std::uint64_t pad23[4];
   // Clock calibration, seqlocked by clock_version: monotonic ns = mono0 + (tick - tick0) *
   // (mono1 - mono0) / (tick1 - tick0); identity when tick1 == tick0.
   std::uint64_t clock_version; // 1536
@@ -106,15 +153,21 @@ struct header {
   std::uint64_t tick1;         // 1560
   std::uint64_t mono1;         // 1568
   std::uint64_t pad24[3];
-  std::uint64_t reserved3[312]; // 1600 .. 4096
+  std::uint64_t growth_refused; // 1600: extents the writer wanted but could not get (no room)
+  std::uint64_t pad25[7];
+  std::uint64_t reserved3[304];                   // 1664 .. 4096
+  extent extents[k_section_count][k_max_extents]; // 4096: per-section extent directories
+  std::uint64_t reserved4[32];                    // 7936 .. 8192
 };
 inline constexpr std::uint64_t k_flag_shutdown = 1; // shutdown() ran
 inline constexpr std::uint64_t k_flag_snapshot = 2; // a copy saved while the writer ran (gmem save)
+inline constexpr std::uint64_t k_flag_full = 4;     // the trace reached its limit: records lost
 
 static_assert(sizeof(header) == k_header_bytes);
 static_assert(offsetof(header, format_version) == 8);
 static_assert(offsetof(header, pid) == 24);
 static_assert(offsetof(header, cmdline_string) == 64);
+static_assert(offsetof(header, limit_bytes) == 88);
 static_assert(offsetof(header, sections) == 128);
 static_assert(offsetof(header, stat_names) == 640);
 static_assert(offsetof(header, event_head) == 1024);
@@ -125,7 +178,36 @@ static_assert(offsetof(header, string_count) == 1280);
 static_assert(offsetof(header, module_count) == 1344);
 static_assert(offsetof(header, sample_head) == 1408);
 static_assert(offsetof(header, heartbeat_realtime_ns) == 1472);
+static_assert(offsetof(header, exit_live_count) == 1496);
 static_assert(offsetof(header, clock_version) == 1536);
+static_assert(offsetof(header, growth_refused) == 1600);
+static_assert(offsetof(header, extents) == 4096);
+
+// Ring chunks (section_kind::ring) when chunk 0 holds c0 records: chunk k >= 1 starts at ring
+// index c0 * 2^(k-1) and holds as many records; chunk 0 starts at 0.
+constexpr std::uint32_t ring_chunk_of(std::uint64_t index, std::uint64_t c0) {
+  return static_cast<std::uint32_t>(std::bit_width(index / c0));
+}
+constexpr std::uint64_t ring_chunk_start(std::uint32_t k, std::uint64_t c0) {
+  return k == 0 ? 0 : c0 << (k - 1);
+}
+constexpr std::uint64_t ring_chunk_records(std::uint32_t k, std::uint64_t c0) {
+  return k == 0 ? c0 : c0 << (k - 1);
+}
+// Chunks of a ring of `capacity` records (both powers of two, c0 <= capacity).
+constexpr std::uint32_t ring_chunk_count(std::uint64_t capacity, std::uint64_t c0) {
+  return ring_chunk_of(capacity - 1, c0) + 1;
+}
+static_assert(ring_chunk_of(0, 4) == 0 && ring_chunk_of(3, 4) == 0 && ring_chunk_of(4, 4) == 1 &&
+              ring_chunk_of(7, 4) == 1 && ring_chunk_of(8, 4) == 2 && ring_chunk_of(15, 4) == 2 &&
+              ring_chunk_of(16, 4) == 3);
+static_assert(ring_chunk_count(64, 64) == 1 && ring_chunk_count(1024, 64) == 5);
+
+// Shards (section_kind::shards): which shard's table holds `address`. A multiplier other than
+// hash_index()'s, so the shard says nothing about the slot inside the shard.
+constexpr std::uint32_t shard_of(std::uint64_t address, std::uint32_t shards) {
+  return static_cast<std::uint32_t>((address * 0xC2B2AE3D27D4EB4Full >> 56) % shards);
+}
 
 // ---- records (word indexes) ----
 
@@ -140,14 +222,15 @@ inline constexpr unsigned count = 8;
 // Live record (live allocations and live segments), 8 words.
 namespace live_word {
 inline constexpr unsigned
-    key = 0, // writers' probe key: 0 empty, 1 tombstone, 2 erasing, else address
+    key = 0, // writer's probe key: 0 empty, 1 tombstone, else address (readers ignore it)
     version =
         1, // low 32: seqlock counter (odd while writing); device int16 (32..47); kind (48..55)
     address = 2, // published address; 0 = slot not live
     requested = 3, rounded = 4, stream = 5, tick = 6,
     thread_stack = 7; // thread (low 32) | stack id (high 32)
 inline constexpr unsigned count = 8;
-inline constexpr std::uint64_t k_empty = 0, k_tombstone = 1, k_erasing = 2;
+inline constexpr std::uint64_t k_empty = 0, k_tombstone = 1,
+                               k_reserved = 2; // keys <= 2: not addresses
 } // namespace live_word
 
 // Stat record (per-device counters and samples), 4 + stat_slots words.
@@ -164,9 +247,10 @@ constexpr std::uint32_t stat_slots_for(std::uint32_t stat_count) {
   return ((stat_count + stat_word::values + 7) / 8) * 8 - stat_word::values;
 }
 
-// Stack and string slots, 2 words. w0 hash (0 = empty; writers claim it with a CAS).
-// w1: offset (low 32; words for stacks, bytes for strings) | length (32..55; ips or bytes) |
-// status (56..63: 0 being written, 1 ready, 2 failed: no room).
+// Stack and string slots, 2 words. w0 hash (0 = empty). w1: position of the first element in
+// the trace (low 32; byte offset / element size: words for stacks, bytes for strings; inside
+// one chunk of the section's arena) | length (32..55; ips or bytes) | status (56..63: 0 being
+// written, 1 ready, 2 failed: no room).
 namespace slot_word {
 inline constexpr unsigned hash = 0, ref = 1;
 inline constexpr unsigned count = 2;

@@ -18,7 +18,7 @@
 namespace gmem::trace {
 
 // The only trace format version this build reads and writes (docs/trace-format.md).
-inline constexpr std::uint32_t k_format_version = 1;
+inline constexpr std::uint32_t k_format_version = 2;
 
 enum class trace_state : std::uint8_t {
   running, // the writer process is alive (same pid and start time)
@@ -42,8 +42,11 @@ struct trace_info {
   std::string source;      // "shm gmem.<pid>.<ticks>" or the file's path
   bool saved_file = false; // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
   trace_state state = trace_state::crashed;
-  std::uint64_t total_bytes = 0;     // size of the object / file
-  std::uint64_t live_capacity = 0;   // slots of the live allocation table
+  std::uint64_t total_bytes = 0;     // bytes in use (the object grows with what it records)
+  std::uint64_t limit_bytes = 0;     // the most the writer could let it grow to
+  bool full = false;                 // it reached its limit (or /dev/shm's): records were lost
+  std::uint64_t exit_live_count = 0; // allocations outstanding when shutdown() ran
+  std::uint64_t live_capacity = 0;   // most slots of the live allocation table
   std::uint64_t event_capacity = 0;  // events the ring holds
   std::uint64_t sample_capacity = 0; // counter samples the sample ring holds
 };
@@ -122,15 +125,18 @@ struct module {
 
 // Everything that was not, or could not be, recorded. Nonzero values belong in reports.
 struct trace_losses {
-  std::uint64_t lost_events = 0;     // seqs 1..last_seq not decoded (lapped, torn or dropped)
-  std::uint64_t last_seq = 0;        // events recorded in total
-  std::uint64_t live_overflow = 0;   // allocations the full live table could not hold
-  std::uint64_t unmatched_frees = 0; // frees of addresses not in the live table
-  std::uint64_t stack_overflow = 0;  // stacks not stored (table or arena full)
-  std::uint64_t string_overflow = 0; // labels/paths not stored
-  std::uint64_t module_overflow = 0; // modules not stored
-  std::uint64_t lost_samples = 0;    // counter samples lapped or torn
-  std::uint64_t torn_records = 0;    // live/segment slots mid-update after bounded retries
+  std::uint64_t lost_events = 0;      // seqs 1..last_seq not decoded (lapped, torn or dropped)
+  std::uint64_t last_seq = 0;         // events recorded in total
+  std::uint64_t live_overflow = 0;    // allocations the full live table could not hold
+  std::uint64_t unmatched_frees = 0;  // frees of addresses not in the live table
+  std::uint64_t stack_overflow = 0;   // stacks not stored (table or arena full)
+  std::uint64_t string_overflow = 0;  // labels/paths not stored
+  std::uint64_t module_overflow = 0;  // modules not stored
+  std::uint64_t lost_samples = 0;     // counter samples lapped or torn
+  std::uint64_t torn_records = 0;     // records mid-update after bounded retries, or malformed
+  std::uint64_t segment_overflow = 0; // segments the live segment table could not hold
+  std::uint64_t growth_refused = 0;   // extents the trace wanted but had no room for
+  std::uint64_t dropped_events = 0;   // events not written (no room, or a slot still busy)
 };
 
 struct trace {

@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iterator>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "profiler/trace_layout.h"
@@ -23,6 +25,13 @@ namespace bip = boost::interprocess;
 namespace {
 
 constexpr const char* k_shm_dir = "/dev/shm/";
+
+std::uint64_t realtime_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 std::string errno_text(int e) {
   return std::strerror(e);
@@ -143,8 +152,13 @@ std::vector<trace_entry> list_traces() {
     e.name = d->d_name;
     if (!parse_object_name(e.name, &e.pid, &e.proc_start_ticks)) continue;
     struct stat st {};
-    if (::stat((k_shm_dir + e.name).c_str(), &st) == 0)
+    if (::lstat((k_shm_dir + e.name).c_str(), &st) == 0) {
       e.bytes = static_cast<std::uint64_t>(st.st_size);
+      e.allocated_bytes = static_cast<std::uint64_t>(st.st_blocks) * 512;
+      e.mtime_ns = static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull +
+                   static_cast<std::uint64_t>(st.st_mtim.tv_nsec);
+      e.uid = st.st_uid;
+    }
     read_options light;
     light.events = light.samples = light.live = false;
     const read_result r = open_shm(e.name, light);
@@ -153,6 +167,8 @@ std::vector<trace_entry> list_traces() {
       e.state = r.value.info.state;
       e.start_realtime_ns = r.value.info.start_realtime_ns;
       e.heartbeat_realtime_ns = r.value.info.heartbeat_realtime_ns;
+      e.exit_realtime_ns = r.value.info.exit_realtime_ns;
+      e.exit_live_count = r.value.info.exit_live_count;
       e.command_line = r.value.info.command_line;
     } else {
       e.problem = r.error.to_string();
@@ -167,6 +183,90 @@ std::vector<trace_entry> list_traces() {
                                                       : a.name < b.name;
   });
   return out;
+}
+
+std::uint64_t trace_entry::ended_realtime_ns() const {
+  if (exit_realtime_ns != 0) return exit_realtime_ns;
+  if (readable && heartbeat_realtime_ns != 0) return heartbeat_realtime_ns;
+  return mtime_ns;
+}
+
+retention_policy retention_policy::from_options(const options& o) {
+  retention_policy p;
+  p.keep_max = o.keep_max;
+  p.keep_free = o.keep_free;
+  p.keep_age_ns = o.keep_age;
+  return p;
+}
+
+shm_space shm_space_now() {
+  struct statvfs v {};
+  if (::statvfs(k_shm_dir, &v) != 0) return {};
+  return {static_cast<std::uint64_t>(v.f_blocks) * v.f_frsize,
+          static_cast<std::uint64_t>(v.f_bavail) * v.f_frsize};
+}
+
+std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& entries,
+                                               const retention_policy& policy, shm_space space,
+                                               std::uint64_t now) {
+  std::vector<retention_decision> out(entries.size());
+  std::vector<std::size_t> gone; // entries of processes that are gone, oldest first
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const trace_entry& e = entries[i];
+    if (e.state == trace_state::running) {
+      out[i].reason = "running";
+      continue;
+    }
+    gone.push_back(i);
+  }
+  std::stable_sort(gone.begin(), gone.end(), [&](std::size_t a, std::size_t b) {
+    return entries[a].ended_realtime_ns() < entries[b].ended_realtime_ns();
+  });
+  const std::uint64_t max_bytes = policy.keep_max.resolve(space.total_bytes);
+  const std::uint64_t want_free = policy.keep_free.resolve(space.total_bytes);
+  std::uint64_t kept = 0, free_bytes = space.free_bytes;
+  for (std::size_t i : gone)
+    kept += entries[i].allocated_bytes;
+  for (std::size_t i : gone) {
+    const trace_entry& e = entries[i];
+    const std::uint64_t ended = e.ended_realtime_ns();
+    const std::uint64_t age = now > ended ? now - ended : 0;
+    std::string why;
+    if (policy.keep_age_ns != 0 && age > policy.keep_age_ns)
+      why = "removed: ended " + format_duration_ns(age) + " ago, longer than GMEM_TRACE_KEEP_AGE";
+    else if ((policy.keep_max.is_percent || policy.keep_max.bytes != 0) && kept > max_bytes)
+      why = "removed: traces of ended processes hold " + format_bytes(kept) + ", over " +
+            "GMEM_TRACE_KEEP_MAX " + format_bytes(max_bytes);
+    else if (space.total_bytes != 0 && free_bytes < want_free)
+      why = "removed: /dev/shm has " + format_bytes(free_bytes) + " free, less than " +
+            "GMEM_TRACE_KEEP_FREE " + format_bytes(want_free);
+    if (!why.empty()) {
+      out[i] = {true, std::move(why)};
+      kept -= e.allocated_bytes;
+      free_bytes += e.allocated_bytes;
+      continue;
+    }
+    out[i].reason =
+        "kept: " + std::string(to_string(e.state)) + " " + format_duration_ns(age) + " ago";
+    if (policy.keep_age_ns != 0)
+      out[i].reason += ", removed in " + format_duration_ns(policy.keep_age_ns - age);
+  }
+  return out;
+}
+
+std::vector<std::string> apply_retention(const retention_policy& policy) {
+  std::vector<std::string> removed;
+  try {
+    const std::vector<trace_entry> entries = list_traces();
+    const auto plan = plan_retention(entries, policy, shm_space_now(), realtime_now_ns());
+    const uid_t me = ::geteuid();
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      if (!plan[i].evict || (me != 0 && entries[i].uid != me)) continue;
+      if (remove_shm(entries[i].name, nullptr)) removed.push_back(entries[i].name);
+    }
+  } catch (...) { // out of memory: nothing removed this time
+  }
+  return removed;
 }
 
 read_result open_pid(std::uint32_t pid, const read_options& options) {
@@ -215,7 +315,7 @@ bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool 
         std::memcpy(&w, bytes.data() + at + k, std::min<std::size_t>(8, n - k));
       std::memcpy(page.data() + k, &w, std::min<std::size_t>(8, n - k));
     }
-    if (at == 0 && snapshot && n >= layout::k_header_bytes) {
+    if (at == 0 && snapshot && n >= offsetof(layout::header, flags) + 8) {
       std::uint64_t flags;
       std::memcpy(&flags, page.data() + offsetof(layout::header, flags), 8);
       flags |= layout::k_flag_snapshot;

@@ -92,6 +92,8 @@ private:
   std::uint64_t size_;
   read_options options_;
   l::section sections_[l::k_section_count] = {};
+  const l::extent* dirs_[l::k_section_count] = {};
+  std::uint64_t fixed_[l::k_section_count] = {}; // offsets of the fixed sections' extents
   std::uint32_t stat_count_ = 0, stat_slots_ = 0;
   std::vector<int> stat_field_; // writer's stat index -> our field index, -1 unknown
   std::vector<std::string> stat_name_;
@@ -101,8 +103,8 @@ private:
 
 std::optional<failure> decoder::check_header() {
   if (size_ < l::k_header_bytes)
-    return failure{size_, "trace is " + std::to_string(size_) +
-                              " bytes, shorter than its 4096-byte header"};
+    return failure{size_, "trace is " + std::to_string(size_) + " bytes, shorter than its " +
+                              std::to_string(l::k_header_bytes) + "-byte header"};
   static constexpr char k_zero[8] = {};
   if (std::memcmp(base_, k_zero, 8) == 0)
     return failure{0, "trace header not written yet (the writer is starting, or died while "
@@ -114,8 +116,13 @@ std::optional<failure> decoder::check_header() {
                    "trace format version " + std::to_string(version) +
                        ", this gmem reads version " + std::to_string(k_format_version)};
   if (u32(offsetof(l::header, header_bytes)) != l::k_header_bytes)
-    return failure{offsetof(l::header, header_bytes), "header size is not 4096"};
-  const std::uint64_t total = u64(offsetof(l::header, total_bytes));
+    return failure{offsetof(l::header, header_bytes),
+                   "header size is not " + std::to_string(l::k_header_bytes)};
+  const std::uint64_t total = l::load_acquire(words(offsetof(l::header, total_bytes)));
+  if (total < l::k_header_bytes)
+    return failure{offsetof(l::header, total_bytes), "header says the trace is " +
+                                                         std::to_string(total) +
+                                                         " bytes, less than its header"};
   if (total > size_)
     return failure{offsetof(l::header, total_bytes),
                    "header says the trace is " + std::to_string(total) + " bytes, but only " +
@@ -144,42 +151,37 @@ std::optional<failure> decoder::check_sections() {
                                                       l::slot_word::count * 8,
                                                       1,
                                                       l::module_word::count * 8};
-  const bool pow2[l::k_section_count] = {false, true,  true, true,  true,
-                                         true,  false, true, false, false};
   for (std::uint32_t i = 0; i < l::k_section_count; ++i) {
     const std::uint64_t at = offsetof(l::header, sections) + i * sizeof(l::section);
     l::section s;
     std::memcpy(&s, base_ + at, sizeof s);
+    s.extent_count = __atomic_load_n(
+        reinterpret_cast<const std::uint32_t*>(base_ + at + offsetof(l::section, extent_count)),
+        __ATOMIC_ACQUIRE);
     const std::string name = "section " + std::to_string(i) + " ";
-    if (s.offset % l::k_section_align != 0 || s.offset < l::k_header_bytes || s.offset > size_)
-      return failure{at, name + "offset " + std::to_string(s.offset) +
-                             " is not a 64-byte "
-                             "aligned offset inside the trace"};
-    if (s.bytes > size_ - s.offset)
-      return failure{at + 8, name + "of " + std::to_string(s.bytes) + " bytes ends past the trace"};
     if (s.record_bytes != expected[i])
-      return failure{at + 24, name + "record size " + std::to_string(s.record_bytes) +
-                                  ", expected " + std::to_string(expected[i])};
-    if (s.capacity == 0 || s.bytes / s.record_bytes != s.capacity || s.bytes % s.record_bytes)
-      return failure{at + 16, name + "capacity " + std::to_string(s.capacity) +
-                                  " does not match its " + std::to_string(s.bytes) + " bytes"};
-    if (pow2[i] && (s.capacity & (s.capacity - 1)) != 0)
-      return failure{at + 16,
-                     name + "capacity " + std::to_string(s.capacity) + " is not a power of two"};
-    if (i == l::k_stack_ips && s.capacity > 0xffffffffull)
-      return failure{at + 16, name + "too large"};
-    if (i == l::k_string_bytes && s.capacity > 0xffffffffull)
-      return failure{at + 16, name + "too large"};
+      return failure{at + 8, name + "record size " + std::to_string(s.record_bytes) +
+                                 ", expected " + std::to_string(expected[i])};
+    if (s.capacity == 0 || s.capacity > (std::uint64_t{1} << 40))
+      return failure{at, name + "capacity " + std::to_string(s.capacity) + " is out of range"};
+    if (s.extent_count == 0 || s.extent_count > l::k_max_extents)
+      return failure{at + 12, name + "extent count " + std::to_string(s.extent_count) +
+                                  " is out of range (1.." + std::to_string(l::k_max_extents) + ")"};
     sections_[i] = s;
+    dirs_[i] = reinterpret_cast<const l::extent*>(base_ + offsetof(l::header, extents) +
+                                                  i * l::k_max_extents * sizeof(l::extent));
+    if (l::kind_of(i) != l::section_kind::fixed) continue;
+    const std::uint64_t dir_at =
+        offsetof(l::header, extents) + i * l::k_max_extents * sizeof(l::extent);
+    const l::extent e{u64(dir_at), u64(dir_at + 8)};
+    if (s.extent_count != 1 || e.capacity != s.capacity)
+      return failure{dir_at + 8, name + "must be one extent of its capacity"};
+    if (e.offset % l::k_section_align != 0 || e.offset < l::k_header_bytes || e.offset > size_ ||
+        e.capacity > (size_ - e.offset) / s.record_bytes)
+      return failure{dir_at, name + "extent at " + std::to_string(e.offset) + " of " +
+                                 std::to_string(e.capacity) + " records is not inside the trace"};
+    fixed_[i] = e.offset;
   }
-  for (std::uint32_t i = 0; i < l::k_section_count; ++i)
-    for (std::uint32_t j = i + 1; j < l::k_section_count; ++j) {
-      const auto& a = sections_[i];
-      const auto& b = sections_[j];
-      if (a.offset < b.offset + b.bytes && b.offset < a.offset + a.bytes)
-        return failure{offsetof(l::header, sections) + j * sizeof(l::section),
-                       "sections " + std::to_string(i) + " and " + std::to_string(j) + " overlap"};
-    }
   return std::nullopt;
 }
 
@@ -214,7 +216,7 @@ std::optional<failure> decoder::read_counters(trace& t) {
   const std::uint32_t n = s.record_bytes / 8;
   std::vector<std::uint64_t> w(n);
   for (std::uint64_t i = 0; i < s.capacity; ++i) {
-    if (!read_seqlocked(words(s.offset + i * s.record_bytes), n, w.data())) {
+    if (!read_seqlocked(words(fixed_[l::k_counters] + i * s.record_bytes), n, w.data())) {
       ++t.losses.torn_records;
       continue;
     }
@@ -237,32 +239,40 @@ std::optional<failure> decoder::read_counters(trace& t) {
 
 std::optional<failure> decoder::read_live(trace& t) {
   std::optional<failure> bad;
-  const auto& s = sections_[l::k_live];
-  t.losses.torn_records += read_live_table(words(s.offset), s.capacity, [&](const live_entry& e) {
-    if (bad) return;
-    if (static_cast<std::uint8_t>(e.kind) >= k_alloc_kind_count) {
-      bad = failure{s.offset, "live allocation at " + std::to_string(e.address) +
-                                  " has unknown kind " +
-                                  std::to_string(static_cast<unsigned>(e.kind))};
-      return;
-    }
-    live_allocation a;
-    a.address = e.address;
-    a.requested = e.requested;
-    a.rounded = e.rounded;
-    a.device = e.device;
-    a.stream = e.stream;
-    a.kind = e.kind;
-    a.thread = e.thread;
-    a.time_ns = to_ns(e.tick);
-    a.stack_id = t.stack(e.stack_id) ? e.stack_id : 0;
-    t.live.push_back(a);
-  });
+  auto version_of = [&](std::uint32_t id) {
+    return words(offsetof(l::header, sections) + id * sizeof(l::section) +
+                 offsetof(l::section, dir_version));
+  };
+  t.losses.torn_records += read_live_table(
+      base_, size_, sections_[l::k_live], dirs_[l::k_live], version_of(l::k_live),
+      [&](const live_entry& e) {
+        if (bad) return;
+        if (static_cast<std::uint8_t>(e.kind) >= k_alloc_kind_count) {
+          bad = failure{offsetof(l::header, extents) + l::k_live * l::k_max_extents * 16,
+                        "live allocation at " + std::to_string(e.address) + " has unknown kind " +
+                            std::to_string(static_cast<unsigned>(e.kind))};
+          return;
+        }
+        live_allocation a;
+        a.address = e.address;
+        a.requested = e.requested;
+        a.rounded = e.rounded;
+        a.device = e.device;
+        a.stream = e.stream;
+        a.kind = e.kind;
+        a.thread = e.thread;
+        a.time_ns = to_ns(e.tick);
+        a.stack_id = t.stack(e.stack_id) ? e.stack_id : 0;
+        t.live.push_back(a);
+      },
+      &t.losses.torn_records);
   if (bad) return bad;
-  const auto& g = sections_[l::k_segments];
-  t.losses.torn_records += read_live_table(words(g.offset), g.capacity, [&](const live_entry& e) {
-    t.segments.push_back({e.address, e.requested, e.device, to_ns(e.tick)});
-  });
+  t.losses.torn_records += read_live_table(
+      base_, size_, sections_[l::k_segments], dirs_[l::k_segments], version_of(l::k_segments),
+      [&](const live_entry& e) {
+        t.segments.push_back({e.address, e.requested, e.device, to_ns(e.tick)});
+      },
+      &t.losses.torn_records);
   std::sort(t.live.begin(), t.live.end(),
             [](const auto& a, const auto& b) { return a.address < b.address; });
   std::sort(t.segments.begin(), t.segments.end(),
@@ -272,14 +282,19 @@ std::optional<failure> decoder::read_live(trace& t) {
 
 std::optional<failure> decoder::read_events(trace& t) {
   namespace ew = l::event_word;
-  const auto& s = sections_[l::k_events];
+  ring_view ring;
+  const char* problem = nullptr;
+  if (!ring.open(base_, size_, sections_[l::k_events], dirs_[l::k_events], ew::count,
+                 &t.losses.torn_records, &problem))
+    return failure{offsetof(l::header, sections) + l::k_events * sizeof(l::section),
+                   std::string("event ring: ") + problem};
   const std::uint64_t head = hdr_word(offsetof(l::header, event_head));
   t.losses.last_seq = head;
-  const std::uint64_t first = head > s.capacity ? head - s.capacity + 1 : 1;
+  const std::uint64_t first = head > ring.capacity() ? head - ring.capacity() + 1 : 1;
   std::uint64_t w[ew::count];
   for (std::uint64_t seq = first; seq <= head && seq != 0; ++seq) {
-    if (!read_ring_record(words(s.offset), s.capacity, ew::count, seq, w)) continue;
-    const std::uint64_t at = s.offset + ((seq - 1) & (s.capacity - 1)) * s.record_bytes;
+    if (!ring.read(seq, w)) continue;
+    const std::uint64_t at = ring.offset_of(seq);
     event e;
     e.seq = seq;
     const auto type = static_cast<std::uint8_t>(w[ew::device_type] >> 32);
@@ -310,19 +325,23 @@ std::optional<failure> decoder::read_events(trace& t) {
 }
 
 std::optional<failure> decoder::read_samples(trace& t) {
-  const auto& s = sections_[l::k_samples];
+  const std::uint32_t n = sections_[l::k_samples].record_bytes / 8;
+  ring_view ring;
+  const char* problem = nullptr;
+  if (!ring.open(base_, size_, sections_[l::k_samples], dirs_[l::k_samples], n,
+                 &t.losses.torn_records, &problem))
+    return failure{offsetof(l::header, sections) + l::k_samples * sizeof(l::section),
+                   std::string("sample ring: ") + problem};
   const std::uint64_t head = hdr_word(offsetof(l::header, sample_head));
-  const std::uint64_t first = head > s.capacity ? head - s.capacity + 1 : 1;
-  const std::uint32_t n = s.record_bytes / 8;
+  const std::uint64_t first = head > ring.capacity() ? head - ring.capacity() + 1 : 1;
   std::vector<std::uint64_t> w(n);
   std::uint64_t got = 0;
   for (std::uint64_t seq = first; seq <= head && seq != 0; ++seq) {
-    if (!read_ring_record(words(s.offset), s.capacity, n, seq, w.data())) continue;
+    if (!ring.read(seq, w.data())) continue;
     const auto reason = static_cast<std::uint8_t>(w[l::stat_word::device_reason] >> 32);
     if (reason > k_sample_reason_max)
-      return failure{s.offset + ((seq - 1) & (s.capacity - 1)) * s.record_bytes + 16,
-                     "sample " + std::to_string(seq) + " has unknown reason " +
-                         std::to_string(reason)};
+      return failure{ring.offset_of(seq) + 16, "sample " + std::to_string(seq) +
+                                                   " has unknown reason " + std::to_string(reason)};
     stat_sample x;
     x.seq = seq;
     x.time_ns = to_ns(w[l::stat_word::tick]);
@@ -342,14 +361,13 @@ std::optional<failure> decoder::run(trace& t) {
   if (auto f = check_sections()) return f;
   // Strings first: stat names, command line, labels and module paths refer to them.
   {
-    const auto& slots = sections_[l::k_string_slots];
-    const auto& arena = sections_[l::k_string_bytes];
-    read_intern_table(words(slots.offset), slots.capacity, base_ + arena.offset, arena.bytes, 1,
-                      [&](std::uint32_t id, std::span<const std::byte> bytes) {
-                        strings_.emplace(
-                            id,
-                            std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
-                      });
+    t.losses.torn_records += read_intern_table(
+        base_, size_, sections_[l::k_string_slots], dirs_[l::k_string_slots],
+        sections_[l::k_string_bytes], dirs_[l::k_string_bytes], 1,
+        [&](std::uint32_t id, std::span<const std::byte> bytes) {
+          strings_.emplace(id,
+                           std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+        });
   }
   for (std::uint32_t i = 0; i < stat_count_; ++i) {
     const std::string name = string_of(u32(offsetof(l::header, stat_names) + 4 * i));
@@ -373,6 +391,9 @@ std::optional<failure> decoder::run(trace& t) {
   info.live_capacity = sections_[l::k_live].capacity;
   info.event_capacity = sections_[l::k_events].capacity;
   info.sample_capacity = sections_[l::k_samples].capacity;
+  info.limit_bytes = u64(offsetof(l::header, limit_bytes));
+  info.full = (u64(offsetof(l::header, flags)) & l::k_flag_full) != 0;
+  info.exit_live_count = u64(offsetof(l::header, exit_live_count));
   const std::string argv = string_of(u32(offsetof(l::header, cmdline_string)));
   for (std::size_t pos = 0; pos < argv.size();) {
     std::size_t end = argv.find('\0', pos);
@@ -401,16 +422,15 @@ std::optional<failure> decoder::run(trace& t) {
     tick0_ = c[1], mono0_ = c[2], tick1_ = c[3], mono1_ = c[4];
   }
   {
-    const auto& slots = sections_[l::k_stack_slots];
-    const auto& arena = sections_[l::k_stack_ips];
-    read_intern_table(words(slots.offset), slots.capacity, base_ + arena.offset, arena.bytes, 8,
-                      [&](std::uint32_t id, std::span<const std::byte> bytes) {
-                        std::vector<std::uintptr_t> ips(bytes.size() / 8);
-                        for (std::size_t k = 0; k < ips.size(); ++k)
-                          ips[k] = l::load_word(
-                              reinterpret_cast<const std::uint64_t*>(bytes.data()) + k);
-                        t.stacks.emplace(id, std::move(ips));
-                      });
+    t.losses.torn_records += read_intern_table(
+        base_, size_, sections_[l::k_stack_slots], dirs_[l::k_stack_slots],
+        sections_[l::k_stack_ips], dirs_[l::k_stack_ips], 8,
+        [&](std::uint32_t id, std::span<const std::byte> bytes) {
+          std::vector<std::uintptr_t> ips(bytes.size() / 8);
+          for (std::size_t k = 0; k < ips.size(); ++k)
+            ips[k] = l::load_word(reinterpret_cast<const std::uint64_t*>(bytes.data()) + k);
+          t.stacks.emplace(id, std::move(ips));
+        });
   }
   if (auto f = read_counters(t)) return f;
   if (options_.live)
@@ -421,13 +441,16 @@ std::optional<failure> decoder::run(trace& t) {
     if (auto f = read_samples(t)) return f;
   const auto& m = sections_[l::k_modules];
   t.losses.torn_records += read_module_table(
-      words(m.offset), m.capacity, u64(offsetof(l::header, module_count)),
+      words(fixed_[l::k_modules]), m.capacity, u64(offsetof(l::header, module_count)),
       [&](std::uint32_t id) { return string_of(id, 4096); }, t.modules);
   t.losses.live_overflow = u64(offsetof(l::header, live_overflow));
   t.losses.unmatched_frees = u64(offsetof(l::header, unmatched_frees));
   t.losses.stack_overflow = u64(offsetof(l::header, stack_overflow));
   t.losses.string_overflow = u64(offsetof(l::header, string_overflow));
   t.losses.module_overflow = u64(offsetof(l::header, module_overflow));
+  t.losses.segment_overflow = u64(offsetof(l::header, segment_overflow));
+  t.losses.growth_refused = u64(offsetof(l::header, growth_refused));
+  t.losses.dropped_events = u64(offsetof(l::header, event_dropped));
   return std::nullopt;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "common/options.h"
+#include "common/units.h"
 #include "profiler/trace_model.h"
 
 namespace gmem::trace {
@@ -57,10 +59,44 @@ struct trace_entry {
   std::string problem;   // why not readable
   std::uint64_t start_realtime_ns = 0;
   std::uint64_t heartbeat_realtime_ns = 0;
+  std::uint64_t exit_realtime_ns = 0;
+  std::uint64_t exit_live_count = 0; // allocations outstanding at exit (exited traces)
+  std::uint64_t allocated_bytes = 0; // /dev/shm space it holds (blocks, not its size)
+  std::uint64_t mtime_ns = 0;        // last change of the object
+  std::uint32_t uid = 0;             // owner
   std::string command_line;
+  // When the process stopped writing: its exit, else its last heartbeat, else the object's
+  // last change.
+  std::uint64_t ended_realtime_ns() const;
 };
 // Every gmem trace object on this host, oldest start first.
 std::vector<trace_entry> list_traces();
+
+// Retention (GMEM_TRACE_KEEP_MAX, _FREE, _AGE): how much of /dev/shm the traces of processes
+// that are gone may hold. Traces of running processes are never removed.
+struct retention_policy {
+  size_or_percent keep_max;      // together, at most this (of /dev/shm's size)
+  size_or_percent keep_free;     // remove while less than this (of /dev/shm's size) is free
+  std::uint64_t keep_age_ns = 0; // remove those that ended longer ago; 0 = no age limit
+  static retention_policy from_options(const options& o);
+};
+struct shm_space {
+  std::uint64_t total_bytes = 0; // size of the file system holding the traces
+  std::uint64_t free_bytes = 0;  // space free in it now
+};
+shm_space shm_space_now(); // statvfs of /dev/shm; zeros when it cannot be read
+struct retention_decision {
+  bool evict = false;
+  std::string reason; // "running", "kept: ...", "removed: older than 3d", ...
+};
+// One decision per entry (same order): oldest first, those past the age, then those over the
+// size budget, then while /dev/shm has less free than asked. Pure: tests drive it directly.
+std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& entries,
+                                               const retention_policy& policy, shm_space space,
+                                               std::uint64_t now_realtime_ns);
+// Lists the traces, plans and removes what the plan evicts and this user may remove (others'
+// objects are skipped). Returns the names removed.
+std::vector<std::string> apply_retention(const retention_policy& policy);
 
 // Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?
 bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);

@@ -40,28 +40,22 @@ static_assert(k_stat_count <= l::k_max_stats);
 constexpr std::uint32_t k_stat_slots = l::stat_slots_for(k_stat_count);
 constexpr std::uint32_t k_stat_record_words = l::stat_word::values + k_stat_slots;
 
-struct section_plan {
-  std::uint64_t capacity;
-  std::uint32_t record_bytes;
-};
-
-std::array<section_plan, l::k_section_count> plan(const writer_config& c) {
-  std::array<section_plan, l::k_section_count> p{};
-  p[l::k_counters] = {c.device_slots, k_stat_record_words * 8};
-  p[l::k_live] = {c.live_slots, l::live_word::count * 8};
-  p[l::k_segments] = {c.segment_slots, l::live_word::count * 8};
-  p[l::k_events] = {c.events, l::event_word::count * 8};
-  p[l::k_samples] = {c.samples, k_stat_record_words * 8};
-  p[l::k_stack_slots] = {c.stack_slots, l::slot_word::count * 8};
-  p[l::k_stack_ips] = {c.stack_ips, 8};
-  p[l::k_string_slots] = {c.string_slots, l::slot_word::count * 8};
-  p[l::k_string_bytes] = {c.string_bytes, 1};
-  p[l::k_modules] = {c.module_slots, l::module_word::count * 8};
-  return p;
-}
+// First extents: a new trace is the header plus these (about 600 KiB with the defaults).
+constexpr std::uint64_t k_first_live_slots = 256; // per shard
+constexpr std::uint64_t k_first_segment_slots = 64;
+constexpr std::uint64_t k_first_events = 1024;
+constexpr std::uint64_t k_first_samples = 64;
+constexpr std::uint64_t k_first_stack_slots = 1024;
+constexpr std::uint64_t k_first_stack_ips = 8192;
+constexpr std::uint64_t k_first_string_slots = 256;
+constexpr std::uint64_t k_first_string_bytes = 16384;
 
 std::uint64_t align64(std::uint64_t v) {
   return (v + 63) & ~std::uint64_t{63};
+}
+
+std::uint64_t per_shard(std::uint64_t slots, std::uint32_t shards) {
+  return std::bit_ceil(std::max<std::uint64_t>(slots / shards, 16));
 }
 
 } // namespace
@@ -69,34 +63,35 @@ std::uint64_t align64(std::uint64_t v) {
 writer_config writer_config::normalized() const {
   writer_config c = *this;
   c.live_slots = pow2_at_least(live_slots, 64, std::uint64_t{1} << 28);
+  c.live_shards = std::clamp<std::uint32_t>(
+      live_shards, 1, static_cast<std::uint32_t>(std::min<std::uint64_t>(c.live_slots / 16, 24)));
   c.segment_slots = pow2_at_least(segment_slots, 64, std::uint64_t{1} << 24);
   c.events = pow2_at_least(events, 64, std::uint64_t{1} << 28);
   c.samples = pow2_at_least(samples, 16, std::uint64_t{1} << 24);
   c.stack_slots = pow2_at_least(stack_slots, 64, std::uint64_t{1} << 24);
-  c.stack_ips = align64(std::clamp<std::uint64_t>(stack_ips, 1024, std::uint64_t{1} << 31));
+  c.stack_ips = std::clamp<std::uint64_t>(stack_ips, 1024, std::uint64_t{1} << 31);
   c.string_slots = pow2_at_least(string_slots, 64, std::uint64_t{1} << 24);
-  c.string_bytes = align64(std::clamp<std::uint64_t>(string_bytes, 4096, std::uint64_t{1} << 31));
+  c.string_bytes = std::clamp<std::uint64_t>(string_bytes, 4096, std::uint64_t{1} << 31);
   c.module_slots = std::clamp<std::uint64_t>(module_slots, 16, 65536);
   c.device_slots = std::clamp<std::uint32_t>(device_slots, 1, 1024);
   c.stack_depth = std::min(stack_depth, l::k_max_stack_depth);
   return c;
 }
 
-writer_config writer_config::halved() const {
-  writer_config c = normalized();
-  c.live_slots /= 2;
-  c.events /= 2;
-  c.stack_slots /= 2;
-  c.stack_ips /= 2;
-  c.samples /= 2;
-  return c.normalized();
-}
-
-std::uint64_t writer_config::total_bytes() const {
-  std::uint64_t total = l::k_header_bytes;
-  for (const auto& s : plan(normalized()))
-    total += align64(s.capacity * s.record_bytes);
-  return total;
+std::uint64_t writer_config::map_bytes() const {
+  const writer_config c = normalized();
+  // Shards: the table in use, the one being filled by a rehash and retired ones kept for
+  // reuse (each smaller than the next) stay under three times the largest table.
+  std::uint64_t bytes = l::k_header_bytes + 64 * 16 * l::k_max_extents;
+  bytes += align64(std::uint64_t{c.device_slots} * k_stat_record_words * 8);
+  bytes += align64(c.module_slots * l::module_word::count * 8);
+  bytes += 3 * c.live_shards * per_shard(c.live_slots, c.live_shards) * l::live_word::count * 8;
+  bytes += 3 * c.segment_slots * l::live_word::count * 8;
+  bytes += c.events * l::event_word::count * 8;
+  bytes += c.samples * k_stat_record_words * 8;
+  bytes += 2 * c.stack_slots * l::slot_word::count * 8 + c.stack_ips * 8;
+  bytes += 2 * c.string_slots * l::slot_word::count * 8 + c.string_bytes;
+  return (bytes + (std::uint64_t{1} << 20) - 1) & ~((std::uint64_t{1} << 20) - 1);
 }
 
 process_identity process_identity::current() {
@@ -128,13 +123,15 @@ process_identity process_identity::current() {
   return who;
 }
 
-trace_writer::trace_writer(void* memory, const writer_config& config, const process_identity& who)
-    : config_(config.normalized()), total_bytes_(config_.total_bytes()),
-      header_(static_cast<l::header*>(memory)) {
+trace_writer::trace_writer(void* memory, std::uint64_t map_bytes, const writer_config& config,
+                           const process_identity& who, trace_backing* backing)
+    : config_(config.normalized()), header_(static_cast<l::header*>(memory)),
+      space_(static_cast<std::byte*>(memory), map_bytes, l::k_header_bytes, &header_->total_bytes,
+             &header_->growth_refused, &header_->flags, backing) {
   l::header& h = *header_;
   h.format_version = k_format_version;
   h.header_bytes = l::k_header_bytes;
-  h.total_bytes = total_bytes_;
+  h.limit_bytes = map_bytes;
   h.pid = who.pid;
   h.stack_depth = config_.stack_depth;
   h.proc_start_ticks = who.proc_start_ticks;
@@ -144,31 +141,37 @@ trace_writer::trace_writer(void* memory, const writer_config& config, const proc
   h.stat_count = k_stat_count;
   h.stat_slots = k_stat_slots;
   h.section_count = l::k_section_count;
-  std::uint64_t offset = l::k_header_bytes;
-  const auto p = plan(config_);
-  for (std::uint32_t i = 0; i < l::k_section_count; ++i) {
-    h.sections[i] = {offset, p[i].capacity * p[i].record_bytes, p[i].capacity, p[i].record_bytes,
-                     0};
-    offset += align64(h.sections[i].bytes);
-  }
-  auto* base = reinterpret_cast<std::byte*>(header_);
-  events_ = seq_ring(section_words(l::k_events), config_.events, l::event_word::count,
-                     &h.event_head, &h.event_dropped);
-  samples_ = seq_ring(section_words(l::k_samples), config_.samples, k_stat_record_words,
-                      &h.sample_head, &h.sample_dropped);
-  live_ = live_table(section_words(l::k_live), config_.live_slots, &h.live_overflow,
-                     &h.unmatched_frees);
-  segments_ = live_table(section_words(l::k_segments), config_.segment_slots, &h.segment_overflow,
-                         &h.segment_unmatched);
-  stacks_ = intern_table(section_words(l::k_stack_slots), config_.stack_slots,
-                         base + h.sections[l::k_stack_ips].offset, config_.stack_ips * 8, 8,
-                         &h.stack_count, &h.stack_overflow, &h.stack_ips_used);
-  strings_ = intern_table(section_words(l::k_string_slots), config_.string_slots,
-                          base + h.sections[l::k_string_bytes].offset, config_.string_bytes, 1,
-                          &h.string_count, &h.string_overflow, &h.string_bytes_used);
-  modules_ = module_table(section_words(l::k_modules), config_.module_slots, &h.module_count,
+  const writer_config& c = config_;
+  // Strings first: the header's names refer to them.
+  ok_ = strings_.open(&space_, &h, l::k_string_slots, l::k_string_bytes, 1, k_first_string_slots,
+                      c.string_slots, k_first_string_bytes, c.string_bytes, &h.string_count,
+                      &h.string_overflow, &h.string_bytes_used) &&
+        stacks_.open(&space_, &h, l::k_stack_slots, l::k_stack_ips, 8, k_first_stack_slots,
+                     c.stack_slots, k_first_stack_ips, c.stack_ips, &h.stack_count,
+                     &h.stack_overflow, &h.stack_ips_used) &&
+        events_.open(&space_, &h, l::k_events, c.events, k_first_events, l::event_word::count,
+                     &h.event_head, &h.event_dropped) &&
+        samples_.open(&space_, &h, l::k_samples, c.samples, k_first_samples, k_stat_record_words,
+                      &h.sample_head, &h.sample_dropped) &&
+        live_.open(&space_, &h, l::k_live, c.live_shards, k_first_live_slots,
+                   per_shard(c.live_slots, c.live_shards), &h.live_overflow, &h.unmatched_frees) &&
+        segments_.open(&space_, &h, l::k_segments, 1, k_first_segment_slots, c.segment_slots,
+                       &h.segment_overflow, &h.segment_unmatched);
+  // Fixed sections.
+  const std::uint64_t counters =
+      ok_ ? space_.allocate(c.device_slots * k_stat_record_words * 8) : 0;
+  const std::uint64_t modules =
+      counters ? space_.allocate(c.module_slots * l::module_word::count * 8) : 0;
+  ok_ = ok_ && counters != 0 && modules != 0;
+  if (!ok_) return; // no magic: readers see "header not written yet"
+  h.sections[l::k_counters] = {c.device_slots, k_stat_record_words * 8, 1, 0, 0};
+  h.extents[l::k_counters][0] = {counters, c.device_slots};
+  h.sections[l::k_modules] = {c.module_slots, l::module_word::count * 8, 1, 0, 0};
+  h.extents[l::k_modules][0] = {modules, c.module_slots};
+  counters_ = space_.words(counters);
+  modules_ = module_table(space_.words(modules), c.module_slots, &h.module_count,
                           &h.module_overflow, &strings_);
-  device_of_slot_.assign(config_.device_slots, 0);
+  device_of_slot_.assign(c.device_slots, 0);
   for (std::uint32_t i = 0; i < k_stat_count; ++i)
     h.stat_names[i] = intern_string(k_stat_names[i]);
   std::string argv;
@@ -189,9 +192,8 @@ trace_writer::trace_writer(void* memory, const writer_config& config, const proc
   l::store_release(reinterpret_cast<std::uint64_t*>(h.magic), magic); // last: header complete
 }
 
-std::uint64_t* trace_writer::section_words(l::section_id id) const noexcept {
-  return reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::byte*>(header_) +
-                                          header_->sections[id].offset);
+std::uint64_t trace_writer::total_bytes() const noexcept {
+  return l::load_acquire(&header_->total_bytes);
 }
 
 void trace_writer::emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,
@@ -331,7 +333,7 @@ std::uint64_t trace_writer::write_stat_record(std::uint64_t* record, std::uint64
 
 void trace_writer::sample(const device_stats* stats, std::size_t n, sample_reason reason) noexcept {
   std::lock_guard lock(mu_);
-  std::uint64_t* table = section_words(l::k_counters);
+  std::uint64_t* table = counters_;
   for (std::size_t d = 0; d < n; ++d) {
     std::uint64_t w[k_stat_record_words];
     write_stat_record(w, 0, stats[d].device, reason, stats[d].stats);
@@ -354,6 +356,8 @@ void trace_writer::sample(const device_stats* stats, std::size_t n, sample_reaso
 
 void trace_writer::heartbeat() noexcept {
   l::header& h = *header_;
+  l::store_word(&h.live_count, live_.live_count());
+  l::store_word(&h.segment_count, segments_.live_count());
   const std::uint64_t v = l::load_word(&h.clock_version);
   l::store_word(&h.clock_version, v + 1);
   l::store_release(&h.tick1, now_ticks());
@@ -364,6 +368,7 @@ void trace_writer::heartbeat() noexcept {
 
 void trace_writer::mark_shutdown() noexcept {
   heartbeat();
+  l::store_word(&header_->exit_live_count, live_.live_count());
   l::store_word(&header_->exit_realtime_ns, realtime_ns());
   __atomic_fetch_or(&header_->flags, l::k_flag_shutdown, __ATOMIC_RELEASE);
 }

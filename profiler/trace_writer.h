@@ -21,13 +21,17 @@
 #include "profiler/module_map.h"
 #include "profiler/seq_ring.h"
 #include "profiler/trace_layout.h"
+#include "profiler/trace_space.h"
 #include "profiler/trace_types.h"
 
 namespace gmem::trace {
 
-// Capacities (records); rounded up to powers of two where the format needs them.
+// Capacities (records): the most each section may grow to. A trace starts with a small first
+// extent of each (k_first_* in trace_writer.cpp: under 1 MiB in all) and grows as it fills,
+// up to these and to the byte limit its backing allows.
 struct writer_config {
   std::uint64_t live_slots = std::uint64_t{1} << 21; // holds >= 1M live allocations
+  std::uint32_t live_shards = 8;                     // tables the live slots are spread over
   std::uint64_t segment_slots = std::uint64_t{1} << 14;
   std::uint64_t events = std::uint64_t{1} << 19;
   std::uint64_t samples = std::uint64_t{1} << 14;
@@ -42,11 +46,12 @@ struct writer_config {
 
   // Powers of two, minimums and maximums applied.
   writer_config normalized() const;
-  // Half the size of the big sections (live table, ring, stacks), for retries when /dev/shm
-  // has no room; the same config when already minimal.
-  writer_config halved() const;
-  // Bytes of the whole trace (header + sections) for the normalized config.
-  std::uint64_t total_bytes() const;
+  // Bytes of address space the writer may need at most: enough that growth never runs out of
+  // mapping before it reaches the capacities (shards rehash into new extents, so more than
+  // the sum of the sections).
+  std::uint64_t map_bytes() const;
+  // Bytes of a new trace: the header and each section's first extent.
+  std::uint64_t initial_bytes() const;
 };
 
 // Who is writing: header identity fields.
@@ -62,12 +67,16 @@ struct process_identity {
 
 class trace_writer {
 public:
-  // Formats `memory`: config.normalized().total_bytes() zero bytes, 8-byte aligned, which the
-  // caller keeps mapped for the writer's lifetime. The magic is written last, so a reader never
-  // sees a half-formatted header as valid.
-  trace_writer(void* memory, const writer_config& config, const process_identity& who);
+  // Formats `memory`, a mapping of `map_bytes` (>= config.normalized().map_bytes()) whose first
+  // config.normalized().initial_bytes() are zero and usable; it grows through `backing` (or,
+  // without one, into the rest of the mapping). The caller keeps it mapped for the writer's
+  // lifetime. The magic is written last, so a reader never sees a half-formatted header as
+  // valid. ok() says whether the first extents fitted.
+  trace_writer(void* memory, std::uint64_t map_bytes, const writer_config& config,
+               const process_identity& who, trace_backing* backing = nullptr);
   trace_writer(const trace_writer&) = delete;
   trace_writer& operator=(const trace_writer&) = delete;
+  bool ok() const noexcept { return ok_; }
 
   void alloc(std::uintptr_t addr, std::size_t requested, std::size_t rounded, int device,
              std::uintptr_t stream, alloc_kind kind, std::uint32_t stack) noexcept;
@@ -88,18 +97,19 @@ public:
   void update_modules(const std::vector<module_info>& now) noexcept;
   // Stores the counters of `n` pools (device counters table, and the sample ring).
   void sample(const device_stats* stats, std::size_t n, sample_reason reason) noexcept;
-  // Refreshes the heartbeat and the clock calibration (sampler thread).
+  // Refreshes the heartbeat, the clock calibration and the live count (sampler thread).
   void heartbeat() noexcept;
   void mark_shutdown() noexcept;
 
   const writer_config& config() const noexcept { return config_; }
-  std::uint64_t total_bytes() const noexcept { return total_bytes_; }
+  // Bytes in use now (the trace grows; readers copy this many).
+  std::uint64_t total_bytes() const noexcept;
+  std::uint64_t live_count() const noexcept { return live_.live_count(); }
   const void* data() const noexcept { return header_; }
   // Checks every table; only meaningful while no other thread writes.
   bool is_valid() const;
 
 private:
-  std::uint64_t* section_words(layout::section_id id) const noexcept;
   std::uint64_t write_stat_record(std::uint64_t* record, std::uint64_t state_or_zero, int device,
                                   sample_reason reason, const pool_stats& stats) noexcept;
   void emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,
@@ -111,8 +121,10 @@ private:
             std::uint32_t ref) noexcept;
 
   writer_config config_;
-  std::uint64_t total_bytes_ = 0;
   layout::header* header_ = nullptr;
+  trace_space space_;
+  bool ok_ = false;
+  std::uint64_t* counters_ = nullptr; // the per-device counter records
   seq_ring events_;
   seq_ring samples_;
   live_table live_;

@@ -9,6 +9,10 @@ gpt:     a GPT-style decoder (12 layers, d=1024, 16 heads, vocab 32000, untied h
          fragments a caching allocator.
 convnet: torchvision ResNet-50, random weights, SGD, bf16 autocast, channels-last; every step
          draws a batch in [16, 96] and an image side in {128, 160, 192, 224, 256}.
+smallconv: a fast-step convnet (three 3x3 conv layers of 64, 128 and 256 channels with ReLU and
+         pooling, a linear head), SGD, fp32, 128x128 images, every step a batch in [16, 64]:
+         ~50 steps/s on an H200, so the cost of each allocation shows (the heavy workloads
+         above hide it).
 Both use a fixed seed for weights, data and the shape schedule, so every allocator mode must
 print the same losses. The allocator mode is chosen by the environment (PYTORCH_CUDA_ALLOC_CONF,
 PYTORCH_NO_CUDA_MEMORY_CACHING, LD_PRELOAD); the script only reports what it saw.
@@ -114,6 +118,39 @@ def convnet_setup(rng):
     return step
 
 
+class SmallConv(nn.Module):
+    def __init__(self, classes=100):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 64, 3, padding=1)
+        self.c2 = nn.Conv2d(64, 128, 3, padding=1)
+        self.c3 = nn.Conv2d(128, 256, 3, padding=1)
+        self.head = nn.Linear(256, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.c1(x)), 2)
+        x = F.max_pool2d(F.relu(self.c2(x)), 2)
+        x = F.relu(self.c3(x))
+        return self.head(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def smallconv_setup(rng):
+    model = SmallConv().cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step(i):
+        b = rng.randint(16, 64)
+        g = torch.Generator(device="cuda").manual_seed(i)
+        x = torch.randn(b, 3, 128, 128, device="cuda", generator=g)
+        y = torch.randint(0, 100, (b,), device="cuda", generator=g)
+        loss = F.cross_entropy(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
 def write_trace(path):
     """PyTorch's memory history -> "a addr bytes stream" / "f addr" lines."""
     snap = torch.cuda.memory._snapshot()
@@ -134,7 +171,7 @@ def write_trace(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", choices=("gpt", "convnet"), default="gpt")
+    ap.add_argument("--model", choices=("gpt", "convnet", "smallconv"), default="gpt")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1234)
@@ -158,7 +195,8 @@ def main():
     if args.record_trace:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=4_000_000)
-    step = (gpt_setup if args.model == "gpt" else convnet_setup)(rng)
+    setups = {"gpt": gpt_setup, "convnet": convnet_setup, "smallconv": smallconv_setup}
+    step = setups[args.model](rng)
     state = {"determinism": determinism}
 
     def run_step(i):

@@ -17,6 +17,7 @@ namespace {
 writer_config tiny() {
   writer_config c;
   c.live_slots = c.segment_slots = c.events = c.stack_slots = c.string_slots = 64;
+  c.live_shards = 1;
   c.samples = 16;
   c.stack_ips = 1024;
   c.string_bytes = 4096;
@@ -29,17 +30,18 @@ writer_config tiny() {
 struct image {
   std::vector<std::uint64_t> words;
   trace_writer* w = nullptr;
-  image() : words(tiny().total_bytes() / 8) {
+  explicit image(const writer_config& c = tiny()) : words(c.map_bytes() / 8) {
     process_identity who;
     who.pid = 1234;
     who.proc_start_ticks = 99;
     who.argv = {"fuzz", "seed"};
     who.options = "GMEM_LIMIT=1G\n";
-    w = new trace_writer(words.data(), tiny(), who);
+    w = new trace_writer(words.data(), c.map_bytes(), c, who);
   }
   ~image() { delete w; }
   layout::header& h() { return *reinterpret_cast<layout::header*>(words.data()); }
   std::uint64_t* at(std::uint64_t byte) { return words.data() + byte / 8; }
+  std::uint64_t* first_extent(layout::section_id id) { return at(h().extents[id][0].offset); }
 };
 
 void fill(trace_writer& w, int allocs) {
@@ -70,7 +72,7 @@ void save(const std::string& dir, const std::string& name, const void* data, std
 }
 
 void save(const std::string& dir, const std::string& name, image& im, std::size_t n = 0) {
-  save(dir, name, im.words.data(), n ? n : im.words.size() * 8);
+  save(dir, name, im.words.data(), n ? n : im.h().total_bytes);
 }
 
 } // namespace
@@ -94,6 +96,23 @@ int main(int argc, char** argv) {
     image im;
     fill(*im.w, 80);
     save(dir, "valid_wrapped_and_overflowed", im);
+  }
+  {
+    // Grown: shards rehashed, ring chunks, string and stack levels and arena chunks added.
+    writer_config c = tiny();
+    c.live_slots = 1024;
+    c.live_shards = 4;
+    c.events = 256;
+    c.stack_slots = c.string_slots = 1024;
+    c.stack_ips = c.string_bytes = 8192;
+    image im(c);
+    fill(*im.w, 300);
+    for (std::uintptr_t i = 0; i < 100; ++i) {
+      const std::uintptr_t ips[] = {0x401000 + i, 0x402000};
+      im.w->intern_stack(ips, 2);
+      im.w->marker("marker " + std::to_string(i));
+    }
+    save(dir, "valid_grown", im);
   }
   {
     image im;
@@ -127,13 +146,23 @@ int main(int argc, char** argv) {
   }
   {
     image im;
-    im.h().sections[layout::k_live].offset = 1ull << 62;
+    im.h().extents[layout::k_counters][0].offset = 1ull << 62;
     save(dir, "hostile_offset", im);
   }
   {
     image im;
-    im.h().sections[layout::k_segments].offset = im.h().sections[layout::k_live].offset;
-    save(dir, "overlapping_sections", im);
+    im.h().sections[layout::k_live].extent_count = 1000;
+    save(dir, "hostile_extent_count", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    // Every live shard and ring chunk names the same extent, and a huge one.
+    for (auto id : {layout::k_live, layout::k_segments, layout::k_events})
+      for (unsigned k = 0; k < layout::k_max_extents; ++k)
+        im.h().extents[id][k].offset = im.h().extents[layout::k_live][0].offset;
+    im.h().extents[layout::k_segments][0].capacity = 1ull << 40;
+    save(dir, "hostile_extents", im);
   }
   {
     image im;
@@ -152,9 +181,9 @@ int main(int argc, char** argv) {
     image im;
     fill(*im.w, 5);
     // A stack slot and a string slot pointing far outside their arenas.
-    auto* stacks = im.at(im.h().sections[layout::k_stack_slots].offset);
+    auto* stacks = im.first_extent(layout::k_stack_slots);
     stacks[1] = layout::slot_word::pack(0xfffffff0, 0xffffff, layout::slot_word::k_ready);
-    auto* strings = im.at(im.h().sections[layout::k_string_slots].offset);
+    auto* strings = im.first_extent(layout::k_string_slots);
     for (int i = 0; i < 64; ++i)
       if (strings[2 * i] != 0)
         strings[2 * i + 1] = layout::slot_word::pack(4000, 0xffff, layout::slot_word::k_ready);
@@ -174,31 +203,33 @@ int main(int argc, char** argv) {
     image im;
     fill(*im.w, 5);
     // Every used string slot names the whole arena: the reader must not copy it 64 times.
-    auto* strings = im.at(im.h().sections[layout::k_string_slots].offset);
+    auto* strings = im.first_extent(layout::k_string_slots);
+    const layout::extent arena = im.h().extents[layout::k_string_bytes][0];
     for (int i = 0; i < 64; ++i)
       if (strings[2 * i] != 0)
-        strings[2 * i + 1] = layout::slot_word::pack(0, 4096, layout::slot_word::k_ready);
+        strings[2 * i + 1] =
+            layout::slot_word::pack(arena.offset, arena.capacity, layout::slot_word::k_ready);
     save(dir, "overlapping_string_ranges", im);
   }
   {
     image im;
     fill(*im.w, 5);
-    auto* live = im.at(im.h().sections[layout::k_live].offset);
-    for (int i = 0; i < 64; ++i)
+    auto* live = im.first_extent(layout::k_live);
+    for (std::uint64_t i = 0; i < im.h().extents[layout::k_live][0].capacity; ++i)
       live[8 * i + 1] |= 1; // every slot mid-update: torn
-    auto* ring = im.at(im.h().sections[layout::k_events].offset);
+    auto* ring = im.first_extent(layout::k_events);
     ring[8 * 2] -= 1; // event 3 being written when the writer died
     save(dir, "torn_records", im);
   }
   {
     image im;
     fill(*im.w, 5);
-    auto* ring = im.at(im.h().sections[layout::k_events].offset);
+    auto* ring = im.first_extent(layout::k_events);
     ring[8 * 1 + 7] |= std::uint64_t{0xee} << 32; // unknown event type
     save(dir, "bad_event_type", im);
   }
   {
-    std::vector<unsigned char> garbage(6000);
+    std::vector<unsigned char> garbage(12000);
     for (std::size_t i = 0; i < garbage.size(); ++i)
       garbage[i] = static_cast<unsigned char>(i * 131 + 7);
     std::memcpy(garbage.data(), layout::k_magic, 8);

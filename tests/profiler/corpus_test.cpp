@@ -23,7 +23,7 @@ read_result seed(const std::string& name) {
 TEST(corpus, valid_seeds_decode) {
   for (const char* name :
        {"valid_empty", "valid_every_kind", "valid_exited", "valid_wrapped_and_overflowed",
-        "hostile_heads", "hostile_refs", "torn_records"}) {
+        "valid_grown", "hostile_heads", "hostile_refs", "hostile_extents", "torn_records"}) {
     const read_result r = seed(name);
     EXPECT_TRUE(r) << name << ": " << r.error.to_string();
   }
@@ -36,6 +36,13 @@ TEST(corpus, valid_seeds_decode) {
   EXPECT_EQ(wrapped.value.events.size(), 64u);
   EXPECT_EQ(wrapped.value.losses.live_overflow, 16u);
   EXPECT_EQ(seed("valid_exited").value.info.state, trace_state::exited);
+  const read_result grown = seed("valid_grown");
+  EXPECT_EQ(grown.value.live.size(), 299u);
+  EXPECT_EQ(grown.value.losses.live_overflow, 0u);
+  EXPECT_EQ(grown.value.losses.torn_records, 0u);
+  EXPECT_GE(grown.value.stacks.size(), 101u);
+  EXPECT_EQ(grown.value.events.size() + grown.value.losses.lost_events,
+            grown.value.losses.last_seq);
 }
 
 TEST(corpus, hostile_values_are_contained) {
@@ -50,9 +57,12 @@ TEST(corpus, hostile_values_are_contained) {
   const read_result overlap = seed("overlapping_string_ranges");
   ASSERT_TRUE(overlap) << overlap.error.to_string();
   EXPECT_LE(overlap.value.info.command_line.size(), 4096u);
+  const read_result extents = seed("hostile_extents");
+  EXPECT_LE(extents.value.live.size(), 5u);
+  EXPECT_GT(extents.value.losses.torn_records, 0u);
   const read_result torn = seed("torn_records");
   EXPECT_TRUE(torn.value.live.empty());
-  EXPECT_GE(torn.value.losses.torn_records, 64u);
+  EXPECT_GE(torn.value.losses.torn_records, 16u); // every slot of the one live table
   EXPECT_EQ(torn.value.losses.lost_events, 1u);
 }
 
@@ -64,12 +74,12 @@ TEST(corpus, damaged_seeds_fail_at_the_right_byte) {
   };
   for (const want& w :
        {want{"truncated_body", 16, "truncated"},
-        want{"truncated_header", 100, "shorter than its 4096-byte header"},
-        want{"other_version", 8, "trace format version 3, this gmem reads version 1"},
+        want{"truncated_header", 100, "shorter than its 8192-byte header"},
+        want{"other_version", 8, "trace format version 3, this gmem reads version 2"},
         want{"unwritten_header", 0, "not written yet"},
-        want{"hostile_capacity", 128 + 3 * 32 + 16, "capacity"},
-        want{"hostile_offset", 128 + 1 * 32, "offset"},
-        want{"overlapping_sections", 128 + 2 * 32, "overlap"},
+        want{"hostile_capacity", 128 + 3 * 32, "capacity"},
+        want{"hostile_offset", 4096, "not inside the trace"},
+        want{"hostile_extent_count", 128 + 1 * 32 + 12, "extent count"},
         want{"hostile_stat_count", 72, "out of range"}, want{"bad_event_type", 0, "unknown type"},
         want{"garbage_with_magic", 8, "version"}}) {
     const read_result r = seed(w.name);

@@ -5,9 +5,11 @@
 #include <csignal>
 #include <cstdlib>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <vector>
 
 #include "profiler/recorder.h"
 #include "profiler/trace_reader.h"
@@ -17,6 +19,8 @@ namespace gmem::trace {
 namespace {
 
 namespace bip = boost::interprocess;
+
+std::uint32_t last_child = 0; // pid of the last in_child() process
 
 recorder_options small_recorder() {
   recorder_options o;
@@ -158,9 +162,9 @@ TEST(shm_trace, pid_reuse_keeps_two_objects_apart) {
     names[k] = object_name(pid, who.proc_start_ticks);
     bip::shared_memory_object::remove(names[k].c_str());
     bip::shared_memory_object shm(bip::create_only, names[k].c_str(), bip::read_write);
-    shm.truncate(static_cast<bip::offset_t>(c.total_bytes()));
+    shm.truncate(static_cast<bip::offset_t>(c.map_bytes()));
     bip::mapped_region region(shm, bip::read_write);
-    trace_writer w(region.get_address(), c, who);
+    trace_writer w(region.get_address(), c.map_bytes(), c, who);
     w.alloc(0x1000 * (static_cast<std::uintptr_t>(k) + 1), 10, 512, 0, 0, alloc_kind::device, 0);
   }
   EXPECT_NE(names[0], names[1]);
@@ -320,27 +324,199 @@ TEST(shm_trace, save_at_exit_writes_the_file) {
   remove_shm(object_name(live.value.info.pid, live.value.info.proc_start_ticks), nullptr);
 }
 
+// Runs `body` in a child whose stderr is captured; returns {exit status, stderr}.
+template <class F> std::pair<int, std::string> in_child(F body) {
+  int err[2];
+  if (pipe(err) != 0) return {-1, ""};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(err[1], 2);
+    close(err[0]);
+    body();
+    _exit(0);
+  }
+  close(err[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  last_child = static_cast<std::uint32_t>(pid);
+  return {status, text};
+}
+
+struct object_size {
+  std::uint64_t bytes = 0, allocated = 0;
+};
+object_size size_of_object(std::uint32_t pid) {
+  for (const auto& e : list_traces())
+    if (e.pid == pid) return {e.bytes, e.allocated_bytes};
+  return {};
+}
+
+TEST(shm_trace, starts_small_and_grows_with_live_allocations) {
+  std::vector<object_size> sizes(2);
+  // Default options, as the shim reads them; 300 live allocations, then 100,000.
+  auto run = [](int count) {
+    return in_child([count] {
+      setenv("GMEM_TRACE_KEEP", "all", 1);
+      recorder_init(recorder_options::from_env());
+      trace_writer* w = recorder_writer();
+      if (!w) _exit(3);
+      for (int i = 1; i <= count; ++i)
+        w->alloc(static_cast<std::uintptr_t>(i) << 12, 100, 512, 0, 0, alloc_kind::device, 0);
+      recorder_shutdown();
+      _exit(0);
+    });
+  };
+  for (int k = 0; k < 2; ++k) {
+    const auto [status, err] = run(k == 0 ? 300 : 100'000);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+    sizes[k] = size_of_object(last_child);
+    const read_result r = open_pid(last_child);
+    ASSERT_TRUE(r) << r.error.to_string();
+    EXPECT_EQ(r.value.live.size(), k == 0 ? 300u : 100'000u);
+    EXPECT_EQ(r.value.losses.live_overflow, 0u);
+    EXPECT_EQ(r.value.info.total_bytes, sizes[k].bytes);
+    EXPECT_TRUE(remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr));
+  }
+  EXPECT_LE(sizes[0].bytes, std::uint64_t{4} << 20); // a few hundred live: at most 4 MiB
+  EXPECT_LE(sizes[0].allocated, sizes[0].bytes + 4096);
+  EXPECT_GT(sizes[1].bytes, sizes[0].bytes + 100'000ull * 64); // grew with them
+  // Slots at a load of 1/3 to 1/2, the tables they outgrew, and 100,000 events.
+  EXPECT_LT(sizes[1].bytes, sizes[0].bytes + 100'000ull * 384);
+}
+
+TEST(shm_trace, a_limit_stops_growth_with_one_warning_and_counts_what_is_lost) {
+  const auto [status, err] = in_child([] {
+    setenv("GMEM_TRACE_MAX", "2M", 1);
+    setenv("GMEM_TRACE_KEEP", "all", 1);
+    recorder_init(recorder_options::from_env());
+    trace_writer* w = recorder_writer();
+    if (!w) _exit(3);
+    for (int i = 1; i <= 100'000; ++i) {
+      w->alloc(static_cast<std::uintptr_t>(i) << 12, 100, 512, 0, 0, alloc_kind::device, 0);
+      w->marker("m");
+    }
+    recorder_shutdown();
+    _exit(0);
+  });
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err; // never a SIGBUS
+  const std::string warning = "gmem: warning: the trace";
+  const auto first = err.find(warning);
+  ASSERT_NE(first, std::string::npos) << err;
+  EXPECT_EQ(err.find(warning, first + 1), std::string::npos) << "warned twice: " << err;
+  EXPECT_NE(err.find("GMEM_TRACE_MAX allows 2.00 MiB"), std::string::npos) << err;
+  const read_result r = open_pid(last_child);
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_TRUE(r.value.info.full);
+  EXPECT_LE(r.value.info.total_bytes, std::uint64_t{2} << 20);
+  EXPECT_GT(r.value.losses.live_overflow, 0u);
+  EXPECT_GT(r.value.losses.growth_refused, 0u);
+  EXPECT_EQ(r.value.live.size() + r.value.losses.live_overflow, 100'000u); // counted, not lost
+  EXPECT_EQ(r.value.info.state, trace_state::exited);
+  EXPECT_TRUE(remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr));
+}
+
+TEST(shm_trace, keep_modes_decide_what_an_exited_process_leaves) {
+  struct want {
+    const char* keep;
+    bool leave_one_live;
+    bool kept;
+  };
+  for (const want& w : {want{"none", true, false}, want{"outstanding", false, false},
+                        want{"outstanding", true, true}, want{"all", false, true}}) {
+    const auto [status, err] = in_child([&w] {
+      setenv("GMEM_TRACE_KEEP", w.keep, 1);
+      recorder_init(recorder_options::from_env());
+      trace_writer* t = recorder_writer();
+      if (!t) _exit(3);
+      t->alloc(0x1000, 100, 512, 0, 0, alloc_kind::device, 0);
+      t->alloc(0x2000, 100, 512, 0, 0, alloc_kind::device, 0);
+      t->free(0x1000, 0, 0, alloc_kind::device);
+      if (!w.leave_one_live) t->free(0x2000, 0, 0, alloc_kind::device);
+      recorder_shutdown();
+      _exit(0);
+    });
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+    const read_result r = open_pid(last_child);
+    EXPECT_EQ(static_cast<bool>(r), w.kept) << w.keep << " " << w.leave_one_live;
+    if (r) {
+      EXPECT_EQ(r.value.info.exit_live_count, w.leave_one_live ? 1u : 0u);
+      remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr);
+    }
+  }
+}
+
+// A trace of a process that exited `age_s` seconds ago (pid not running: pid 4194000+k).
+std::string plant_exited_trace(int k, std::uint64_t age_s) {
+  process_identity who = testing::test_identity();
+  who.pid = 4'194'000 + static_cast<std::uint32_t>(k);
+  who.proc_start_ticks = 5;
+  const writer_config c = testing::small_config();
+  const std::string name = object_name(who.pid, who.proc_start_ticks);
+  bip::shared_memory_object::remove(name.c_str());
+  bip::shared_memory_object shm(bip::create_only, name.c_str(), bip::read_write);
+  shm.truncate(static_cast<bip::offset_t>(c.map_bytes()));
+  bip::mapped_region region(shm, bip::read_write);
+  trace_writer w(region.get_address(), c.map_bytes(), c, who);
+  w.mark_shutdown();
+  auto* h = static_cast<layout::header*>(region.get_address());
+  h->exit_realtime_ns -= age_s * 1'000'000'000ull;
+  shm.truncate(static_cast<bip::offset_t>(w.total_bytes()));
+  return name;
+}
+
+TEST(shm_trace, traces_older_than_the_keep_age_are_removed_when_a_trace_is_created) {
+  const std::string old_one = plant_exited_trace(1, 7200), recent = plant_exited_trace(2, 60);
+  const auto [status, err] = in_child([] {
+    setenv("GMEM_TRACE_KEEP_AGE", "1h", 1);
+    setenv("GMEM_TRACE_KEEP", "none", 1);
+    recorder_init(recorder_options::from_env());
+    if (!recorder_writer()) _exit(3);
+    recorder_shutdown();
+    _exit(0);
+  });
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+  EXPECT_FALSE(open_shm(old_one)) << "a trace that ended 2 h ago was kept";
+  EXPECT_TRUE(open_shm(recent));
+  EXPECT_FALSE(open_pid(last_child)); // GMEM_TRACE_KEEP=none
+  remove_shm(recent, nullptr);
+  remove_shm(old_one, nullptr);
+}
+
 } // namespace
 } // namespace gmem::trace
 
 namespace gmem::trace {
 namespace {
 
-// The default sizes hold a million live allocations (issue 4). Not under sanitizers: 176 MiB.
+// The default sizes hold a million live allocations (issue 4). Not under sanitizers.
 TEST(default_capacity, holds_a_million_live_allocations) {
   const writer_config c;
-  std::vector<std::uint64_t> memory(c.total_bytes() / 8);
-  trace_writer w(memory.data(), c, testing::test_identity());
+  void* mapping = mmap(nullptr, c.map_bytes(), PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  auto* memory = static_cast<std::uint64_t*>(mapping);
+  trace_writer w(memory, c.map_bytes(), c, testing::test_identity());
+  const std::uint64_t fresh = w.total_bytes();
+  EXPECT_LE(fresh, std::uint64_t{1} << 20); // starts under 1 MiB
   const std::uintptr_t ips[] = {0x1000, 0x2000};
   const std::uint32_t stack = w.intern_stack(ips, 2);
   for (std::uintptr_t i = 1; i <= 1'000'000; ++i)
     w.alloc(0x7f0000000000 + (i << 9), 100, 512, 0, 0, alloc_kind::device, stack);
-  const read_result r = decode(std::span<const std::byte>(
-      reinterpret_cast<const std::byte*>(memory.data()), w.total_bytes()));
+  const read_result r = decode(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(memory), w.total_bytes()));
   ASSERT_TRUE(r) << r.error.to_string();
   EXPECT_EQ(r.value.live.size(), 1'000'000u);
   EXPECT_EQ(r.value.losses.live_overflow, 0u);
   EXPECT_EQ(r.value.info.live_capacity, std::uint64_t{1} << 21);
+  // Sized to use: a million live allocations (their slots, the tables they outgrew and a full
+  // event ring) take under 224 bytes each; the object of version 1 reserved 176 MiB at start.
+  EXPECT_LE(w.total_bytes(), fresh + 1'000'000ull * 224);
+  munmap(mapping, c.map_bytes());
 }
 
 } // namespace

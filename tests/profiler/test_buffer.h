@@ -42,15 +42,20 @@ struct trace_buffer {
   std::vector<std::uint64_t> words;
   std::unique_ptr<trace_writer> writer;
 
+  // The whole mapping is usable memory: the trace grows into it without a backing.
   explicit trace_buffer(const writer_config& c = small_config(),
                         const process_identity& who = test_identity())
-      : words(c.total_bytes() / 8 + 8, 0) {
+      : words(c.map_bytes() / 8 + 8, 0) {
     auto* base = reinterpret_cast<std::byte*>(words.data());
     const std::size_t pad = (64 - reinterpret_cast<std::uintptr_t>(base) % 64) % 64;
-    writer = std::make_unique<trace_writer>(base + pad, c, who);
+    writer = std::make_unique<trace_writer>(base + pad, c.map_bytes(), c, who);
   }
+  // The bytes in use now (a reader while writers run should use all_bytes()).
   std::span<const std::byte> bytes() const {
     return {static_cast<const std::byte*>(writer->data()), writer->total_bytes()};
+  }
+  std::span<const std::byte> all_bytes() const {
+    return {static_cast<const std::byte*>(writer->data()), writer->config().map_bytes()};
   }
   std::byte* mutable_bytes() {
     return const_cast<std::byte*>(static_cast<const std::byte*>(writer->data()));

@@ -1,0 +1,113 @@
+#include "profiler/seq_ring.h"
+
+#include <algorithm>
+#include <bit>
+#include <mutex>
+
+namespace gmem::trace {
+
+bool seq_ring::open(trace_space* space, layout::header* h, layout::section_id id,
+                    std::uint64_t capacity, std::uint64_t first_chunk, std::uint32_t record_words,
+                    std::uint64_t* head, std::uint64_t* dropped) noexcept {
+  space_ = space;
+  dir_ = h->extents[id];
+  mask_ = capacity - 1;
+  first_chunk_ = std::min(first_chunk, capacity);
+  record_words_ = record_words;
+  head_ = head;
+  dropped_ = dropped;
+  const std::uint32_t chunks = layout::ring_chunk_count(capacity, first_chunk_);
+  h->sections[id].capacity = capacity;
+  h->sections[id].record_bytes = record_words * 8;
+  h->sections[id].extent_count = chunks;
+  for (std::uint32_t k = 0; k < chunks; ++k)
+    dir_[k] = {0, layout::ring_chunk_records(k, first_chunk_)};
+  return add_chunk(0) != nullptr;
+}
+
+std::uint64_t* seq_ring::add_chunk(std::uint32_t k) noexcept {
+  std::lock_guard lock(mu_);
+  if (std::uint64_t* chunk = chunks_[k].load(std::memory_order_acquire)) return chunk;
+  if (refused_) return nullptr;
+  const std::uint64_t offset =
+      space_->allocate(layout::ring_chunk_records(k, first_chunk_) * record_words_ * 8);
+  if (offset == 0) {
+    refused_ = true; // asked once; the records of this chunk are dropped from now on
+    return nullptr;
+  }
+  layout::store_release(&dir_[k].offset, offset);
+  chunks_[k].store(space_->words(offset), std::memory_order_release);
+  return space_->words(offset);
+}
+
+bool ring_view::open(const std::byte* base, std::uint64_t size, const layout::section& section,
+                     const layout::extent* dir, std::uint32_t record_words, std::uint64_t* corrupt,
+                     const char** problem) {
+  base_ = base;
+  capacity_ = section.capacity;
+  record_words_ = record_words;
+  first_chunk_ = layout::load_acquire(&dir[0].capacity);
+  if (capacity_ == 0 || (capacity_ & (capacity_ - 1)) != 0 ||
+      capacity_ > (std::uint64_t{1} << 40)) {
+    *problem = "ring capacity is not a power of two";
+    return false;
+  }
+  if (first_chunk_ == 0 || (first_chunk_ & (first_chunk_ - 1)) != 0 || first_chunk_ > capacity_) {
+    *problem = "first ring chunk is not a power of two no larger than the ring";
+    return false;
+  }
+  chunk_count_ = layout::ring_chunk_count(capacity_, first_chunk_);
+  if (chunk_count_ > layout::k_max_extents || section.extent_count != chunk_count_) {
+    *problem = "ring chunk count does not match its capacity";
+    return false;
+  }
+  std::uint64_t bytes_seen = 0;
+  for (std::uint32_t k = 0; k < chunk_count_; ++k) {
+    const std::uint64_t offset = layout::load_acquire(&dir[k].offset);
+    const std::uint64_t records = layout::load_acquire(&dir[k].capacity);
+    if (records != layout::ring_chunk_records(k, first_chunk_)) {
+      *problem = "ring chunk size does not match its place";
+      return false;
+    }
+    if (offset == 0) continue; // not reached (yet)
+    const std::uint64_t bytes = records * record_words * 8;
+    if (offset < layout::k_header_bytes || offset % 64 != 0 || offset > size ||
+        records > (size - offset) / (record_words * 8) || bytes > size - bytes_seen) {
+      ++*corrupt;
+      continue;
+    }
+    bytes_seen += bytes;
+    chunks_[k] = reinterpret_cast<const std::uint64_t*>(base + offset);
+  }
+  return true;
+}
+
+std::uint64_t ring_view::offset_of(std::uint64_t seq) const noexcept {
+  const std::uint64_t index = (seq - 1) & (capacity_ - 1);
+  const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);
+  if (chunks_[k] == nullptr) return 0;
+  const auto* rec =
+      chunks_[k] + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_;
+  return static_cast<std::uint64_t>(reinterpret_cast<const std::byte*>(rec) - base_);
+}
+
+bool ring_view::read(std::uint64_t seq, std::uint64_t* out) const noexcept {
+  const std::uint64_t index = (seq - 1) & (capacity_ - 1);
+  const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);
+  if (chunks_[k] == nullptr) return false;
+  const std::uint64_t* rec =
+      chunks_[k] + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    const std::uint64_t s1 = layout::load_acquire(rec);
+    if (s1 == 2 * seq - 1) continue; // being written right now: retry a little
+    if (s1 != 2 * seq) return false;
+    for (std::uint32_t i = 1; i < record_words_; ++i)
+      out[i] = layout::load_acquire(rec + i);
+    if (layout::load_word(rec) != s1) return false;
+    out[0] = s1;
+    return true;
+  }
+  return false;
+}
+
+} // namespace gmem::trace

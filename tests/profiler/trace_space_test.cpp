@@ -1,0 +1,66 @@
+// The extent allocator under a trace: growth, refusal, and reuse of extents given back.
+#include "profiler/trace_space.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/profiler/space_fixture.h"
+
+namespace gmem::trace {
+namespace {
+
+struct counting_backing final : trace_backing {
+  std::uint64_t limit = 0, calls = 0;
+  bool grow(std::uint64_t bytes) noexcept override {
+    ++calls;
+    return bytes <= limit;
+  }
+};
+
+TEST(trace_space, grows_through_its_backing_and_stops_at_its_refusal) {
+  std::vector<std::uint64_t> memory(1 << 16, 0);
+  layout::header* h = reinterpret_cast<layout::header*>(memory.data());
+  counting_backing b;
+  b.limit = layout::k_header_bytes + 4096;
+  trace_space s(reinterpret_cast<std::byte*>(memory.data()), memory.size() * 8,
+                layout::k_header_bytes, &h->total_bytes, &h->growth_refused, &h->flags, &b);
+  EXPECT_EQ(h->total_bytes, layout::k_header_bytes);
+  EXPECT_EQ(s.allocate(100), layout::k_header_bytes); // rounded up to 128
+  EXPECT_EQ(h->total_bytes, layout::k_header_bytes + 128);
+  EXPECT_EQ(s.allocate(8192), 0u);
+  EXPECT_EQ(h->growth_refused, 1u);
+  EXPECT_NE(h->flags & layout::k_flag_full, 0u);
+  EXPECT_EQ(s.allocate(64), layout::k_header_bytes + 128); // smaller still fits
+}
+
+TEST(trace_space, given_back_extents_merge_and_are_reused_cleared) {
+  testing::space_fixture f;
+  const std::uint64_t a = f.space.allocate(1024), b = f.space.allocate(1024),
+                      c = f.space.allocate(1024), d = f.space.allocate(64);
+  f.space.words(a)[0] = 7;
+  f.space.retire(a, 1024);
+  f.space.retire(b, 1024); // merges with a: 2048 spare bytes at a
+  EXPECT_EQ(f.space.allocate(2048), a);
+  EXPECT_EQ(f.space.words(a)[0], 0u); // cleared
+  f.space.retire(d, 64); // the last extent: the end moves back
+  f.space.retire(c, 1024);
+  const std::uint64_t end = f.space.used_bytes();
+  EXPECT_EQ(end, c);
+  EXPECT_EQ(f.space.allocate(512), c); // from the end again, no growth
+  EXPECT_EQ(f.size(), d + 64);         // the published size never shrinks
+}
+
+TEST(trace_space, best_fit_splits_a_spare) {
+  testing::space_fixture f;
+  const std::uint64_t a = f.space.allocate(4096);
+  (void)f.space.allocate(64); // keeps a and b apart
+  const std::uint64_t b = f.space.allocate(1024);
+  (void)f.space.allocate(64); // keeps b from touching the end
+  f.space.retire(a, 4096);
+  f.space.retire(b, 1024);
+  EXPECT_EQ(f.space.allocate(1024), b); // the exact fit, not the front of the larger one
+  EXPECT_EQ(f.space.allocate(1024), a); // then cut from the larger one
+  EXPECT_EQ(f.space.allocate(3072), a + 1024);
+}
+
+} // namespace
+} // namespace gmem::trace
