@@ -69,6 +69,7 @@ $(BUILD)/%.o: %.cpp | deps-build
 # parts are being added.
 -include common/common.mk pool/pool.mk profiler/profiler.mk interpose/interpose.mk
 -include tools/tools.mk include/include.mk examples/examples.mk bench/bench.mk tests/tests.mk
+-include packaging/packaging.mk
 
 .PHONY: all test test-asan test-tsan test-gpu san-run deps-build deps-test format format-check \
         clean help
