@@ -53,5 +53,5 @@ wheel: $(INSTALL_DEPS) | deps-package
 
 # Tests: the options table, man pages and completion agree (options_doc_test); the install,
 # its consumers, the relocated tree, the tarball's glibc claim and the wheel (install_test).
-TEST_SCRIPTS += tests/install/options_doc_test.sh
-TEST_SCRIPT_DEPS += $(OPTIONS_TABLE) $(GMEM_DOCS)
+TEST_SCRIPTS += tests/install/options_doc_test.sh tests/install/install_test.sh
+TEST_SCRIPT_DEPS += $(OPTIONS_TABLE) $(INSTALL_DEPS) $(LEAK_SITES) $(FAKE_CUDA_LIB)

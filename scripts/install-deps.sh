@@ -6,7 +6,7 @@
 #            python3-wheel)
 #   test:    package + what `make test` runs (clang's libFuzzer runtime, chromium, python3-venv
 #            and python3-pytest for the wheel test, cmake for the consumer projects)
-#   html:  test + headless Chromium for the HTML report test
+#   html:    test + headless Chromium for the HTML report test
 # Prints what it does; changes nothing when everything is present.
 set -euo pipefail
 
