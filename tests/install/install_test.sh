@@ -8,8 +8,8 @@
 #   3. the installed tree copied elsewhere and the original uninstalled: `gmem --help` and
 #      `gmem run` on leak_sites (the fake driver) work from the copy, its leak report names the
 #      three sites, and no file of the build tree is mapped or referred to;
-#   4. the tarball's tree (scripts/stage.sh dist) holds to its glibc claim
-#      (scripts/check-glibc.sh, packaging/glibc-min) and builds the CMake consumer in place;
+#   4. the tarball (scripts/make-dist.sh), extracted: its files, `gmem run` from it, its glibc
+#      claim (scripts/check-glibc.sh, packaging/glibc-min), the CMake consumer built in place;
 #   5. the wheel, installed with `pip install --no-index` into a fresh venv: `gmem` on PATH
 #      runs a Python program under the shim (tests/install/traced_program.py), its trace shows
 #      the two leaks, and the pytest plugin is registered and answers.
@@ -110,11 +110,31 @@ grep -q "$M/lib/libgmem.so" "$W/maps.txt" || fail "moved: libgmem.so not preload
 "${run_env[@]}" LD_TRACE_LOADED_OBJECTS=1 "$M/bin/gmem" >"$W/ldd.txt" 2>&1
 grep -q "$M/bin/../lib/gmem/libdw.so.1" "$W/ldd.txt" || fail "moved: gmem does not load its own libdw"
 if grep -E "$B/|$P/" "$W/maps.txt" "$W/ldd.txt"; then fail "moved: files loaded from $B or $P"; fi
-if grep -rlF "$B" "$M"; then fail "moved: files name the build tree $B"; fi
+# (ELF files are checked by their run paths above; their debug information may name sources.)
+for f in $(find "$M" -type f); do
+  [ "$(head -c4 "$f" | od -An -c | tr -d ' ')" = 177ELF ] && continue
+  if grep -qF "$B" "$f"; then fail "moved: $f names the build tree $B"; fi
+done
+for f in "$M"/bin/* "$M"/lib/*.so "$M"/lib/gmem/*; do
+  if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -vqF '[$ORIGIN'; then
+    fail "moved: $f has a run path that is not relative: $(readelf -d "$f" | grep PATH)"
+  fi
+done
 
-step "4. the tarball's tree: glibc claim, relocatable CMake package"
-T=$W/dist-tree
-BUILD=$B scripts/stage.sh dist "$T" || fail "scripts/stage.sh dist"
+step "4. the tarball, extracted: gmem run, glibc claim, relocatable CMake package"
+BUILD=$B DIST_DIR="$W/dist" NVCC=/nonexistent scripts/make-dist.sh >"$W/dist.log" 2>&1 ||
+  { cat "$W/dist.log"; fail "scripts/make-dist.sh"; }
+tarball=$(ls "$W"/dist/gmem-*-linux-x86_64.tar.gz 2>/dev/null | head -1)
+mkdir -p "$W/x" && tar -C "$W/x" -xzf "$tarball" || fail "tar xzf $tarball"
+T=$(ls -d "$W"/x/gmem-*-linux-x86_64)
+for f in INSTALL README.md bin/gmem lib/libgmem.so lib/libgmem_client.so include/gmem/gmem.h \
+         share/gmem/python/gmem/__init__.py share/man/man1/gmem.1 lib/cmake/gmem/gmemConfig.cmake; do
+  [ -e "$T/$f" ] || fail "the tarball has no $f"
+done
+"${run_env[@]}" "$T/bin/gmem" run -- "$W/drv/leak_sites" >/dev/null 2>"$W/tar-run.err" || fail "gmem run from the tarball"
+PID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/tar-run.err")
+[ -n "$PID" ] && PIDS+=("$PID")
+grep -q "LEAKS: 50.0 MiB in 18 allocations" "$W/tar-run.err" || fail "gmem run from the tarball: summary"
 scripts/check-glibc.sh "$T" || fail "the tarball's tree breaks its glibc claim"
 grep -q '^prefix=${pcfiledir}/../..$' "$T/lib/pkgconfig/gmem.pc" || fail "dist gmem.pc is not relative"
 [ "$(PKG_CONFIG_PATH=$T/lib/pkgconfig pkg-config --variable=includedir gmem)" = "$T/lib/pkgconfig/../../include" ] ||
