@@ -64,7 +64,7 @@ gmem = gmem.pytest_plugin
 META
 echo "gmem" >"$info/top_level.txt"
 find "$root" -name __pycache__ -prune -exec rm -rf {} +
-rm -f "$BUILD/dist/gmem-$VERSION-"*.whl
+rm -f "$DIST_DIR/gmem-$VERSION-"*.whl
 $PY -m wheel pack "$root" --dest-dir "$DIST_DIR" >/dev/null
 whl=$DIST_DIR/gmem-$VERSION-$TAG.whl
 [ -f "$whl" ] || { echo "build-wheel: error: $whl was not written" >&2; exit 1; }

@@ -36,6 +36,7 @@ say() { echo "$*" | tee -a "$summary"; }
 pass() { passes=$((passes + 1)); say "PASS $*"; }
 fail() { fails=$((fails + 1)); say "FAIL $*"; }
 pid_of() { sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$1" | tail -1; }
+keep_pid() { [ -n "$1" ] && PIDS+=("$1"); }  # traces to clean at exit (never an empty pid)
 
 say "== gpu-install-check $(date -u +%FT%TZ) on $(hostname)"
 {
@@ -96,9 +97,10 @@ if worst > 1e-3:
 print("torch_check: OK")
 EOF
 
-check_run() { # name log program-ok-pattern: checks a `gmem run` log
-  local name=$1 log=$2 ok=$3
-  if grep -q "$ok" "$log" && grep -q "^gmem: .* exited with status 0" "$log"; then
+check_run() { # name log program-ok-pattern: checks a `gmem run` log: the program's own check
+  local name=$1 log=$2 ok=$3  # passed, it exited 0, and the shim pooled its allocations
+  if grep -q "$ok" "$log" && grep -q "^gmem: .* exited with status 0" "$log" &&
+     grep -Eq "^gmem: [1-9][0-9]* allocations, cache hit rate" "$log"; then
     pass "$name"
   else
     fail "$name (log: $log)"
@@ -129,17 +131,18 @@ if [ -n "$prog" ]; then
   grep -q "mixed_alloc: OK" "$OUT/mixed_alloc-plain.log" && pass "mixed_alloc without gmem" ||
     fail "mixed_alloc without gmem ($OUT/mixed_alloc-plain.log)"
   "$G" run -- "$W/mixed_alloc" >"$OUT/tar-mixed_alloc.log" 2>&1
-  PIDS+=("$(pid_of "$OUT/tar-mixed_alloc.log")")
+  PID=$(pid_of "$OUT/tar-mixed_alloc.log")
+  keep_pid "$PID"
   check_run "tarball: gmem run mixed_alloc" "$OUT/tar-mixed_alloc.log" "mixed_alloc: OK"
-  "$G" stats "${PIDS[-1]}" >"$OUT/tar-mixed_alloc-stats.log" 2>&1
+  [ -n "$PID" ] && "$G" stats "$PID" >"$OUT/tar-mixed_alloc-stats.log" 2>&1
 else
   fail "no CUDA test program (make dist builds $DIST/gpu-check/mixed_alloc where nvcc is)"
 fi
 if [ -n "$PY" ]; then
-  (cd "$W" && PYTHONPATH="$T/share/gmem/python" PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
+  (cd "$W" && PYTHONPATH="$T/share/gmem/python${PYTHONPATH:+:$PYTHONPATH}" PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
      "$G" run -- "$PY" "$W/torch_check.py") >"$OUT/tar-torch.log" 2>&1
   PID=$(pid_of "$OUT/tar-torch.log")
-  PIDS+=("$PID")
+  keep_pid "$PID"
   check_run "tarball: gmem run PyTorch (PYTORCH_NO_CUDA_MEMORY_CACHING=1)" "$OUT/tar-torch.log" "torch_check: OK"
   grep -q "gmem.available()=True" "$OUT/tar-torch.log" &&
     pass "tarball: the Python package (share/gmem/python) answers from the shim" ||
@@ -178,14 +181,14 @@ else
     "$V/bin/gmem" --help >/dev/null 2>&1 && pass "wheel: gmem --help from the venv" || fail "wheel: gmem --help"
     (cd "$W" && PATH="$V/bin:$PATH" PYTORCH_NO_CUDA_MEMORY_CACHING=1 \
        gmem run -- "$V/bin/python" "$W/torch_check.py") >"$OUT/wheel-torch.log" 2>&1
-    PIDS+=("$(pid_of "$OUT/wheel-torch.log")")
+    keep_pid "$(pid_of "$OUT/wheel-torch.log")"
     check_run "wheel: gmem run PyTorch (PYTORCH_NO_CUDA_MEMORY_CACHING=1)" "$OUT/wheel-torch.log" "torch_check: OK"
     grep -q "gmem package $V/.*gmem.available()=True" "$OUT/wheel-torch.log" &&
       pass "wheel: the venv's gmem package answers from the wheel's shim" ||
       fail "wheel: gmem package not from the venv or not available ($OUT/wheel-torch.log)"
     if [ -n "$prog" ]; then
       "$V/bin/gmem" run -- "$W/mixed_alloc" >"$OUT/wheel-mixed_alloc.log" 2>&1
-      PIDS+=("$(pid_of "$OUT/wheel-mixed_alloc.log")")
+      keep_pid "$(pid_of "$OUT/wheel-mixed_alloc.log")"
       check_run "wheel: gmem run mixed_alloc" "$OUT/wheel-mixed_alloc.log" "mixed_alloc: OK"
     fi
   else
