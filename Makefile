@@ -7,8 +7,14 @@
 #                     (GMEM_PREBUILT=1: run what build/ holds, build nothing)
 #   make demo         the main job: an example program run under `gmem run`
 #   make format-check / make format
+#   make install      bin/gmem, the shim, the client library, headers, Python package, man pages,
+#                     completion, pkg-config and CMake files into $(DESTDIR)$(PREFIX) (/usr/local);
+#                     make uninstall removes exactly those (PREFIX/share/gmem/install-manifest.txt)
+#   make dist         relocatable tarball build/dist/gmem-VERSION-linux-x86_64.tar.gz
+#   make wheel        build/dist/gmem-VERSION-py3-none-manylinux_2_XX_x86_64.whl
 # Variables: BUILD (build), MODE (release|debug: debug runs is_valid() after each mutation),
-# WERROR (1; 0 for packagers), CUDA_HOME (/usr/local/cuda), SAN (internal: asan|tsan), J.
+# WERROR (1; 0 for packagers), CUDA_HOME (/usr/local/cuda), SAN (internal: asan|tsan), J,
+# PREFIX, DESTDIR.
 #
 # Each part of the tree adds its targets through its own fragment (pool/pool.mk, ...), appending to:
 #   LIBS_ALL     libraries and programs built by `make`
@@ -69,6 +75,7 @@ $(BUILD)/%.o: %.cpp | deps-build
 # parts are being added.
 -include common/common.mk pool/pool.mk profiler/profiler.mk interpose/interpose.mk
 -include tools/tools.mk include/include.mk examples/examples.mk bench/bench.mk tests/tests.mk
+-include packaging/packaging.mk
 
 .PHONY: all test test-asan test-tsan test-gpu san-run deps-build deps-test format format-check \
         clean help
@@ -113,7 +120,7 @@ clean:
 	rm -rf build
 
 help:
-	@sed -n '2,12p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '2,17p' Makefile | sed 's/^# \{0,1\}//'
 
 # Header dependencies written by -MMD.
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -33,7 +33,7 @@
   X(small_segment, "GMEM_SMALL_SEGMENT", size, "", "pool default (2M)",                            \
     "segment size for small requests")                                                             \
   X(large_segment, "GMEM_LARGE_SEGMENT", size, "", "pool default (40M)",                           \
-    "segment size for large requests")                                                             \
+    "smallest segment for large requests (grows to reserved/8, at most 256M)")                     \
   X(small_max, "GMEM_SMALL_MAX", size, "", "pool default (1M)",                                    \
     "largest request packed into small segments")                                                  \
   X(oversize, "GMEM_OVERSIZE", size, "", "pool default (20M, or reserved/512 if larger)",          \

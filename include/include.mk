@@ -4,10 +4,12 @@ CLIENT_SRCS := client/client.cpp client/driver.cpp
 CLIENT_OBJS := $(CLIENT_SRCS:%.cpp=$(BUILD)/%.o)
 CLIENT_LIB  := $(BUILD)/lib/libgmem_client.so
 $(BUILD)/client/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+# libstdc++/libgcc linked in (only gmem_* is exported), so the library, like the shim, needs
+# no compiler runtime on the host: C programs and Python's ctypes load it anywhere.
 $(CLIENT_LIB): $(CLIENT_OBJS) $(COMMON_LIB) client/client.map
 	@mkdir -p $(@D)
 	$(CXX) -shared $(GMEM_LDFLAGS) -Wl,-soname,libgmem_client.so -Wl,--version-script=client/client.map \
-	  -o $@ $(CLIENT_OBJS) $(COMMON_LIB) -ldl
+	  -o $@ $(CLIENT_OBJS) $(COMMON_LIB) -ldl -static-libstdc++ -static-libgcc
 LIBS_ALL += $(CLIENT_LIB)
 
 # Unit tests of planning and retries (no driver needed: availability is passed in or faked).

@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gmem's build and tests need, when any is missing.
-# Usage: scripts/install-deps.sh [build|test|demo|html]
-#   build: compilers' libraries and headers for `make`
-#   test:  build + what `make test` runs (clang's libFuzzer runtime, python3, chromium)
-#   html:  test + headless Chromium for the HTML report test
+# Usage: scripts/install-deps.sh [build|package|test|demo|html]
+#   build:   compilers' libraries and headers for `make` (python3: the generated man pages)
+#   package: build + what `make install`, `make dist` and `make wheel` use (patchelf, python3,
+#            python3-wheel)
+#   test:    package + what `make test` runs (clang's libFuzzer runtime, chromium, python3-venv
+#            and python3-pytest for the wheel test, cmake for the consumer projects)
+#   html:    test + headless Chromium for the HTML report test
 # Prints what it does; changes nothing when everything is present.
 set -euo pipefail
 
 want=${1:-test}
-pkgs=(g++ make pkg-config libboost-dev libunwind-dev libdw-dev libelf-dev nlohmann-json3-dev
+package=(patchelf python3 python3-wheel zlib1g binutils)
+pkgs=(g++ make pkg-config python3 libboost-dev libunwind-dev libdw-dev libelf-dev nlohmann-json3-dev
       libfmt-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev)
 case "$want" in
   build) ;;
-  test) pkgs+=(clang libclang-rt-14-dev python3 chromium) ;;  # chromium: tests/tools/html_report_test.sh
+  package) pkgs+=("${package[@]}") ;;
+  test) pkgs+=(clang libclang-rt-14-dev python3 chromium  # chromium: tests/tools/html_report_test.sh
+               "${package[@]}" python3-venv python3-pip python3-pytest cmake groff-base man-db) ;;
   demo) pkgs+=(clang libclang-rt-14-dev python3) ;;
   html) pkgs+=(clang libclang-rt-14-dev python3 chromium) ;;
-  *) echo "install-deps: unknown set '$want' (build|test|demo|html)" >&2; exit 2 ;;
+  *) echo "install-deps: unknown set '$want' (build|package|test|demo|html)" >&2; exit 2 ;;
 esac
 
 missing=()

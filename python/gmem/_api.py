@@ -3,8 +3,10 @@
 The library is found in this order:
   1. $GMEM_CLIENT_LIB (a path to libgmem_client.so or libgmem.so);
   2. the process itself, when libgmem.so is preloaded (its gmem_* symbols are global);
-  3. libgmem_client.so next to this package in a gmem checkout (build/lib/), then the
-     dynamic linker's search path.
+  3. libgmem_client.so shipped with this package: inside it (the wheel: gmem/_native/lib/)
+     or in the tree it was installed into (`make install`, the tarball:
+     PREFIX/share/gmem/python/gmem -> PREFIX/lib/);
+  4. libgmem_client.so in a gmem checkout (build/lib/), then the dynamic linker's search path.
 Nothing is loaded until the first call. Without any library every call raises GmemError,
 except available() (False) and the chunking helpers given explicit available_bytes.
 """
@@ -67,9 +69,14 @@ def _candidates():
     if env:
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
+    shipped = [os.path.join(here, "_native", "lib", "libgmem_client.so")]
+    if here.endswith(os.path.join("share", "gmem", "python", "gmem")):  # PREFIX/share/gmem/...
+        shipped.append(os.path.join(here, "..", "..", "..", "..", "lib", "libgmem_client.so"))
+    shipped = [p for p in shipped if os.path.exists(p)]
     repo = os.path.dirname(os.path.dirname(here))
     build = os.environ.get("GMEM_BUILD", os.path.join(repo, "build"))
-    return [None, os.path.join(build, "lib", "libgmem_client.so"), "libgmem_client.so"]
+    return ([None] + [os.path.normpath(p) for p in shipped[:1]] +
+            [os.path.join(build, "lib", "libgmem_client.so"), "libgmem_client.so"])
 
 
 def _declare(lib):
