@@ -100,14 +100,14 @@ int main(int argc, char** argv) {
   {
     // Grown: shards rehashed, ring chunks, string and stack levels and arena chunks added.
     writer_config c = tiny();
-    c.live_slots = 1024;
-    c.live_shards = 4;
-    c.events = 256;
-    c.stack_slots = c.string_slots = 1024;
-    c.stack_ips = c.string_bytes = 8192;
+    c.live_slots = 512;
+    c.live_shards = 2;
+    c.events = 128;
+    c.stack_slots = c.string_slots = 256;
+    c.stack_ips = c.string_bytes = 2048;
     image im(c);
-    fill(*im.w, 300);
-    for (std::uintptr_t i = 0; i < 100; ++i) {
+    fill(*im.w, 150);
+    for (std::uintptr_t i = 0; i < 40; ++i) {
       const std::uintptr_t ips[] = {0x401000 + i, 0x402000};
       im.w->intern_stack(ips, 2);
       im.w->marker("marker " + std::to_string(i));

@@ -37,10 +37,10 @@ TEST(corpus, valid_seeds_decode) {
   EXPECT_EQ(wrapped.value.losses.live_overflow, 16u);
   EXPECT_EQ(seed("valid_exited").value.info.state, trace_state::exited);
   const read_result grown = seed("valid_grown");
-  EXPECT_EQ(grown.value.live.size(), 299u);
+  EXPECT_EQ(grown.value.live.size(), 149u);
   EXPECT_EQ(grown.value.losses.live_overflow, 0u);
   EXPECT_EQ(grown.value.losses.torn_records, 0u);
-  EXPECT_GE(grown.value.stacks.size(), 101u);
+  EXPECT_GE(grown.value.stacks.size(), 41u);
   EXPECT_EQ(grown.value.events.size() + grown.value.losses.lost_events,
             grown.value.losses.last_seq);
 }
