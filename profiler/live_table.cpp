@@ -190,6 +190,18 @@ bool live_table::erase(std::uintptr_t address, live_entry* erased) noexcept {
       layout::store_release(slot + w::version, (v & ~0xffffffffull) | ((v + 2) & 0xffffffffu));
       store_word(slot + w::key, w::k_tombstone);
       --s.live;
+      // A tombstone followed by an empty slot ends no key's probe path (every slot from a
+      // key's home to the key is in use), so it and the tombstones before it become empty:
+      // a shard with few live entries keeps few tombstones and rarely rehashes.
+      std::uint64_t at = (start + i) & mask;
+      if (load_word(s.slots + ((at + 1) & mask) * w::count + w::key) == w::k_empty) {
+        for (std::uint64_t n = 0; n < s.capacity; ++n, at = (at - 1) & mask) {
+          std::uint64_t* probe = s.slots + at * w::count + w::key;
+          if (load_word(probe) != w::k_tombstone) break;
+          store_word(probe, w::k_empty);
+          --s.used;
+        }
+      }
       return true;
     }
   }

@@ -10,7 +10,7 @@
 // allocates keeps a small, cache-resident table.
 //
 // Writers take the shard's spin lock (process-private; readers never take it): a lock costs
-// the same atomic operation the lock-free claim of a slot did and makes rehashing simple.
+// the one atomic operation the lock-free claim of a slot did and makes rehashing simple.
 // Readers see each slot through its seqlock (version word, odd while writing) and a shard's
 // table through the section's dir_version (odd while a table is being replaced): a reader
 // that saw the directory change retries.
@@ -25,7 +25,9 @@
 #include <functional>
 #include <memory>
 
-#include "pool/spin_mutex.h"
+#include <atomic>
+#include <sched.h>
+
 #include "profiler/trace_layout.h"
 #include "profiler/trace_space.h"
 #include "profiler/trace_types.h"
@@ -67,8 +69,29 @@ public:
   bool is_valid() const;
 
 private:
+  // A shard's lock: one atomic exchange to take it, a release store to give it back (the
+  // pool's spin_mutex spends a second exchange on waking sleepers). Critical sections are a
+  // few dozen instructions, so a waiter spins, then yields its core.
+  class shard_lock {
+  public:
+    void lock() noexcept {
+      for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
+        while (locked_.load(std::memory_order_relaxed)) {
+          if (++spins > 64) {
+            sched_yield();
+          } else {
+            layout::cpu_relax();
+          }
+        }
+      }
+    }
+    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+  private:
+    std::atomic<bool> locked_{false};
+  };
   struct alignas(64) shard {
-    spin_mutex mu;
+    shard_lock mu;
     std::uint64_t* slots = nullptr;
     std::uint64_t offset = 0;
     std::uint64_t capacity = 0;
