@@ -62,7 +62,8 @@ TEST_SCRIPT_DEPS += $(TRACE_E2E_PROGRAM) $(SHIM_LIB) $(FAKE_CUDA_LIB)
 FUZZ_CORPUS := tests/fuzz/corpus/trace_reader
 TRACE_REPLAY := $(BUILD)/tests/trace_reader_replay
 $(BUILD)/tests/fuzz/replay_main.o: EXTRA_CPPFLAGS += -DGMEM_FUZZ_CORPUS='"$(abspath $(FUZZ_CORPUS))"'
-$(TRACE_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/trace_reader_fuzz.o $(PROFILER_READER_LIB)
+$(TRACE_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/trace_reader_fuzz.o $(PROFILER_READER_LIB) \
+                 $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -pthread
 UNIT_TESTS += $(TRACE_REPLAY)
@@ -73,7 +74,7 @@ $(MAKE_CORPUS): $(BUILD)/tests/fuzz/make_corpus.o $(PROFILER_LIB) $(COMMON_LIB)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(PROFILER_LDLIBS)
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := build/fuzz/trace_reader_fuzz
-$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) $(wildcard profiler/*.h) | deps-test
+$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) common/safe_file.cpp $(wildcard profiler/*.h) | deps-test
 	@mkdir -p $(@D)
 	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(filter %.cpp,$^)
 .PHONY: fuzz fuzz-corpus
