@@ -43,8 +43,7 @@ int create_temp_beside(const std::string& path, std::string* tmp_path) {
   return fd;
 }
 
-bool commit_temp(int fd, const std::string& tmp_path, const std::string& path,
-                 std::string* error) {
+bool commit_temp(int fd, const std::string& tmp_path, const std::string& path, std::string* error) {
   if (::fsync(fd) != 0) {
     const int err = errno;
     ::close(fd);
@@ -72,8 +71,7 @@ bool write_file_safely(const std::string& path, std::string_view data, bool repl
   }
   if (!replace) {
     // O_EXCL: an existing name (a symlink included, dangling or not) is refused, not followed.
-    const int fd =
-        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0) {
       if (errno == EEXIST) {
         if (error) *error = path + ": exists; --force replaces it";

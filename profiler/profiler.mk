@@ -45,6 +45,7 @@ SAN_TESTS += $(PROFILER_TEST)
 # Tests with real /dev/shm objects and child processes (fork, SIGKILL, setuid): make test only.
 PROFILER_SHM_TEST := $(BUILD)/tests/profiler_shm_test
 $(PROFILER_SHM_TEST): $(BUILD)/tests/profiler/shm_trace_test.o $(BUILD)/tests/profiler/shm_e2e_test.o \
+                      $(BUILD)/tests/profiler/shm_security_test.o \
                       $(PROFILER_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(PROFILER_LDLIBS)

@@ -79,6 +79,8 @@ struct trace_entry {
   std::uint64_t start_realtime_ns = 0;
   std::uint64_t heartbeat_realtime_ns = 0;
   std::string command_line;
+  std::uint64_t live_bytes = 0;     // summed over the pools' last counters
+  std::uint64_t reserved_bytes = 0; // likewise
 };
 // Every gmem trace object on this host, oldest start first.
 std::vector<trace_entry> list_traces();
@@ -91,8 +93,9 @@ bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);
 bool save_shm(const std::string& name, const std::string& path, std::string* error);
 
 // Writes a trace image to `path` (via a temporary file that mkstemp creates 0600 beside it,
-// fsync()ed and renamed over `path`; all-zero pages become holes). `snapshot`: the writer was still running (readers then report it as running, not
-// crashed). Used by save_shm() and by the recorder for GMEM_TRACE_SAVE.
+// fsync()ed and renamed over `path`; all-zero pages become holes). `snapshot`: the writer was still
+// running (readers then report it as running, not crashed). Used by save_shm() and by the recorder
+// for GMEM_TRACE_SAVE.
 bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool snapshot,
                 std::string* error);
 

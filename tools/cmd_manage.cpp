@@ -32,8 +32,7 @@ std::string user_name(std::uint32_t uid) {
   char buf[4096];
   passwd pw{};
   passwd* found = nullptr;
-  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr)
-    return found->pw_name;
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) return found->pw_name;
   return std::to_string(uid);
 }
 
@@ -68,19 +67,8 @@ command_fn add_ps(CLI::App& app) {
                   "STATE", "STARTED", "LIVE", "RESERVED", "OBJECT", "COMMAND");
     out += line;
     for (const auto& e : entries) {
-      std::uint64_t live = 0, reserved = 0;
-      std::string problem = e.problem;
-      if (e.readable) {
-        auto r = gmem::trace::open_shm(e.name, {.events = false, .samples = false});
-        if (r) {
-          for (const auto& d : r.value.devices) {
-            live += d.stats.live_bytes;
-            reserved += d.stats.reserved_bytes;
-          }
-        } else {
-          problem = r.error.to_string();
-        }
-      }
+      const std::uint64_t live = e.live_bytes, reserved = e.reserved_bytes;
+      const std::string& problem = e.problem;
       // An object we cannot read says nothing about its process: not "crashed".
       const char* state = problem.empty() ? gmem::trace::to_string(e.state) : "not readable";
       const std::string owner = e.owner_known ? user_name(e.uid) : "?";
@@ -103,8 +91,8 @@ command_fn add_ps(CLI::App& app) {
       out += escape_text(problem.empty() ? e.command_line : "(" + problem + ")") + "\n";
     }
     if (*json)
-      return write_output("-", rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-                                   "\n")
+      return write_output("-",
+                          rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")
                  ? k_exit_ok
                  : k_exit_io;
     if (entries.empty())
