@@ -75,10 +75,10 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
       std::snprintf(idx, sizeof idx, "    #%-2zu ", i);
       out += idx + escape_text(f.name());
       if (!f.file.empty())
-        out += " at " + escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line)
-                                                 : f.location());
+        out += " at " +
+               escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
       out += " (" + escape_text(o.full_paths ? f.module : basename_of(f.module)) +
-             (f.stale ? ", rebuilt since the run: not symbolized" : "") + ")\n";
+             (f.note.empty() ? "" : ", " + f.note) + ")\n";
     }
     if (s.frames.size() > o.frames)
       out += "    ... " + plural(s.frames.size() - o.frames, "more frame", "more frames") +
