@@ -198,8 +198,12 @@ command_fn add_export(CLI::App& app) {
     auto t = load(a->target, status);
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
-    const std::string data = a->format == "chrome" ? chrome_trace(*t, symbols).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"
-                                                   : encode_pickle(pytorch_snapshot(*t, symbols));
+    const std::string data =
+        a->format == "chrome"
+            ? chrome_trace(*t, symbols)
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                  "\n"
+            : encode_pickle(pytorch_snapshot(*t, symbols));
     if (!write_output(a->out, data, a->force)) return k_exit_io;
     if (a->out != "-")
       std::fprintf(stderr, "gmem: wrote %s (%s)\n", a->out.c_str(), a->format.c_str());

@@ -69,8 +69,8 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
       file.replace(at, 2, p);
     out += "gmem: trace saved to " + escape_text(file) + " (GMEM_TRACE_SAVE)\n";
   }
-  out += "gmem: trace " + escape_text(t->info.source) + " (gmem report " + p + " -o report.html; gmem clean " +
-         p + " removes it)\n";
+  out += "gmem: trace " + escape_text(t->info.source) + " (gmem report " + p +
+         " -o report.html; gmem clean " + p + " removes it)\n";
   return out;
 }
 
