@@ -286,7 +286,10 @@ std::vector<trace_entry> list_traces() {
         e.reserved_bytes += dev.stats.reserved_bytes;
       }
     } else {
-      e.problem = r.error.to_string();
+      // "cannot open" has no byte offset worth showing; a decoding error has.
+      e.problem = r.error.message.find(": cannot open the trace: ") != std::string::npos
+                      ? r.error.message
+                      : r.error.to_string();
       e.state = e.owner_known && alive_as(e.pid, e.proc_start_ticks, e.uid) ? trace_state::running
                                                                             : trace_state::crashed;
     }
