@@ -87,6 +87,18 @@ grep -q "exists; --force replaces it" "$W/report.err" || fail "report: no clear 
 [ "$(stat -c %a "$W/trace.json")" = 600 ] || fail "export mode, expected 600"
 [ -z "$(find "$W/cwd" -name '.*' -type f)" ] || fail "a temporary file was left behind"
 
+echo "== options: each bad value warned once, values that cannot work refused, every %p expanded"
+LD_PRELOAD=$B/lib/libgmem.so GMEM_TRACE_LIVE=abc GMEM_LIMIT=1 GMEM_WARMUP=1T \
+  GMEM_TRACE_SAVE="$W/t-%p-%p.gmem" "$LEAK" >/dev/null 2>"$W/opts.err"
+[ $? = 0 ] || fail "leak_sites with bad options: $(cat "$W/opts.err")"
+[ "$(grep -c "GMEM_TRACE_LIVE='abc' is not a whole number" "$W/opts.err")" = 1 ] ||
+  fail "GMEM_TRACE_LIVE warned $(grep -c GMEM_TRACE_LIVE "$W/opts.err") times, expected once"
+grep -q "GMEM_LIMIT='1' is below 1 MiB" "$W/opts.err" || fail "GMEM_LIMIT=1 accepted silently"
+grep -q "GMEM_WARMUP=1.00 TiB is more than device 0" "$W/opts.err" || fail "GMEM_WARMUP=1T accepted silently"
+OPID=$(ls "$W" | sed -n 's/^t-\([0-9]*\)-\1\.gmem$/\1/p')
+[ -n "$OPID" ] || fail "GMEM_TRACE_SAVE: not every %p expanded: $(ls "$W")"
+[ -n "$OPID" ] && "$GMEM" clean "$OPID" >/dev/null 2>&1
+
 if [ "$(id -u)" != 0 ]; then
   echo "skip: the second-user checks need root (setpriv to nobody)"
 else
