@@ -34,7 +34,7 @@ code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}pre{margin:4px 0;wh
 ul.advice li{margin:4px 0}
 )";
 
-constexpr std::size_t k_max_charts = 64; // timeline charts per report
+constexpr std::size_t k_max_charts = 64; // timeline charts and segment maps per report
 
 std::string pool_title(int device) {
   return device < 0 ? std::string("Host (pinned) pool") : "Device " + std::to_string(device);
@@ -147,7 +147,13 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
        "<span><i class=\"sw\" style=\"background:#9db7ea\"></i>rounding</span>"
        "<span><i class=\"sw\" style=\"background:#e6e8ee\"></i>free</span> (bar width: square root "
        "of the segment size)</p>\n";
+  std::size_t maps = 0;
   for (const auto& d : fr.devices) {
+    if (maps++ == k_max_charts) {
+      h += "<p class=\"note\">" + std::to_string(fr.devices.size() - k_max_charts) +
+           " more pools not drawn (at most " + std::to_string(k_max_charts) + ").</p>\n";
+      break;
+    }
     h += "<h3>" + pool_title(d.device) + "</h3>\n";
     h += "<table><tr><th>reserved</th><th>used</th><th>requested</th><th>free</th><th>largest free "
          "block</th>"

@@ -85,8 +85,7 @@ TEST(options, values_that_cannot_work_are_refused) {
   EXPECT_NE(p.warnings[1].find("GMEM_TRACE_LIVE='9999999999999999999' is more than"),
             std::string::npos)
       << p.warnings[1];
-  EXPECT_NE(p.warnings[2].find("GMEM_TRACE_EVENTS='9999999999999' is more than"),
-            std::string::npos)
+  EXPECT_NE(p.warnings[2].find("GMEM_TRACE_EVENTS='9999999999999' is more than"), std::string::npos)
       << p.warnings[2];
   EXPECT_FALSE(p.o.limit_set);
   EXPECT_EQ(p.o.trace_live, gmem::options::defaults().trace_live);

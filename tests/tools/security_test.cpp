@@ -106,6 +106,12 @@ TEST(symbolizer_safety, a_fifo_or_an_unverified_file_is_not_used) {
 // Row 8: 2000 device ids and 2000 markers make a small report, quickly.
 TEST(html_report_bounds, many_device_ids_and_markers_stay_small) {
   auto t = sample_trace();
+  for (int i = 0; i < 2000; ++i) { // live allocations of 2000 devices
+    auto a = t.live.back();
+    a.device = i + 1;
+    a.address = 0x100000000000 + static_cast<std::uintptr_t>(i) * 0x100000;
+    t.live.push_back(a);
+  }
   for (int i = 0; i < 2000; ++i) {
     add_event(t, gmem::trace::event_type::marker, (10 + static_cast<std::uint64_t>(i)) * k_ms, 0, 0,
               0, 0, "marker " + std::to_string(i));
