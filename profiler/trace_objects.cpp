@@ -149,14 +149,14 @@ private:
     // Copy only the data ranges: untouched pages of the copy read as the zeros of a hole.
     off_t at = 0;
     const auto end = static_cast<off_t>(size);
-    std::size_t got = 0;
     while (at < end) {
       off_t data = ::lseek(fd, at, SEEK_DATA);
       if (data < 0 && errno == ENXIO) break; // only a hole is left
-      if (data < 0) data = at;               // no SEEK_DATA here: copy everything
-      off_t hole = ::lseek(fd, data, SEEK_HOLE);
-      if (hole < 0 || hole > end) hole = end;
+      if (data < 0 || data < at) data = at;  // no SEEK_DATA here: copy everything
       if (data >= end) break;
+      off_t hole = ::lseek(fd, data, SEEK_HOLE);
+      // Always progress, even when the file changes between the two calls.
+      if (hole <= data || hole > end) hole = end;
       bool shrank = false;
       for (off_t o = data; o < hole;) {
         const ssize_t n = ::pread(fd, out + o, static_cast<std::size_t>(hole - o), o);
@@ -166,12 +166,10 @@ private:
           break;
         }
         o += n;
-        got = static_cast<std::size_t>(o);
       }
       if (shrank) break;
       at = hole;
     }
-    (void)got;
     size_ = static_cast<std::size_t>(size);
     return true;
   }

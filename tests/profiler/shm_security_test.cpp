@@ -2,6 +2,7 @@
 // When the tests run as root, the attacker runs as uid/gid 65534 (nobody); otherwise as the
 // same user, which still exercises every check except ownership. Readers run in forked
 // children with an alarm, so a hang or a SIGBUS fails the test instead of killing the suite.
+#include <chrono>
 #include <climits>
 #include <csignal>
 #include <cstdio>
@@ -246,6 +247,48 @@ TEST(shm_security, saving_writes_only_its_own_file) {
   for (const auto& f : {old_tmp, path, victim_file})
     unlink(f.c_str());
   EXPECT_EQ(rmdir(dir.c_str()), 0) << "a temporary file was left behind";
+}
+
+// Row 8, end to end: a small hostile trace file (2000 device ids, 2000 markers, 2000 fences)
+// makes `gmem report` write a small report quickly.
+TEST(shm_security, a_small_hostile_trace_makes_a_small_report) {
+  const char* build = std::getenv("GMEM_BUILD");
+  const std::string gmem = std::string(build != nullptr ? build : "build") + "/bin/gmem";
+  if (access(gmem.c_str(), X_OK) != 0) GTEST_SKIP() << gmem << " not built";
+  writer_config c = testing::small_config();
+  c.events = 8192;
+  c.live_slots = 4096;
+  c.string_slots = 256;
+  process_identity who = testing::test_identity();
+  testing::trace_buffer b(c, who);
+  for (int i = 0; i < 2000; ++i) {
+    b.writer->alloc(static_cast<std::uintptr_t>(i + 1) << 20, 512, 512, i, 0, alloc_kind::device,
+                    0);
+    b.writer->marker("marker " + std::to_string(i % 100));
+    b.writer->fence(i, 1000, 512);
+  }
+  device_stats stats[2] = {};
+  stats[0].device = 0;
+  stats[1].device = 1;
+  b.writer->sample(stats, 2, sample_reason::final);
+  char dir_template[] = "/tmp/gmem_hostile_XXXXXX";
+  ASSERT_NE(mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template, file = dir + "/hostile.gmem", out = dir + "/r.html";
+  std::string error;
+  ASSERT_TRUE(save_bytes(b.bytes(), file, false, &error)) << error;
+  struct stat st {};
+  ASSERT_EQ(stat(file.c_str(), &st), 0);
+  EXPECT_LT(st.st_size, 2 << 20) << "the hostile file is meant to be small";
+  const std::string cmd =
+      "timeout 30 '" + gmem + "' report '" + file + "' -o '" + out + "' >/dev/null 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  const int rc = std::system(cmd.c_str());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(WEXITSTATUS(rc), 0) << cmd;
+  EXPECT_LT(took, std::chrono::seconds(10));
+  ASSERT_EQ(stat(out.c_str(), &st), 0);
+  EXPECT_LT(st.st_size, 1 << 20) << "a " << st.st_size << "-byte report";
+  EXPECT_EQ(std::system(("rm -rf '" + dir + "'").c_str()), 0);
 }
 
 } // namespace
