@@ -16,7 +16,7 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
                                const std::string& program, int wait_status,
                                const std::string& problem) {
   const std::string p = std::to_string(pid);
-  std::string out = "\ngmem: " + program + " (pid " + p + ") ";
+  std::string out = "\ngmem: " + escape_text(program) + " (pid " + p + ") ";
   if (WIFEXITED(wait_status))
     out += "exited with status " + std::to_string(WEXITSTATUS(wait_status));
   else if (WIFSIGNALED(wait_status))
