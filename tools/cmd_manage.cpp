@@ -45,8 +45,8 @@ bool uid_of_user(const std::string& user, std::uint32_t* uid) {
     *uid = found->pw_uid;
     return true;
   }
-  if (!is_pid(user)) return false;
-  *uid = static_cast<std::uint32_t>(std::stoul(user));
+  if (!is_pid(user) || std::stoull(user) > 0xffffffffull) return false;
+  *uid = static_cast<std::uint32_t>(std::stoull(user));
   return true;
 }
 
