@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <strings.h>
 #include <type_traits>
 
@@ -162,12 +164,42 @@ options options::parse(const std::function<const char*(const char*)>& lookup,
     o.arena_page_mb = d.arena_page_mb;
     o.arena_page_mb_set = false;
   }
+  // Values that parse but cannot work are refused too, naming the option and what happens.
+  const options d = defaults();
+  if (o.limit_set && !o.limit.is_percent && o.limit.bytes != 0 && o.limit.bytes < k_min_limit) {
+    warn(std::string("gmem: warning: GMEM_LIMIT='") + lookup("GMEM_LIMIT") +
+         "' is below 1 MiB: every allocation would fail; using no limit");
+    o.limit = d.limit;
+    o.limit_set = false;
+  }
+  // Tables larger than a reader reads (64 GiB, profiler/trace_objects.cpp) are useless, and
+  // beyond that the byte counts overflow.
+  if (o.trace_live_set && o.trace_live > k_max_trace_live) {
+    warn(std::string("gmem: warning: GMEM_TRACE_LIVE='") + lookup("GMEM_TRACE_LIVE") +
+         "' is more than " + std::to_string(k_max_trace_live) +
+         " (128 bytes of /dev/shm each); using " + std::to_string(d.trace_live));
+    o.trace_live = d.trace_live;
+    o.trace_live_set = false;
+  }
+  if (o.trace_events_set && o.trace_events > k_max_trace_events) {
+    warn(std::string("gmem: warning: GMEM_TRACE_EVENTS='") + lookup("GMEM_TRACE_EVENTS") +
+         "' is more than " + std::to_string(k_max_trace_events) +
+         " (64 bytes of /dev/shm each); using " + std::to_string(d.trace_events));
+    o.trace_events = d.trace_events;
+    o.trace_events_set = false;
+  }
   return o;
 }
 
+void options::warn_once(const std::string& line) {
+  static std::mutex mu;
+  static std::set<std::string>* printed = new std::set<std::string>; // used during exit
+  std::lock_guard lock(mu);
+  if (printed->insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
+}
+
 options options::from_env() {
-  return parse([](const char* name) -> const char* { return std::getenv(name); },
-               [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+  return parse([](const char* name) -> const char* { return std::getenv(name); }, &warn_once);
 }
 
 } // namespace gmem

@@ -10,9 +10,11 @@
 //   size_percent  a size or a percentage of device memory          -> size_or_percent (+ _set)
 //   text          any string                                       -> std::string
 //   duration      "250ms", "30s", ...; empty = none                -> std::uint64_t ns
-// A value that does not parse never aborts: it prints one line
+// A value that does not parse never aborts: it prints one line, once per process
 //   gmem: warning: GMEM_LIMIT='12X' is not a size; using no limit
-// and the default is used.
+// and the default is used. So does a value that parses but cannot work (a limit below 1 MiB,
+// tables too large for /dev/shm and the readers; warm-up beyond the device is checked when
+// the device's pool is created).
 #pragma once
 
 #include <cstdint>
@@ -128,8 +130,15 @@ struct options {
   // without the trailing newline.
   static options parse(const std::function<const char*(const char*)>& lookup,
                        const std::function<void(const std::string&)>& warn);
-  // parse() over getenv, warnings to stderr.
+  // parse() over getenv, warnings to stderr through warn_once().
   static options from_env();
+  // Prints `line` on stderr unless this process printed it already: the shim and the recorder
+  // both read the environment, and a bad value is worth one line, not one per reader.
+  static void warn_once(const std::string& line);
+  // Bounds of values that parse but cannot work (refused with a warning, default used).
+  static constexpr std::uint64_t k_min_limit = std::uint64_t{1} << 20; // GMEM_LIMIT bytes
+  static constexpr std::uint64_t k_max_trace_live = std::uint64_t{1} << 29;
+  static constexpr std::uint64_t k_max_trace_events = std::uint64_t{1} << 30;
 };
 
 } // namespace gmem

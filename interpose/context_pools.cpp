@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include "common/options.h"
+#include "common/units.h"
 #include "interpose/shim_state.h"
 
 namespace gmem::shim {
@@ -37,6 +39,25 @@ pool_options device_pool_options(const real_driver& real, int device) {
   if (o.small_max_set && o.small_max != 0) p.small_max_bytes = o.small_max;
   if (o.oversize_set && o.oversize != 0) p.oversize_bytes = o.oversize;
   p.warmup_bytes = o.warmup;
+  std::size_t device_bytes = 0;
+  if ((o.warmup != 0 || (p.limit_bytes != 0 && o.limit.is_percent)) &&
+      real.cuDeviceTotalMem_v2 != nullptr &&
+      real.cuDeviceTotalMem_v2(&device_bytes, device) == CUDA_SUCCESS && device_bytes != 0) {
+    if (o.warmup > device_bytes) {
+      options::warn_once("gmem: warning: GMEM_WARMUP=" + format_bytes(o.warmup) +
+                         " is more "
+                         "than device " +
+                         std::to_string(device) + "'s " + format_bytes(device_bytes) +
+                         "; no warm-up on that device");
+      p.warmup_bytes = 0;
+    }
+    if (o.limit.is_percent && p.limit_bytes < options::k_min_limit) {
+      options::warn_once("gmem: warning: GMEM_LIMIT=" + std::to_string(o.limit.percent) +
+                         "% is below 1 MiB on device " + std::to_string(device) +
+                         ": every allocation would fail; no limit on that device");
+      p.limit_bytes = 0;
+    }
+  }
   p.reuse_safety = o.reuse_safety;
   p.barriers = o.barriers; // device memory: only device work touches it
   return p;

@@ -46,6 +46,7 @@ SAN_TESTS += $(PROFILER_TEST)
 # Tests with real /dev/shm objects and child processes (fork, SIGKILL, setuid): make test only.
 PROFILER_SHM_TEST := $(BUILD)/tests/profiler_shm_test
 $(PROFILER_SHM_TEST): $(BUILD)/tests/profiler/shm_trace_test.o $(BUILD)/tests/profiler/shm_e2e_test.o \
+                      $(BUILD)/tests/profiler/shm_security_test.o \
                       $(PROFILER_LIB) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS) $(PROFILER_LDLIBS)
@@ -65,7 +66,8 @@ TEST_SCRIPTS += tests/profiler/full_shm_test.sh
 FUZZ_CORPUS := tests/fuzz/corpus/trace_reader
 TRACE_REPLAY := $(BUILD)/tests/trace_reader_replay
 $(BUILD)/tests/fuzz/replay_main.o: EXTRA_CPPFLAGS += -DGMEM_FUZZ_CORPUS='"$(abspath $(FUZZ_CORPUS))"'
-$(TRACE_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/trace_reader_fuzz.o $(PROFILER_READER_LIB)
+$(TRACE_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/trace_reader_fuzz.o $(PROFILER_READER_LIB) \
+                 $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -pthread
 UNIT_TESTS += $(TRACE_REPLAY)
@@ -76,7 +78,7 @@ $(MAKE_CORPUS): $(BUILD)/tests/fuzz/make_corpus.o $(PROFILER_LIB) $(COMMON_LIB)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(PROFILER_LDLIBS)
 FUZZ_SECONDS ?= 60
 FUZZ_BIN := build/fuzz/trace_reader_fuzz
-$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) common/units.cpp $(wildcard profiler/*.h) | deps-test
+$(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) common/units.cpp common/safe_file.cpp $(wildcard profiler/*.h) | deps-test
 	@mkdir -p $(@D)
 	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -o $@ $(filter %.cpp,$^)
 .PHONY: fuzz fuzz-corpus

@@ -69,9 +69,11 @@ void sampler_main(trace_writer* w, std::uint64_t interval_ns) {
   g_wake->notify_all();
 }
 
+// Every "%p" becomes the pid.
 std::string expand_path(std::string path) {
-  const auto p = path.find("%p");
-  if (p != std::string::npos) path.replace(p, 2, std::to_string(getpid()));
+  const std::string pid = std::to_string(getpid());
+  for (auto p = path.find("%p"); p != std::string::npos; p = path.find("%p", p + pid.size()))
+    path.replace(p, 2, pid);
   return path;
 }
 
@@ -192,7 +194,7 @@ recorder_options recorder_options::from_env() {
           if (std::strcmp(env, m) == 0) return std::getenv(env);
         return nullptr; // the shim parsed (and warned about) its own rows already
       },
-      [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+      &options::warn_once); // the shim may have printed the same line already
   recorder_options r;
   r.enabled = o.trace_enable;
   r.config.live_slots = std::max<std::uint64_t>(o.trace_live, 1) * 2; // load factor <= 1/2

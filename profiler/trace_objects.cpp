@@ -1,7 +1,6 @@
 // Trace objects on this host: names, liveness, opening (shared memory and files), listing,
 // saving and removal. Boost.Interprocess maps the objects (POSIX shm in /dev/shm).
 #include <algorithm>
-#include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <cerrno>
 #include <cstdio>
@@ -10,11 +9,13 @@
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "common/safe_file.h"
 #include "profiler/trace_layout.h"
 #include "profiler/trace_reader.h"
 
@@ -80,67 +81,186 @@ bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks) {
   return pid != 0 && start_ticks_of(pid) == proc_start_ticks && proc_start_ticks != 0;
 }
 
-read_result open_file(const std::string& path, const read_options& options) {
-  try {
-    // Read, not mapped: a file truncated while mapped (a copy still in progress) would kill the
-    // reader with SIGBUS.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(path + ": " + errno_text(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || st.st_size <= 0) {
-      ::close(fd);
-      return fail(path + ": empty file, not a trace");
-    }
-    const auto size = static_cast<std::size_t>(st.st_size);
-    std::vector<std::uint64_t> words(size / 8 + 1, 0); // 8-byte aligned for the decoder
-    auto* out = reinterpret_cast<char*>(words.data());
-    std::size_t got = 0;
-    while (got < size) {
-      const ssize_t n = ::read(fd, out + got, size - got);
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    ::close(fd);
-    read_result r =
-        decode(std::span<const std::byte>(reinterpret_cast<const std::byte*>(out), got), options);
-    if (!r) {
-      r.error.message = path + ": " + r.error.message;
-      return r;
-    }
-    r.value.info.source = path;
-    r.value.info.saved_file = true;
-    return r;
-  } catch (const std::exception& e) {
-    return fail(path + ": cannot read: " + e.what());
+namespace {
+
+// The largest object or file a reader will copy. Holes (pages never written) are not copied,
+// so the memory a reader uses is bounded by the bytes the file really holds.
+constexpr std::uint64_t k_max_trace_bytes = std::uint64_t{64} << 30;
+
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  return "not a regular file";
+}
+
+// A private, page-aligned copy of a trace: decoding it cannot be disturbed by anyone who
+// truncates, regrows or rewrites the file meanwhile (a shared mapping would die with SIGBUS).
+class private_copy {
+public:
+  private_copy() = default;
+  ~private_copy() {
+    if (base_ != nullptr) ::munmap(base_, mapped_);
   }
+  private_copy(const private_copy&) = delete;
+  private_copy& operator=(const private_copy&) = delete;
+
+  // Opens `path` without blocking (a FIFO would hang a blocking open), regular files only,
+  // and, with `no_follow`, never through a symlink. Fills `why` and returns false otherwise.
+  bool read(const std::string& path, bool no_follow, std::string* why) {
+    const int fd =
+        ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | (no_follow ? O_NOFOLLOW : 0));
+    if (fd < 0) {
+      *why = errno == ELOOP && no_follow ? std::string("a symbolic link, not a trace")
+                                         : errno_text(errno);
+      return false;
+    }
+    const bool ok = read_fd(fd, why);
+    ::close(fd);
+    return ok;
+  }
+
+  std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(base_), size_}; }
+  const struct stat& file_stat() const { return st_; }
+
+private:
+  bool read_fd(int fd, std::string* why) {
+    if (::fstat(fd, &st_) != 0) {
+      *why = errno_text(errno);
+      return false;
+    }
+    if (!S_ISREG(st_.st_mode)) {
+      *why = std::string(file_kind(st_.st_mode)) + ", not a trace";
+      return false;
+    }
+    if (st_.st_size <= 0) {
+      *why = "empty, not a trace";
+      return false;
+    }
+    const auto size = static_cast<std::uint64_t>(st_.st_size);
+    if (size > k_max_trace_bytes) {
+      *why = std::to_string(size) + " bytes, larger than any trace gmem writes (" +
+             std::to_string(k_max_trace_bytes >> 30) + " GiB)";
+      return false;
+    }
+    mapped_ = static_cast<std::size_t>(size) + 8;
+    void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+      *why = "cannot allocate a copy: " + errno_text(errno);
+      return false;
+    }
+    base_ = p;
+    ::madvise(p, mapped_, MADV_HUGEPAGE); // fewer faults while copying big objects
+    auto* out = static_cast<char*>(p);
+    // Copy only the data ranges: untouched pages of the copy read as the zeros of a hole.
+    off_t at = 0;
+    const auto end = static_cast<off_t>(size);
+    while (at < end) {
+      off_t data = ::lseek(fd, at, SEEK_DATA);
+      if (data < 0 && errno == ENXIO) break; // only a hole is left
+      if (data < 0 || data < at) data = at;  // no SEEK_DATA here: copy everything
+      if (data >= end) break;
+      off_t hole = ::lseek(fd, data, SEEK_HOLE);
+      // Always progress, even when the file changes between the two calls.
+      if (hole <= data || hole > end) hole = end;
+      bool shrank = false;
+      for (off_t o = data; o < hole;) {
+        const ssize_t n = ::pread(fd, out + o, static_cast<std::size_t>(hole - o), o);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          shrank = true; // truncated while we read: the rest stays zero
+          break;
+        }
+        o += n;
+      }
+      if (shrank) break;
+      at = hole;
+    }
+    size_ = static_cast<std::size_t>(size);
+    return true;
+  }
+
+  void* base_ = nullptr;
+  std::size_t mapped_ = 0;
+  std::size_t size_ = 0;
+  struct stat st_ {};
+};
+
+// The uid that owns /proc/<pid>, or false when there is no such process.
+bool proc_uid(std::uint32_t pid, std::uint32_t* uid) {
+  struct stat st {};
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0) return false;
+  *uid = st.st_uid;
+  return true;
+}
+
+// Is the process of (pid, ticks) running now, as `uid`? An object someone else created under
+// a running process's name is not that process's trace.
+bool alive_as(std::uint32_t pid, std::uint64_t ticks, std::uint32_t uid) {
+  std::uint32_t running_uid = 0;
+  return process_alive(pid, ticks) && proc_uid(pid, &running_uid) && running_uid == uid;
+}
+
+// Clock ticks since boot now: no process on this boot started later.
+std::uint64_t now_ticks() {
+  std::ifstream f("/proc/uptime");
+  double seconds = 0;
+  if (!(f >> seconds)) return ~std::uint64_t{0};
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  return static_cast<std::uint64_t>(seconds * static_cast<double>(hz > 0 ? hz : 100)) + 1;
+}
+
+read_result open_shm_as(const std::string& name, const read_options& options,
+                        std::uint32_t* owner) {
+  std::uint32_t pid = 0;
+  std::uint64_t ticks = 0;
+  if (!parse_object_name(name, &pid, &ticks))
+    return fail(name + ": not a gmem trace name (gmem.<pid>.<ticks>)");
+  private_copy copy;
+  std::string why;
+  if (!copy.read(k_shm_dir + name, true, &why))
+    return fail(name + ": cannot open the trace: " + why);
+  if (owner) *owner = copy.file_stat().st_uid;
+  read_result r = decode(copy.bytes(), options);
+  if (!r) {
+    r.error.message = name + ": " + r.error.message;
+    return r;
+  }
+  auto& info = r.value.info;
+  if (info.pid != pid || info.proc_start_ticks != ticks)
+    return fail(name + ": the header says pid " + std::to_string(info.pid) + " started at tick " +
+                std::to_string(info.proc_start_ticks) +
+                ": not the trace its name claims (forged or damaged)");
+  info.source = "shm " + name;
+  if (info.state != trace_state::exited)
+    info.state =
+        alive_as(pid, ticks, copy.file_stat().st_uid) ? trace_state::running : trace_state::crashed;
+  return r;
+}
+
+} // namespace
+
+read_result open_file(const std::string& path, const read_options& options) {
+  // A file the user named: symlinks are followed (the user chose the path), but only a
+  // regular file is read, without blocking, into a private copy.
+  private_copy copy;
+  std::string why;
+  if (!copy.read(path, false, &why)) return fail(path + ": " + why);
+  read_result r = decode(copy.bytes(), options);
+  if (!r) {
+    r.error.message = path + ": " + r.error.message;
+    return r;
+  }
+  r.value.info.source = path;
+  r.value.info.saved_file = true;
+  return r;
 }
 
 read_result open_shm(const std::string& name, const read_options& options) {
-  try {
-    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
-    bip::offset_t size = 0;
-    if (!shm.get_size(size) || size <= 0) return fail(name + ": empty shared-memory object");
-    bip::mapped_region region(shm, bip::read_only);
-    read_result r =
-        decode(std::span<const std::byte>(static_cast<const std::byte*>(region.get_address()),
-                                          region.get_size()),
-               options);
-    if (!r) {
-      r.error.message = name + ": " + r.error.message;
-      return r;
-    }
-    auto& info = r.value.info;
-    info.source = "shm " + name;
-    if (info.state != trace_state::exited)
-      info.state = process_alive(info.pid, info.proc_start_ticks) ? trace_state::running
-                                                                  : trace_state::crashed;
-    return r;
-  } catch (const bip::interprocess_exception& e) {
-    return fail(name + ": cannot open the trace: " +
-                (e.get_native_error() ? errno_text(e.get_native_error()) : std::string(e.what())));
-  } catch (const std::exception& e) {
-    return fail(name + ": cannot open the trace: " + e.what());
-  }
+  return open_shm_as(name, options, nullptr);
 }
 
 std::vector<trace_entry> list_traces() {
@@ -152,28 +272,38 @@ std::vector<trace_entry> list_traces() {
     e.name = d->d_name;
     if (!parse_object_name(e.name, &e.pid, &e.proc_start_ticks)) continue;
     struct stat st {};
-    if (::lstat((k_shm_dir + e.name).c_str(), &st) == 0) {
+    if (::fstatat(dirfd(dir), e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
       e.bytes = static_cast<std::uint64_t>(st.st_size);
       e.allocated_bytes = static_cast<std::uint64_t>(st.st_blocks) * 512;
       e.mtime_ns = static_cast<std::uint64_t>(st.st_mtim.tv_sec) * 1'000'000'000ull +
                    static_cast<std::uint64_t>(st.st_mtim.tv_nsec);
       e.uid = st.st_uid;
+      e.owner_known = true;
     }
     read_options light;
     light.events = light.samples = light.live = false;
-    const read_result r = open_shm(e.name, light);
+    std::uint32_t owner = 0;
+    const read_result r = open_shm_as(e.name, light, &owner);
     e.readable = r.ok;
     if (r) {
+      e.uid = owner;
       e.state = r.value.info.state;
       e.start_realtime_ns = r.value.info.start_realtime_ns;
       e.heartbeat_realtime_ns = r.value.info.heartbeat_realtime_ns;
       e.exit_realtime_ns = r.value.info.exit_realtime_ns;
       e.exit_live_count = r.value.info.exit_live_count;
       e.command_line = r.value.info.command_line;
+      for (const auto& dev : r.value.devices) {
+        e.live_bytes += dev.stats.live_bytes;
+        e.reserved_bytes += dev.stats.reserved_bytes;
+      }
     } else {
-      e.problem = r.error.to_string();
-      e.state =
-          process_alive(e.pid, e.proc_start_ticks) ? trace_state::running : trace_state::crashed;
+      // "cannot open" has no byte offset worth showing; a decoding error has.
+      e.problem = r.error.message.find(": cannot open the trace: ") != std::string::npos
+                      ? r.error.message
+                      : r.error.to_string();
+      e.state = e.owner_known && alive_as(e.pid, e.proc_start_ticks, e.uid) ? trace_state::running
+                                                                            : trace_state::crashed;
     }
     out.push_back(std::move(e));
   }
@@ -269,28 +399,92 @@ std::vector<std::string> apply_retention(const retention_policy& policy) {
   return removed;
 }
 
-read_result open_pid(std::uint32_t pid, const read_options& options) {
-  std::string best;
-  std::uint64_t best_ticks = 0;
-  bool best_alive = false;
+pid_object find_pid_object(std::uint32_t pid) {
+  pid_object out;
+  struct candidate {
+    std::string name;
+    std::uint64_t ticks;
+    std::uint32_t uid;
+  };
+  std::vector<candidate> found;
   DIR* dir = opendir(k_shm_dir);
-  if (!dir) return fail(std::string(k_shm_dir) + ": " + errno_text(errno));
+  if (!dir) {
+    out.error = std::string(k_shm_dir) + ": " + errno_text(errno);
+    return out;
+  }
   while (dirent* d = readdir(dir)) {
     std::uint32_t p = 0;
     std::uint64_t t = 0;
     if (!parse_object_name(d->d_name, &p, &t) || p != pid) continue;
-    const bool alive = process_alive(p, t);
-    if (best.empty() || (alive && !best_alive) || (alive == best_alive && t > best_ticks)) {
-      best = d->d_name;
-      best_ticks = t;
-      best_alive = alive;
-    }
+    struct stat st {};
+    if (::fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue; // not an object anyone could have written a trace into
+    found.push_back({d->d_name, t, st.st_uid});
   }
   closedir(dir);
-  if (best.empty())
-    return fail("no gmem trace for pid " + std::to_string(pid) +
-                " (not run under gmem, GMEM_TRACE=0, or cleaned up)");
-  return open_shm(best, options);
+  out.found_any = !found.empty();
+  // The running process: only the object named after its start time and owned by its uid.
+  const std::uint64_t running_ticks = start_ticks_of(pid);
+  std::uint32_t running_uid = 0;
+  const bool running = running_ticks != 0 && proc_uid(pid, &running_uid);
+  if (running) {
+    for (const auto& c : found) {
+      if (c.ticks != running_ticks) continue;
+      if (c.uid == running_uid) {
+        out.name = c.name;
+        out.uid = c.uid;
+        out.running = true;
+        return out;
+      }
+      out.error = c.name + " is owned by uid " + std::to_string(c.uid) + " but pid " +
+                  std::to_string(pid) + " runs as uid " + std::to_string(running_uid) +
+                  ": not its trace";
+    }
+  }
+  // Earlier processes with this pid: they started before the running one (or before now).
+  // Their start times are only names, which any user can choose, so the newest is taken only
+  // among objects of one owner: ours if we have any, else the only owner there is.
+  const std::uint64_t before = running ? running_ticks : now_ticks();
+  std::vector<const candidate*> dead;
+  for (const auto& c : found)
+    if (c.ticks < before) dead.push_back(&c);
+  if (dead.empty()) {
+    if (out.error.empty() && !found.empty())
+      out.error = "the objects named after pid " + std::to_string(pid) +
+                  " claim start times this process and boot never had: not its trace";
+    return out;
+  }
+  const auto self = static_cast<std::uint32_t>(::geteuid());
+  bool mixed = false, have_self = false;
+  for (const auto* c : dead) {
+    have_self = have_self || c->uid == self;
+    mixed = mixed || c->uid != dead.front()->uid;
+  }
+  if (mixed && !have_self) {
+    std::string names;
+    for (const auto* c : dead)
+      names += (names.empty() ? "" : ", ") + c->name + " (uid " + std::to_string(c->uid) + ")";
+    out.error = "traces of pid " + std::to_string(pid) + " belong to different users: " + names +
+                "; name the object to read";
+    return out;
+  }
+  const std::uint32_t owner = have_self ? self : dead.front()->uid;
+  const candidate* best = nullptr;
+  for (const auto* c : dead)
+    if (c->uid == owner && (best == nullptr || c->ticks > best->ticks)) best = c;
+  out.error.clear();
+  out.name = best->name;
+  out.uid = best->uid;
+  return out;
+}
+
+read_result open_pid(std::uint32_t pid, const read_options& options) {
+  const pid_object o = find_pid_object(pid);
+  if (o.name.empty())
+    return fail(!o.error.empty() ? o.error
+                                 : "no gmem trace for pid " + std::to_string(pid) +
+                                       " (not run under gmem, GMEM_TRACE=0, or cleaned up)");
+  return open_shm(o.name, options);
 }
 
 bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool snapshot,
@@ -299,9 +493,12 @@ bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool 
     if (error) *error = path + ": " + what + ": " + errno_text(errno);
     return false;
   };
-  const std::string tmp = path + ".tmp" + std::to_string(getpid());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) return set_error("cannot create");
+  // A new file of ours beside the target (mkstemp: O_EXCL, 0600), never a name someone else
+  // may have planted; fsync()ed, then renamed over the target (rename replaces a symlink there
+  // instead of following it).
+  std::string tmp;
+  const int fd = create_temp_beside(path, &tmp);
+  if (fd < 0) return set_error("cannot create a temporary file beside it");
   constexpr std::size_t k_page = 4096;
   std::vector<std::byte> page(k_page);
   bool ok = true;
@@ -327,36 +524,30 @@ bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool 
     ok = ::pwrite(fd, page.data(), n, static_cast<off_t>(at)) == static_cast<ssize_t>(n);
   }
   ok = ok && ::ftruncate(fd, static_cast<off_t>(bytes.size())) == 0;
-  ok = (::close(fd) == 0) && ok;
   if (!ok) {
     set_error("cannot write");
+    ::close(fd);
     ::unlink(tmp.c_str());
     return false;
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    set_error("cannot rename " + tmp);
-    ::unlink(tmp.c_str());
-    return false;
-  }
-  return true;
+  return commit_temp(fd, tmp, path, error);
 }
 
 bool save_shm(const std::string& name, const std::string& path, std::string* error) {
-  try {
-    bip::shared_memory_object shm(bip::open_only, name.c_str(), bip::read_only);
-    bip::mapped_region region(shm, bip::read_only);
-    std::span<const std::byte> bytes(static_cast<const std::byte*>(region.get_address()),
-                                     region.get_size());
-    std::uint32_t pid = 0;
-    std::uint64_t ticks = 0;
-    const bool alive = parse_object_name(name, &pid, &ticks) && process_alive(pid, ticks);
-    return save_bytes(bytes, path, alive, error);
-  } catch (const bip::interprocess_exception& e) {
-    if (error)
-      *error = name + ": cannot open the trace: " +
-               (e.get_native_error() ? errno_text(e.get_native_error()) : std::string(e.what()));
+  std::uint32_t pid = 0;
+  std::uint64_t ticks = 0;
+  if (!parse_object_name(name, &pid, &ticks)) {
+    if (error) *error = name + ": not a gmem trace name (gmem.<pid>.<ticks>)";
     return false;
   }
+  private_copy copy;
+  std::string why;
+  if (!copy.read(k_shm_dir + name, true, &why)) {
+    if (error) *error = name + ": cannot open the trace: " + why;
+    return false;
+  }
+  const bool alive = alive_as(pid, ticks, copy.file_stat().st_uid);
+  return save_bytes(copy.bytes(), path, alive, error);
 }
 
 bool remove_shm(const std::string& name, std::string* error) {

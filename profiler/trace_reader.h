@@ -39,13 +39,32 @@ struct read_options {
 // unaligned and may be concurrently modified by a writer (live mapping).
 read_result decode(std::span<const std::byte> bytes, const read_options& = {});
 
-// A saved trace file (gmem save, GMEM_TRACE_SAVE).
+// A saved trace file (gmem save, GMEM_TRACE_SAVE). Only a regular file is read (a FIFO or a
+// device is refused without blocking), into a private copy: a file truncated or rewritten
+// meanwhile cannot crash the reader.
 read_result open_file(const std::string& path, const read_options& = {});
 
-// The live object "gmem.<pid>.<ticks>" (name without "/dev/shm/").
+// The live object "gmem.<pid>.<ticks>" (name without "/dev/shm/"). Opened without following
+// a symlink and without blocking, regular files only, decoded from a private copy (no SIGBUS
+// when its owner truncates it). Refused when its header's pid or start time differ from the
+// name's. It is "running" only when that process runs now as the object's owner.
 read_result open_shm(const std::string& name, const read_options& = {});
 
-// The newest trace object of `pid` on this host (live or left by a dead process).
+// The object that belongs to `pid`, chosen without trusting anything another user writes:
+// while `pid` runs, only the object named after its start time and owned by its uid; else the
+// newest (by the name's start time, which must lie in the past) among the objects of one
+// owner: the caller's own if it has any, else the only owner there is. Several owners and none
+// of them the caller: ambiguous, refused with the names in `error`.
+struct pid_object {
+  std::string name;       // "" when none fits; then `error` may say why
+  std::uint32_t uid = 0;  // its owner
+  bool running = false;   // the object of the running process
+  bool found_any = false; // some object carries this pid in its name
+  std::string error;
+};
+pid_object find_pid_object(std::uint32_t pid);
+
+// open_shm() of find_pid_object(pid).
 read_result open_pid(std::uint32_t pid, const read_options& = {});
 
 // One trace object found in /dev/shm, without decoding it fully.
@@ -54,6 +73,8 @@ struct trace_entry {
   std::uint32_t pid = 0;
   std::uint64_t proc_start_ticks = 0;
   std::uint64_t bytes = 0;
+  std::uint32_t uid = 0;    // the object's owner
+  bool owner_known = false; // lstat worked
   trace_state state = trace_state::crashed;
   bool readable = false; // header decoded (false: other user's, other version, garbage)
   std::string problem;   // why not readable
@@ -63,11 +84,12 @@ struct trace_entry {
   std::uint64_t exit_live_count = 0; // allocations outstanding at exit (exited traces)
   std::uint64_t allocated_bytes = 0; // /dev/shm space it holds (blocks, not its size)
   std::uint64_t mtime_ns = 0;        // last change of the object
-  std::uint32_t uid = 0;             // owner
   std::string command_line;
   // When the process stopped writing: its exit, else its last heartbeat, else the object's
   // last change.
   std::uint64_t ended_realtime_ns() const;
+  std::uint64_t live_bytes = 0;     // summed over the pools' last counters
+  std::uint64_t reserved_bytes = 0; // likewise
 };
 // Every gmem trace object on this host, oldest start first.
 std::vector<trace_entry> list_traces();
@@ -105,9 +127,10 @@ bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);
 // and fills `error` on failure.
 bool save_shm(const std::string& name, const std::string& path, std::string* error);
 
-// Writes a trace image to `path` (via a temporary file and rename; all-zero pages become
-// holes). `snapshot`: the writer was still running (readers then report it as running, not
-// crashed). Used by save_shm() and by the recorder for GMEM_TRACE_SAVE.
+// Writes a trace image to `path` (via a temporary file that mkstemp creates 0600 beside it,
+// fsync()ed and renamed over `path`; all-zero pages become holes). `snapshot`: the writer was still
+// running (readers then report it as running, not crashed). Used by save_shm() and by the recorder
+// for GMEM_TRACE_SAVE.
 bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool snapshot,
                 std::string* error);
 

@@ -1,9 +1,13 @@
 // Commands over the trace objects of this host: ps (list), save (copy to a file), clean
-// (remove the objects of dead processes).
+// (remove the objects of dead processes). Objects belong to whoever created them; clean
+// removes only the caller's own unless root names a user (--user, --all-users).
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <pwd.h>
+#include <unistd.h>
 
+#include "common/escape.h"
 #include "common/units.h"
 #include "tools/commands.h"
 #include "tools/exit_codes.h"
@@ -23,11 +27,35 @@ std::string clock_time(std::uint64_t unix_ns) {
   return b;
 }
 
+// "alice", or the uid in digits when it has no name.
+std::string user_name(std::uint32_t uid) {
+  char buf[4096];
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) return found->pw_name;
+  return std::to_string(uid);
+}
+
+// A user name or a uid in digits.
+bool uid_of_user(const std::string& user, std::uint32_t* uid) {
+  char buf[4096];
+  passwd pw{};
+  passwd* found = nullptr;
+  if (getpwnam_r(user.c_str(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+    *uid = found->pw_uid;
+    return true;
+  }
+  if (!is_pid(user) || std::stoull(user) > 0xffffffffull) return false;
+  *uid = static_cast<std::uint32_t>(std::stoull(user));
+  return true;
+}
+
 } // namespace
 
 command_fn add_ps(CLI::App& app) {
   auto* sub =
-      app.add_subcommand("ps", "Traced processes on this host, running or not, with their memory.");
+      app.add_subcommand("ps", "Traced processes on this host, running or not, with their memory "
+                               "and owner. Objects the caller cannot read say why.");
   auto json = std::make_shared<bool>(false);
   sub->add_flag("--json", *json, "one JSON document instead of text");
   return [json]() -> int {
@@ -35,41 +63,38 @@ command_fn add_ps(CLI::App& app) {
     nlohmann::json rows = nlohmann::json::array();
     std::string out;
     char line[512];
-    std::snprintf(line, sizeof line, "%-8s %-8s %-19s %11s %11s  %-24s %s\n", "PID", "STATE",
-                  "STARTED", "LIVE", "RESERVED", "OBJECT", "COMMAND");
+    std::snprintf(line, sizeof line, "%-8s %-10s %-12s %-19s %11s %11s  %-24s %s\n", "PID", "USER",
+                  "STATE", "STARTED", "LIVE", "RESERVED", "OBJECT", "COMMAND");
     out += line;
     for (const auto& e : entries) {
-      std::uint64_t live = 0, reserved = 0;
-      std::string problem = e.problem;
-      if (e.readable) {
-        auto r = gmem::trace::open_shm(e.name, {.events = false, .samples = false});
-        if (r) {
-          for (const auto& d : r.value.devices) {
-            live += d.stats.live_bytes;
-            reserved += d.stats.reserved_bytes;
-          }
-        } else {
-          problem = r.error.to_string();
-        }
-      }
-      const char* state = gmem::trace::to_string(e.state);
+      const std::uint64_t live = e.live_bytes, reserved = e.reserved_bytes;
+      const std::string& problem = e.problem;
+      // An object we cannot read says nothing about its process: not "crashed".
+      const char* state = problem.empty() ? gmem::trace::to_string(e.state) : "not readable";
+      const std::string owner = e.owner_known ? user_name(e.uid) : "?";
       rows.push_back({{"pid", e.pid},
+                      {"user", owner},
+                      {"uid", e.uid},
                       {"state", state},
                       {"object", e.name},
                       {"start_unix_ns", e.start_realtime_ns},
                       {"live_bytes", live},
                       {"reserved_bytes", reserved},
                       {"command", e.command_line},
-                      {"readable", e.readable && problem.empty()},
+                      {"readable", problem.empty()},
                       {"problem", problem}});
-      std::snprintf(line, sizeof line, "%-8u %-8s %-19s %11s %11s  %-24s %s\n", e.pid, state,
-                    clock_time(e.start_realtime_ns).c_str(), format_bytes(live).c_str(),
-                    format_bytes(reserved).c_str(), e.name.c_str(),
-                    problem.empty() ? e.command_line.c_str()
-                                    : ("(unreadable: " + problem + ")").c_str());
+      std::snprintf(line, sizeof line, "%-8u %-10s %-12s %-19s %11s %11s  %-24s ", e.pid,
+                    escape_text(owner).c_str(), state, clock_time(e.start_realtime_ns).c_str(),
+                    format_bytes(live).c_str(), format_bytes(reserved).c_str(),
+                    escape_text(e.name).c_str());
       out += line;
+      out += escape_text(problem.empty() ? e.command_line : "(" + problem + ")") + "\n";
     }
-    if (*json) return write_output("-", rows.dump(2) + "\n") ? k_exit_ok : k_exit_io;
+    if (*json)
+      return write_output("-",
+                          rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")
+                 ? k_exit_ok
+                 : k_exit_io;
     if (entries.empty())
       out = "No gmem traces on this host. Start a program with: gmem run -- COMMAND\n";
     return write_output("-", out) ? k_exit_ok : k_exit_io;
@@ -89,55 +114,77 @@ command_fn add_save(CLI::App& app) {
   return [a]() -> int {
     std::string name = a->pid;
     if (is_pid(a->pid)) {
-      name.clear();
-      for (const auto& e : gmem::trace::list_traces())
-        if (std::to_string(e.pid) == a->pid) name = e.name;
-      if (name.empty())
-        return fail(k_exit_not_found, "no gmem trace of pid " + a->pid +
-                                          ": is it running under gmem? (gmem ps lists the traces)");
+      const auto o = gmem::trace::find_pid_object(static_cast<std::uint32_t>(std::stoul(a->pid)));
+      if (o.name.empty())
+        return fail(k_exit_not_found,
+                    !o.error.empty()
+                        ? "pid " + a->pid + ": " + o.error
+                        : "no gmem trace of pid " + a->pid +
+                              ": is it running under gmem? (gmem ps lists the traces)");
+      name = o.name;
     }
     std::string error;
     if (!gmem::trace::save_shm(name, a->file, &error))
       return fail(error.find("ermission") != std::string::npos ? k_exit_permission : k_exit_io,
                   "saving " + name + " to " + a->file + ": " + error);
-    std::fprintf(stderr, "gmem: saved %s to %s\n", name.c_str(), a->file.c_str());
+    std::fprintf(stderr, "gmem: saved %s to %s\n", name.c_str(), escape_text(a->file).c_str());
     return k_exit_ok;
   };
 }
 
 command_fn add_clean(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "clean", "Remove the trace objects of processes that are gone (all, or PID's). A running "
-               "process's trace is kept unless --force.");
+      "clean",
+      "Remove your trace objects of processes that are gone (all, or PID's). A running "
+      "process's trace is kept unless --force. Root too removes only its own unless --user NAME "
+      "or --all-users.");
   struct args {
-    std::string pid;
-    bool force = false, dry_run = false;
+    std::string pid, user;
+    bool force = false, dry_run = false, all_users = false;
   };
   auto a = std::make_shared<args>();
   sub->add_option("pid", a->pid, "only this process's traces");
   sub->add_flag("--force", a->force, "also remove the traces of running processes");
   sub->add_flag("-n,--dry-run", a->dry_run, "only say what would be removed");
+  sub->add_option("--user", a->user, "the traces of this user (name or uid; others: root only)");
+  sub->add_flag("--all-users", a->all_users, "the traces of every user (root only)");
   return [a]() -> int {
     if (!a->pid.empty() && !is_pid(a->pid))
       return fail(k_exit_usage, "'" + a->pid + "' is not a pid");
-    int matched = 0, removed = 0, kept = 0, failed = 0, status = k_exit_ok;
+    const auto self = static_cast<std::uint32_t>(geteuid());
+    std::uint32_t only_uid = self;
+    if (!a->user.empty()) {
+      if (a->all_users) return fail(k_exit_usage, "--user and --all-users exclude each other");
+      if (!uid_of_user(a->user, &only_uid))
+        return fail(k_exit_not_found, "--user '" + a->user + "': no such user");
+    }
+    if ((a->all_users || only_uid != self) && self != 0)
+      return fail(k_exit_permission,
+                  "only root can remove other users' traces (--user, --all-users)");
+    int matched = 0, removed = 0, kept = 0, failed = 0, others = 0, status = k_exit_ok;
     for (const auto& e : gmem::trace::list_traces()) {
       if (!a->pid.empty() && std::to_string(e.pid) != a->pid) continue;
       ++matched;
+      if (!a->all_users && (!e.owner_known || e.uid != only_uid)) {
+        ++others;
+        continue;
+      }
       const bool running = gmem::trace::process_alive(e.pid, e.proc_start_ticks);
+      const std::string who = e.owner_known ? escape_text(user_name(e.uid)) : "?";
       if (running && !a->force) {
-        std::printf("kept     %s (pid %u is running; --force removes it)\n", e.name.c_str(), e.pid);
+        std::printf("kept     %s (pid %u of %s is running; --force removes it)\n", e.name.c_str(),
+                    e.pid, who.c_str());
         ++kept;
         continue;
       }
       if (a->dry_run) {
-        std::printf("would remove %s (pid %u, %s)\n", e.name.c_str(), e.pid,
+        std::printf("would remove %s (pid %u of %s, %s)\n", e.name.c_str(), e.pid, who.c_str(),
                     running ? "running" : "gone");
         continue;
       }
       std::string error;
       if (gmem::trace::remove_shm(e.name, &error)) {
-        std::printf("removed  %s (pid %u, %s)\n", e.name.c_str(), e.pid,
+        std::printf("removed  %s (pid %u of %s, %s)\n", e.name.c_str(), e.pid, who.c_str(),
                     running ? "running" : "gone");
         ++removed;
       } else {
@@ -150,7 +197,11 @@ command_fn add_clean(CLI::App& app) {
     if (!a->pid.empty() && matched == 0)
       return fail(k_exit_not_found,
                   "no gmem trace of pid " + a->pid + " (gmem ps lists the traces)");
-    std::printf("%d removed, %d kept, %d failed\n", removed, kept, failed);
+    std::printf("%d removed, %d kept, %d failed", removed, kept, failed);
+    if (others != 0)
+      std::printf("; %d of other users left alone (%s)", others,
+                  self == 0 ? "--user NAME or --all-users" : "only root can remove them");
+    std::printf("\n");
     return status;
   };
 }

@@ -5,6 +5,8 @@
 #include <iostream>
 #include <memory>
 
+#include "common/escape.h"
+#include "common/safe_file.h"
 #include "common/units.h"
 #include "tools/chrome_export.h"
 #include "tools/commands.h"
@@ -19,24 +21,18 @@
 namespace gmem::tools {
 
 int fail(int code, const std::string& message) {
-  std::fprintf(stderr, "gmem: error: %s\n", message.c_str());
+  std::fprintf(stderr, "gmem: error: %s\n", escape_text(message).c_str());
   return code;
 }
 
-bool write_output(const std::string& path, const std::string& data) {
+bool write_output(const std::string& path, const std::string& data, bool replace) {
   if (path == "-") {
     std::fwrite(data.data(), 1, data.size(), stdout);
     return std::fflush(stdout) == 0;
   }
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) {
-    fail(k_exit_io, "cannot write " + path + ": " + std::strerror(errno));
-    return false;
-  }
-  f.write(data.data(), static_cast<std::streamsize>(data.size()));
-  f.close();
-  if (!f) {
-    fail(k_exit_io, "writing " + path + " failed: " + std::strerror(errno));
+  std::string error;
+  if (!write_file_safely(path, data, replace, &error)) {
+    fail(k_exit_io, "cannot write " + error);
     return false;
   }
   return true;
@@ -59,7 +55,9 @@ std::unique_ptr<gmem::trace::trace> load(const std::string& target, int& status,
 }
 
 std::string dump(const nlohmann::json& j) {
-  return j.dump(2) + "\n";
+  // Strings from a trace may be any bytes: invalid UTF-8 becomes U+FFFD instead of an
+  // exception; control characters are escaped by JSON itself.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 } // namespace
@@ -162,17 +160,19 @@ command_fn add_report(CLI::App& app) {
                 "OOMs and fences, the segment map, leak and fragmentation tables.");
   struct args {
     std::string target, out = "gmem-report.html";
+    bool force = false;
   };
   auto a = std::make_shared<args>();
   sub->add_option("target", a->target, k_target_help)->required();
   sub->add_option("-o,--output", a->out,
                   "HTML file to write (default gmem-report.html; - = stdout)");
+  sub->add_flag("--force", a->force, "replace the file if it exists");
   return [a]() -> int {
     int status = 0;
     auto t = load(a->target, status);
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
-    if (!write_output(a->out, html_report(*t, symbols))) return k_exit_io;
+    if (!write_output(a->out, html_report(*t, symbols), a->force)) return k_exit_io;
     if (a->out != "-") std::fprintf(stderr, "gmem: wrote %s\n", a->out.c_str());
     return k_exit_ok;
   };
@@ -185,20 +185,26 @@ command_fn add_export(CLI::App& app) {
                 "viewer, pytorch.org/memory_viz).");
   struct args {
     std::string target, format = "chrome", out = "-";
+    bool force = false;
   };
   auto a = std::make_shared<args>();
   sub->add_option("target", a->target, k_target_help)->required();
   sub->add_option("-f,--format", a->format, "chrome or pytorch")
       ->check(CLI::IsMember({"chrome", "pytorch"}));
   sub->add_option("-o,--output", a->out, "file to write (default: stdout)");
+  sub->add_flag("--force", a->force, "replace the file if it exists");
   return [a]() -> int {
     int status = 0;
     auto t = load(a->target, status);
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
-    const std::string data = a->format == "chrome" ? chrome_trace(*t, symbols).dump() + "\n"
-                                                   : encode_pickle(pytorch_snapshot(*t, symbols));
-    if (!write_output(a->out, data)) return k_exit_io;
+    const std::string data =
+        a->format == "chrome"
+            ? chrome_trace(*t, symbols)
+                      .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                  "\n"
+            : encode_pickle(pytorch_snapshot(*t, symbols));
+    if (!write_output(a->out, data, a->force)) return k_exit_io;
     if (a->out != "-")
       std::fprintf(stderr, "gmem: wrote %s (%s)\n", a->out.c_str(), a->format.c_str());
     return k_exit_ok;

@@ -49,7 +49,7 @@ command_fn add_top(CLI::App& app) {
         f.top = a->sites;
         nlohmann::json j = stats_json(r.value);
         j["top_sites"] = leaks_json(r.value, build_leak_report(r.value, symbols, f))["sites"];
-        frame = j.dump() + "\n";
+        frame = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       } else {
         frame = render_top(r.value, symbols, previous.get(), a->sites);
       }

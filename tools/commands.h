@@ -24,7 +24,9 @@ command_fn add_export(CLI::App& app);
 
 // "gmem: error: <message>" on stderr; returns `code`.
 int fail(int code, const std::string& message);
-// Writes `data` to `path` ("-" = stdout); false after printing an error.
-bool write_output(const std::string& path, const std::string& data);
+// Writes `data` to `path` ("-" = stdout); false after printing an error. A file is created
+// 0600 with O_EXCL (write_file_safely): an existing one, or a symlink planted there, is an
+// error unless `replace` (--force), which renames a new file over it.
+bool write_output(const std::string& path, const std::string& data, bool replace = false);
 
 } // namespace gmem::tools

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
+#include <set>
 
 #include "common/units.h"
 #include "tools/frag_report.h"
@@ -32,6 +33,8 @@ code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}pre{margin:4px 0;wh
 .note{color:#5a6275;font-size:12px}.warn{color:#a0522d}
 ul.advice li{margin:4px 0}
 )";
+
+constexpr std::size_t k_max_charts = 64; // timeline charts and segment maps per report
 
 std::string pool_title(int device) {
   return device < 0 ? std::string("Host (pinned) pool") : "Device " + std::to_string(device);
@@ -110,11 +113,31 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
        "<span><i class=\"sw\" style=\"background:#d0312d\"></i>OOM</span>"
        "<span><i class=\"sw\" style=\"background:#2a9d5c\"></i>fence</span></p>\n";
   if (tl.devices.empty()) h += "<p class=\"note\">No pooled memory was recorded.</p>\n";
+  // Charts only for pools that have counters (when any pool has): the device ids of events
+  // are the writer's word, and a chart per id would make a small hostile file a huge report.
+  std::set<int> counted;
+  for (const auto& d : t.devices)
+    counted.insert(d.device);
+  std::size_t charts = 0, uncharted = 0;
   for (const auto& d : tl.devices) {
+    if ((!counted.empty() && counted.count(d.device) == 0) || charts == k_max_charts) {
+      ++uncharted;
+      continue;
+    }
+    ++charts;
     h += "<h3>" + pool_title(d.device) + ": peak live " + format_bytes(d.peak_live) +
          ", peak reserved " + format_bytes(d.peak_reserved) + "</h3>\n";
-    h += timeline_svg(tl, d, 1040, 320);
+    std::size_t not_drawn = 0;
+    h += timeline_svg(tl, d, 1040, 320, &not_drawn);
+    if (not_drawn != 0)
+      h += "<p class=\"note\">" + std::to_string(not_drawn) + " more markers not drawn (at most " +
+           std::to_string(k_max_chart_markers) + " markers and " +
+           std::to_string(k_max_chart_marks) + " other marks per chart).</p>\n";
   }
+  if (uncharted != 0)
+    h += "<p class=\"note\">" + std::to_string(uncharted) +
+         " more pools not drawn (pools without counters, or beyond " +
+         std::to_string(k_max_charts) + " charts).</p>\n";
   if (tl.lost_events)
     h += "<p class=\"note\">The event ring lost its oldest events; the curves are anchored at the "
          "final state.</p>\n";
@@ -124,7 +147,13 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
        "<span><i class=\"sw\" style=\"background:#9db7ea\"></i>rounding</span>"
        "<span><i class=\"sw\" style=\"background:#e6e8ee\"></i>free</span> (bar width: square root "
        "of the segment size)</p>\n";
+  std::size_t maps = 0;
   for (const auto& d : fr.devices) {
+    if (maps++ == k_max_charts) {
+      h += "<p class=\"note\">" + std::to_string(fr.devices.size() - k_max_charts) +
+           " more pools not drawn (at most " + std::to_string(k_max_charts) + ").</p>\n";
+      break;
+    }
     h += "<h3>" + pool_title(d.device) + "</h3>\n";
     h += "<table><tr><th>reserved</th><th>used</th><th>requested</th><th>free</th><th>largest free "
          "block</th>"

@@ -29,6 +29,7 @@ json frame_json(const frame_info& f) {
   }
   if (f.function.empty()) j["module_offset"] = f.module_offset;
   if (f.stale) j["module_rebuilt"] = true;
+  if (!f.note.empty()) j["note"] = f.note;
   return j;
 }
 

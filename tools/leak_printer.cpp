@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include "common/escape.h"
 #include "common/units.h"
 #include "tools/leak_report.h"
 #include "tools/printers.h"
@@ -27,11 +28,11 @@ std::string plural(std::uint64_t n, const char* one, const char* many) {
 
 std::string describe_source(const gmem::trace::trace& t) {
   std::string s = "pid " + std::to_string(t.info.pid);
-  if (!t.info.command_line.empty()) s += " (" + t.info.command_line + ")";
+  if (!t.info.command_line.empty()) s += " (" + escape_text(t.info.command_line) + ")";
   s += ", ";
   s += gmem::trace::to_string(t.info.state);
   s += t.info.saved_file ? ", saved file " : ", ";
-  s += t.info.source;
+  s += escape_text(t.info.source);
   return s;
 }
 
@@ -72,11 +73,12 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
       const frame_info& f = s.frames[i];
       char idx[32];
       std::snprintf(idx, sizeof idx, "    #%-2zu ", i);
-      out += idx + f.name();
+      out += idx + escape_text(f.name());
       if (!f.file.empty())
-        out += " at " + (o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
-      out += " (" + (o.full_paths ? f.module : basename_of(f.module)) +
-             (f.stale ? ", rebuilt since the run: not symbolized" : "") + ")\n";
+        out += " at " +
+               escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
+      out += " (" + escape_text(o.full_paths ? f.module : basename_of(f.module)) +
+             (f.note.empty() ? "" : ", " + f.note) + ")\n";
     }
     if (s.frames.size() > o.frames)
       out += "    ... " + plural(s.frames.size() - o.frames, "more frame", "more frames") +

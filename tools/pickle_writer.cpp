@@ -3,6 +3,8 @@
 #include <bit>
 #include <cstring>
 
+#include "common/escape.h"
+
 namespace gmem::tools {
 namespace {
 
@@ -51,7 +53,10 @@ private:
     for (int shift = 56; shift >= 0; shift -= 8) // big-endian
       out += static_cast<char>((bits >> shift) & 0xff);
   }
-  void one(const std::string& s) {
+  void one(const std::string& text) {
+    // BINUNICODE must be UTF-8 or Python's unpickler fails: a command line or path from a
+    // trace may hold any bytes.
+    const std::string s = valid_utf8(text);
     out += k_binunicode;
     le(s.size(), 4);
     out += s;

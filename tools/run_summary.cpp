@@ -6,6 +6,7 @@
 #include <cstring>
 #include <set>
 
+#include "common/escape.h"
 #include "common/units.h"
 #include "tools/trace_source.h"
 
@@ -15,13 +16,13 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
                                const std::string& program, int wait_status,
                                const std::string& problem) {
   const std::string p = std::to_string(pid);
-  std::string out = "\ngmem: " + program + " (pid " + p + ") ";
+  std::string out = "\ngmem: " + escape_text(program) + " (pid " + p + ") ";
   if (WIFEXITED(wait_status))
     out += "exited with status " + std::to_string(WEXITSTATUS(wait_status));
   else if (WIFSIGNALED(wait_status))
     out += std::string("was killed by signal ") + std::to_string(WTERMSIG(wait_status)) + " (" +
            strsignal(WTERMSIG(wait_status)) + ")";
-  if (t == nullptr) return out + "\ngmem: no trace: " + problem + "\n";
+  if (t == nullptr) return out + "\ngmem: no trace: " + escape_text(problem) + "\n";
   out += ", " +
          format_duration_ns(t->info.exit_realtime_ns > t->info.start_realtime_ns
                                 ? t->info.exit_realtime_ns - t->info.start_realtime_ns
@@ -66,10 +67,10 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
     std::string file = value; // %p = pid, as the recorder expands it
     for (auto at = file.find("%p"); at != std::string::npos; at = file.find("%p", at + p.size()))
       file.replace(at, 2, p);
-    out += "gmem: trace saved to " + file + " (GMEM_TRACE_SAVE)\n";
+    out += "gmem: trace saved to " + escape_text(file) + " (GMEM_TRACE_SAVE)\n";
   }
-  out += "gmem: trace " + t->info.source + " (gmem report " + p + " -o report.html; gmem clean " +
-         p + " removes it)\n";
+  out += "gmem: trace " + escape_text(t->info.source) + " (gmem report " + p +
+         " -o report.html; gmem clean " + p + " removes it)\n";
   return out;
 }
 

@@ -1,5 +1,6 @@
 #include <cstdio>
 
+#include "common/escape.h"
 #include "common/units.h"
 #include "tools/printers.h"
 
@@ -27,7 +28,7 @@ std::string print_stats(const gmem::trace::trace& t) {
     GMEM_POOL_STATS(GMEM_X_LINE)
 #undef GMEM_X_LINE
     for (const auto& [name, value] : d.unknown)
-      line(name.c_str(), value, "(unknown to this gmem)");
+      line(escape_text(name).c_str(), value, "(unknown to this gmem)");
   }
   const auto& l = t.losses;
   out += "\nrecorded: " + std::to_string(l.last_seq) + " events (" +

@@ -62,7 +62,8 @@ std::string html_escape(const std::string& s) {
   return o;
 }
 
-std::string timeline_svg(const timeline& tl, const device_timeline& d, int width, int height) {
+std::string timeline_svg(const timeline& tl, const device_timeline& d, int width, int height,
+                         std::size_t* not_drawn) {
   const double left = 78, right = 16, top = 14, bottom = 36;
   const double pw = width - left - right, ph = height - top - bottom;
   const double t0 = static_cast<double>(tl.begin_ns);
@@ -130,8 +131,14 @@ std::string timeline_svg(const timeline& tl, const device_timeline& d, int width
        "\" fill=\"#3b6fd8\" fill-opacity=\"0.75\" stroke=\"#1f4fb0\" stroke-width=\"1\"/>\n";
   // Marks of this device.
   int label_row = 0;
+  std::size_t markers = 0, others = 0, skipped = 0;
   for (const auto& m : tl.marks) {
     if (m.device != d.device && m.kind != mark_kind::marker) continue;
+    if (m.kind == mark_kind::marker ? markers++ >= k_max_chart_markers
+                                    : others++ >= k_max_chart_marks) {
+      ++skipped;
+      continue;
+    }
     const double mx = x(m.t_ns);
     switch (m.kind) {
     case mark_kind::marker:
@@ -168,6 +175,7 @@ std::string timeline_svg(const timeline& tl, const device_timeline& d, int width
     }
   }
   s += "</svg>\n";
+  if (not_drawn != nullptr) *not_drawn = skipped;
   return s;
 }
 

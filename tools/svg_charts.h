@@ -2,6 +2,7 @@
 // a timeline of live vs reserved bytes with markers, OOMs and fences, and a segment map.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace gmem::tools {
@@ -11,8 +12,13 @@ struct device_frag;
 struct timeline;
 
 // Live (filled) and reserved (outlined area) over [tl.begin_ns, tl.end_ns] for one pool, with
-// the marks of that device drawn on it.
-std::string timeline_svg(const timeline& tl, const device_timeline& d, int width, int height);
+// the marks of that device drawn on it: at most k_max_chart_markers markers and
+// k_max_chart_marks other marks (OOMs, fences, trims), so a trace full of markers cannot blow
+// up the report. `not_drawn`, if given, receives how many were left out.
+inline constexpr std::size_t k_max_chart_markers = 200;
+inline constexpr std::size_t k_max_chart_marks = 2000;
+std::string timeline_svg(const timeline& tl, const device_timeline& d, int width, int height,
+                         std::size_t* not_drawn = nullptr);
 
 // Each segment as a horizontal bar, width proportional to its size: requested bytes dark,
 // rounding slack light, free space grey.

@@ -4,10 +4,40 @@
 #include <elfutils/libdwfl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace gmem::tools {
+namespace {
+
+// Separate debug info only from the system's directory (by build id, or the debuglink name
+// under /usr/lib/debug/<module dir>): never from beside a module the trace names.
+constexpr const char* k_debuginfo_path = "/usr/lib/debug";
+
+// The module's file, opened without blocking and only if it is a regular file (symlinks in
+// module paths are normal and followed). -1 otherwise, with `note` set unless it is missing.
+int open_module(const std::string& path, std::string* note) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT) // a module of another host is the usual case: no note for it
+      *note = std::string("cannot open: ") + std::strerror(errno) + ": not symbolized";
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    *note = "not a regular file: not symbolized";
+    return -1;
+  }
+  return fd;
+}
+
+} // namespace
 
 std::string demangle(const char* symbol) {
   if (symbol == nullptr) return {};
@@ -50,6 +80,7 @@ symbolizer::symbolizer(std::vector<module_range> modules)
   dwfl_->callbacks.find_elf = dwfl_build_id_find_elf;
   dwfl_->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
   dwfl_->callbacks.section_address = dwfl_offline_section_address;
+  dwfl_->debuginfo_path = const_cast<char*>(k_debuginfo_path);
   dwfl_->callbacks.debuginfo_path = &dwfl_->debuginfo_path;
   dwfl_->dwfl = dwfl_begin(&dwfl_->callbacks);
   if (dwfl_->dwfl == nullptr) return;
@@ -57,10 +88,20 @@ symbolizer::symbolizer(std::vector<module_range> modules)
   for (auto& m : modules_) {
     if (m.path.empty() || m.path[0] != '/') continue; // [vdso], anonymous: module+offset only
     // A missing or unreadable file just leaves this module's frames unresolved.
-    Dwfl_Module* mod =
-        dwfl_report_elf(dwfl_->dwfl, m.path.c_str(), m.path.c_str(), -1, m.base, false);
-    if (mod == nullptr || m.build_id.empty()) continue;
-    // A file rebuilt since the run would give confident wrong names: compare build ids.
+    const int fd = open_module(m.path, &m.note);
+    if (fd < 0) continue;
+    if (m.build_id.empty()) { // nothing to check the file against
+      ::close(fd);
+      m.note = "no build id recorded: not symbolized";
+      continue;
+    }
+    Dwfl_Module* mod = dwfl_report_elf(dwfl_->dwfl, m.path.c_str(), m.path.c_str(), fd, m.base,
+                                       false); // consumes fd on success
+    if (mod == nullptr) {
+      ::close(fd);
+      m.note = "not an ELF file: not symbolized";
+      continue;
+    }
     const unsigned char* bits = nullptr;
     GElf_Addr vaddr = 0;
     const int n = dwfl_module_build_id(mod, &bits, &vaddr);
@@ -70,7 +111,10 @@ symbolizer::symbolizer(std::vector<module_range> modules)
       std::snprintf(b, sizeof b, "%02x", bits[i]);
       hex += b;
     }
-    m.stale = n > 0 && hex != m.build_id;
+    if (hex != m.build_id) {
+      m.stale = true;
+      m.note = "rebuilt since the run: not symbolized";
+    }
   }
   dwfl_report_end(dwfl_->dwfl, nullptr, nullptr);
 }
@@ -97,7 +141,8 @@ const frame_info& symbolizer::resolve(std::uint64_t ip) {
   f.module = m != nullptr ? m->path : "?";
   f.module_offset = m != nullptr ? ip - m->start : ip;
   f.stale = m != nullptr && m->stale;
-  if (m == nullptr || f.stale || dwfl_->dwfl == nullptr) return f;
+  if (m != nullptr) f.note = m->note;
+  if (m == nullptr || !f.note.empty() || dwfl_->dwfl == nullptr) return f;
   const Dwarf_Addr pc = ip > 0 ? ip - 1 : ip;
   Dwfl_Module* mod = dwfl_addrmodule(dwfl_->dwfl, pc);
   if (mod == nullptr) return f;

@@ -19,6 +19,7 @@ struct module_range {
   std::uint64_t start = 0; // lowest mapped address (base + lowest PT_LOAD vaddr)
   std::string build_id;    // lower-case hex as recorded; "" = unknown (not checked)
   bool stale = false;      // set by the symbolizer: the file's build id differs from the record
+  std::string note;        // set by the symbolizer when the file is not used: why
 };
 
 struct frame_info {
@@ -29,6 +30,7 @@ struct frame_info {
   std::string module;              // module path; "?" when the ip is in no recorded module
   std::uint64_t module_offset = 0; // ip - module start, for unknown frames
   bool stale = false;              // the module's file was rebuilt since the run: not symbolized
+  std::string note;                // why the module's file was not used ("" when it was)
 
   // "main.cpp:42" or "" ; "function" or "libfoo.so+0x1234".
   std::string location() const;
@@ -37,6 +39,11 @@ struct frame_info {
 
 // Invariant: every ip resolves to exactly one frame_info, cached; unknown parts stay empty and
 // the frame is printed as module+offset, never dropped.
+// A trace names the files to read, and its writer may be another user: a module's file is
+// opened without blocking (a FIFO there cannot hang us), used only when it is a regular file
+// whose build id equals the one recorded when the process ran (a swapped or rebuilt file
+// would give confident wrong names), and separate debug info is looked up only under
+// /usr/lib/debug, never beside a file the trace names.
 class symbolizer {
 public:
   explicit symbolizer(std::vector<module_range> modules);

@@ -49,7 +49,9 @@ timeline build_timeline(const gmem::trace::trace& trace) {
                    [](const auto* a, const auto* b) { return a->seq < b->seq; });
   t.begin_ns = events.empty() ? 0 : events.front()->time_ns;
   for (const auto* e : events) {
-    state& s = dev[e->device];
+    // A pool exists only where memory changed: a marker or option event with some device id
+    // does not make one (a hostile trace could name thousands).
+    auto s_of = [&dev, e]() -> state& { return dev[e->device]; };
     bool changed = true;
     switch (e->type) {
     case event_type::alloc:
@@ -58,7 +60,7 @@ timeline build_timeline(const gmem::trace::trace& trace) {
         break;
       }
       blocks[e->address] = {std::max(e->size2, e->size), e->device};
-      s.live += static_cast<std::int64_t>(std::max(e->size2, e->size));
+      s_of().live += static_cast<std::int64_t>(std::max(e->size2, e->size));
       break;
     case event_type::free: {
       const auto it = blocks.find(e->address);
@@ -66,7 +68,7 @@ timeline build_timeline(const gmem::trace::trace& trace) {
         dev[it->second.device].live -= static_cast<std::int64_t>(it->second.bytes);
         blocks.erase(it);
       } else if (is_pooled_kind(e->kind) && e->size2 != 0) {
-        s.live -= static_cast<std::int64_t>(e->size2); // allocated before the ring's window
+        s_of().live -= static_cast<std::int64_t>(e->size2); // allocated before the ring's window
       } else {
         changed = false;
       }
@@ -74,11 +76,12 @@ timeline build_timeline(const gmem::trace::trace& trace) {
     }
     case event_type::segment_map:
       segments[e->address] = {e->size, e->device};
-      s.reserved += static_cast<std::int64_t>(e->size);
+      s_of().reserved += static_cast<std::int64_t>(e->size);
       break;
     case event_type::segment_unmap: {
       const auto it = segments.find(e->address);
-      s.reserved -= static_cast<std::int64_t>(it != segments.end() ? it->second.bytes : e->size);
+      s_of().reserved -=
+          static_cast<std::int64_t>(it != segments.end() ? it->second.bytes : e->size);
       if (it != segments.end()) segments.erase(it);
       break;
     }

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "common/escape.h"
 #include "common/units.h"
 #include "tools/leak_report.h"
 #include "tools/printers.h"
@@ -63,7 +64,7 @@ std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const t
     const std::string where = site_summary(s.frames);
     std::snprintf(line, sizeof line, "%11s %7llu  ", format_bytes(s.bytes).c_str(),
                   static_cast<unsigned long long>(s.count));
-    out += line + where + "\n";
+    out += line + escape_text(where) + "\n";
   }
   return out;
 }

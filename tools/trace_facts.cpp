@@ -28,7 +28,7 @@ std::uint64_t trace_now_ns(const gmem::trace::trace& t) {
 std::vector<module_range> module_ranges(const gmem::trace::trace& t) {
   std::vector<module_range> m;
   for (const auto& mod : t.modules)
-    m.push_back({mod.path, mod.load_bias, mod.size, mod.start, mod.build_id, false});
+    m.push_back({mod.path, mod.load_bias, mod.size, mod.start, mod.build_id, false, {}});
   return m;
 }
 

@@ -26,32 +26,24 @@ tool_error bad_trace(const std::string& what, const gmem::trace::read_error& e,
 open_result open_by_pid(const std::string& target, const gmem::trace::read_options& opts) {
   open_result r;
   const auto pid = static_cast<std::uint32_t>(std::stoul(target));
-  const gmem::trace::trace_entry* found = nullptr;
-  const auto entries = gmem::trace::list_traces();
-  for (const auto& e : entries)
-    if (e.pid == pid) found = &e; // oldest first: the last one is the newest
-  if (found == nullptr) {
+  // Chosen by owner and /proc, never by a field another user could have written.
+  const gmem::trace::pid_object found = gmem::trace::find_pid_object(pid);
+  if (found.name.empty()) {
     const bool running = access(("/proc/" + target).c_str(), F_OK) == 0;
-    r.error = {k_exit_not_found,
-               running ? "pid " + target +
-                             " is running but has no gmem trace: is it running under gmem? "
-                             "Start it with: gmem run -- COMMAND"
-                       : "no process and no gmem trace with pid " + target +
-                             " (gmem ps lists the traces on this host)"};
+    if (!found.error.empty())
+      r.error = {k_exit_not_found, "pid " + target + ": " + found.error};
+    else
+      r.error = {k_exit_not_found,
+                 running ? "pid " + target +
+                               " is running but has no gmem trace: is it running under gmem? "
+                               "Start it with: gmem run -- COMMAND"
+                         : "no process and no gmem trace with pid " + target +
+                               " (gmem ps lists the traces on this host)"};
     return r;
   }
-  if (!found->readable) {
-    const std::string what = "trace of pid " + target + " (/dev/shm/" + found->name + ")";
-    r.error = {mentions_permission(found->problem) ? k_exit_permission : k_exit_bad_trace,
-               what + ": " + found->problem +
-                   (mentions_permission(found->problem)
-                        ? "; run gmem as the user who ran the program, or as root"
-                        : "; gmem clean " + target + " removes it")};
-    return r;
-  }
-  auto res = gmem::trace::open_shm(found->name, opts);
+  auto res = gmem::trace::open_shm(found.name, opts);
   if (!res) {
-    r.error = bad_trace("trace of pid " + target + " (/dev/shm/" + found->name + ")", res.error,
+    r.error = bad_trace("trace of pid " + target + " (/dev/shm/" + found.name + ")", res.error,
                         "; the object is damaged or the process died while writing it "
                         "(gmem clean " +
                             target + " removes it)");

@@ -74,6 +74,36 @@ TEST(options, bad_values_warn_and_keep_defaults) {
   EXPECT_EQ(p.o.verbose, 0u);
 }
 
+// Issue 17: values that parse but cannot work are refused, naming the option.
+TEST(options, values_that_cannot_work_are_refused) {
+  const parsed p = parse({{"GMEM_LIMIT", "1"},
+                          {"GMEM_TRACE_LIVE", "9999999999999999999"},
+                          {"GMEM_TRACE_EVENTS", "9999999999999"}});
+  ASSERT_EQ(p.warnings.size(), 3u);
+  EXPECT_EQ(p.warnings[0], "gmem: warning: GMEM_LIMIT='1' is below 1 MiB: every allocation would "
+                           "fail; using no limit");
+  EXPECT_NE(p.warnings[1].find("GMEM_TRACE_LIVE='9999999999999999999' is more than"),
+            std::string::npos)
+      << p.warnings[1];
+  EXPECT_NE(p.warnings[2].find("GMEM_TRACE_EVENTS='9999999999999' is more than"), std::string::npos)
+      << p.warnings[2];
+  EXPECT_FALSE(p.o.limit_set);
+  EXPECT_EQ(p.o.trace_live, gmem::options::defaults().trace_live);
+  EXPECT_EQ(p.o.trace_events, gmem::options::defaults().trace_events);
+  // The smallest limit that can work, and a real one, pass.
+  EXPECT_TRUE(parse({{"GMEM_LIMIT", "1M"}}).warnings.empty());
+  EXPECT_TRUE(parse({{"GMEM_TRACE_LIVE", "536870912"}}).warnings.empty());
+}
+
+TEST(options, warn_once_prints_each_line_once) {
+  testing::internal::CaptureStderr();
+  gmem::options::warn_once("gmem: warning: test line A");
+  gmem::options::warn_once("gmem: warning: test line A");
+  gmem::options::warn_once("gmem: warning: test line B");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "gmem: warning: test line A\ngmem: warning: test line B\n");
+}
+
 TEST(options, arena_page_is_a_power_of_two_of_at_least_2_mib) {
   EXPECT_TRUE(parse({}).o.arena); // on by default
   EXPECT_FALSE(parse({{"GMEM_ARENA", "0"}}).o.arena);

@@ -174,7 +174,7 @@ if [ -z "$LPID" ]; then
   fail "held program did not start"; cat "$W/live.err"
 else
   PIDS+=("$LPID")
-  "$GMEM" ps | tee "$W/ps.txt" | grep -E "^$LPID +running" || fail "ps shows the running process"
+  "$GMEM" ps | tee "$W/ps.txt" | grep -E "^$LPID +[^ ]+ +running" || fail "ps shows the running process"
   "$GMEM" top --once "$LPID" | tee "$W/top_live.txt" | grep -q "running" || fail "top --once on a running process"
   "$GMEM" top --iterations 2 --interval 100ms "$LPID" >"$W/top2.txt" || fail "top --iterations"
   [ "$(grep -c '^gmem top:' "$W/top2.txt")" = 2 ] || fail "top --iterations 2 printed $(grep -c '^gmem top:' "$W/top2.txt") frames"
@@ -189,7 +189,7 @@ else
   exec 3>&-
   wait "$RUN"
   expect_rc 0 $? "gmem run --hold"
-  "$GMEM" ps | grep -E "^$LPID +exited" >/dev/null || fail "ps shows the process exited"
+  "$GMEM" ps | grep -E "^$LPID +[^ ]+ +exited" >/dev/null || fail "ps shows the process exited"
 fi
 
 echo "== killed process"

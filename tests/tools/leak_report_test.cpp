@@ -1,11 +1,13 @@
 #include "tools/leak_report.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <dlfcn.h>
 #include <link.h>
 
 #include <gtest/gtest.h>
 
+#include "profiler/module_map.h"
 #include "tests/tools/sample_trace.h"
 #include "tools/trace_facts.h"
 
@@ -106,6 +108,21 @@ int find_self(dl_phdr_info* info, std::size_t, void* out) {
   return 0;
 }
 
+// The build id of the loaded object that starts at `start`, in lower-case hex.
+std::string own_build_id(std::uint64_t start) {
+  for (const auto& m : gmem::trace::scan_modules()) {
+    if (m.start != start) continue;
+    std::string hex;
+    for (const unsigned char c : m.build_id) {
+      char b[3];
+      std::snprintf(b, sizeof b, "%02x", c);
+      hex += b;
+    }
+    return hex;
+  }
+  return {};
+}
+
 TEST(symbolizer, resolves_functions_of_a_real_module) {
   module_range self;
   dl_iterate_phdr(find_self, &self);
@@ -113,6 +130,8 @@ TEST(symbolizer, resolves_functions_of_a_real_module) {
   const auto n = readlink("/proc/self/exe", path, sizeof path - 1);
   ASSERT_GT(n, 0);
   self.path.assign(path, static_cast<std::size_t>(n));
+  self.build_id = own_build_id(self.start);
+  ASSERT_FALSE(self.build_id.empty()) << "tools_test was linked without a build id";
   symbolizer symbols({self});
   // +1: resolve() looks up ip - 1 (return addresses); the function's first byte + 1 is inside it.
   const auto a = reinterpret_cast<std::uintptr_t>(&leak_site_alpha) + 1;
