@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -219,12 +220,19 @@ read_result open_shm_as(const std::string& name, const read_options& options,
   std::uint64_t ticks = 0;
   if (!parse_object_name(name, &pid, &ticks))
     return fail(name + ": not a gmem trace name (gmem.<pid>.<ticks>)");
-  private_copy copy;
-  std::string why;
-  if (!copy.read(k_shm_dir + name, true, &why))
-    return fail(name + ": cannot open the trace: " + why);
-  if (owner) *owner = copy.file_stat().st_uid;
-  read_result r = decode(copy.bytes(), options);
+  // A trace grows while it is written: a copy taken as it grew may hold a header that names
+  // more bytes than were copied. A few more copies catch it between two growths.
+  read_result r;
+  std::unique_ptr<private_copy> copy;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    copy = std::make_unique<private_copy>();
+    std::string why;
+    if (!copy->read(k_shm_dir + name, true, &why))
+      return fail(name + ": cannot open the trace: " + why);
+    r = decode(copy->bytes(), options);
+    if (r || r.error.offset != offsetof(layout::header, total_bytes)) break;
+  }
+  if (owner) *owner = copy->file_stat().st_uid;
   if (!r) {
     r.error.message = name + ": " + r.error.message;
     return r;
@@ -237,7 +245,7 @@ read_result open_shm_as(const std::string& name, const read_options& options,
   info.source = "shm " + name;
   if (info.state != trace_state::exited)
     info.state =
-        alive_as(pid, ticks, copy.file_stat().st_uid) ? trace_state::running : trace_state::crashed;
+        alive_as(pid, ticks, copy->file_stat().st_uid) ? trace_state::running : trace_state::crashed;
   return r;
 }
 
@@ -391,7 +399,9 @@ std::vector<std::string> apply_retention(const retention_policy& policy) {
     const auto plan = plan_retention(entries, policy, shm_space_now(), realtime_now_ns());
     const uid_t me = ::geteuid();
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      if (!plan[i].evict || (me != 0 && entries[i].uid != me)) continue;
+      // Only the caller's own objects, root included: `gmem clean --expired --all-users`
+      // applies the budget to everyone's.
+      if (!plan[i].evict || !entries[i].owner_known || entries[i].uid != me) continue;
       if (remove_shm(entries[i].name, nullptr)) removed.push_back(entries[i].name);
     }
   } catch (...) { // out of memory: nothing removed this time

@@ -116,8 +116,8 @@ struct retention_decision {
 std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& entries,
                                                const retention_policy& policy, shm_space space,
                                                std::uint64_t now_realtime_ns);
-// Lists the traces, plans and removes what the plan evicts and this user may remove (others'
-// objects are skipped). Returns the names removed.
+// Lists the traces, plans and removes what the plan evicts among the caller's own objects
+// (root's too: others' are left to `gmem clean --expired`). Returns the names removed.
 std::vector<std::string> apply_retention(const retention_policy& policy);
 
 // Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?

@@ -66,7 +66,9 @@ run_gmem() {
 
 status=0
 trace=$(realpath "$BUILD/demo")/leaky_pipeline.trace
-rm -f "$trace"
+rm -f "$trace" "$BUILD/demo/voxelize.trace"
+# The demo's programs save their traces beside its logs and leave nothing in /dev/shm.
+export GMEM_TRACE_KEEP=none
 step "1. leaks and fragmentation: gmem run -- $BUILD/examples/leaky_pipeline"
 GMEM_TRACE_SAVE="$trace" run_gmem "$BUILD/examples/leaky_pipeline" || status=1
 if [ $have_tool = 1 ] && [ -s "$trace" ]; then
@@ -81,7 +83,8 @@ else
 fi
 
 step "2. chunking: voxelize a 102 MiB batch under GMEM_LIMIT=$LIMIT"
-GMEM_LIMIT=$LIMIT run_gmem "$BUILD/examples/voxelize" | tee "$BUILD/demo/voxelize-chunked.log"
+GMEM_LIMIT=$LIMIT GMEM_TRACE_SAVE="$(realpath "$BUILD/demo")/voxelize.trace" \
+  run_gmem "$BUILD/examples/voxelize" | tee "$BUILD/demo/voxelize-chunked.log"
 chunked=$(sed -n 's/^voxelize: checksum=\([0-9a-f]*\).*/\1/p' "$BUILD/demo/voxelize-chunked.log")
 
 step "2b. the same, starting from a chunk that is too big (--chunk 64): halve on OOM, grow back"

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/escape.h"
+#include "common/options.h"
 #include "common/units.h"
 #include "tools/commands.h"
 #include "tools/exit_codes.h"
@@ -16,6 +17,13 @@
 
 namespace gmem::tools {
 namespace {
+
+std::uint64_t unix_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
 
 std::string clock_time(std::uint64_t unix_ns) {
   if (unix_ns == 0) return "-";
@@ -60,13 +68,20 @@ command_fn add_ps(CLI::App& app) {
   sub->add_flag("--json", *json, "one JSON document instead of text");
   return [json]() -> int {
     const auto entries = gmem::trace::list_traces();
+    const auto policy = gmem::trace::retention_policy::from_options(options::from_env());
+    const auto space = gmem::trace::shm_space_now();
+    const auto plan = gmem::trace::plan_retention(entries, policy, space, unix_now_ns());
     nlohmann::json rows = nlohmann::json::array();
     std::string out;
     char line[512];
-    std::snprintf(line, sizeof line, "%-8s %-10s %-12s %-19s %11s %11s  %-24s %s\n", "PID", "USER",
-                  "STATE", "STARTED", "LIVE", "RESERVED", "OBJECT", "COMMAND");
+    std::snprintf(line, sizeof line, "%-8s %-10s %-12s %-19s %11s %11s %10s  %-24s %s\n", "PID",
+                  "USER", "STATE", "STARTED", "LIVE", "RESERVED", "SHM", "OBJECT", "COMMAND");
     out += line;
-    for (const auto& e : entries) {
+    std::uint64_t kept_bytes = 0;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto& e = entries[i];
+      if (e.state != gmem::trace::trace_state::running && !plan[i].evict)
+        kept_bytes += e.allocated_bytes;
       const std::uint64_t live = e.live_bytes, reserved = e.reserved_bytes;
       const std::string& problem = e.problem;
       // An object we cannot read says nothing about its process: not "crashed".
@@ -82,14 +97,22 @@ command_fn add_ps(CLI::App& app) {
                       {"reserved_bytes", reserved},
                       {"command", e.command_line},
                       {"readable", problem.empty()},
-                      {"problem", problem}});
-      std::snprintf(line, sizeof line, "%-8u %-10s %-12s %-19s %11s %11s  %-24s ", e.pid,
+                      {"problem", problem},
+                      {"shm_bytes", e.allocated_bytes},
+                      {"retention", plan[i].reason}});
+      std::snprintf(line, sizeof line, "%-8u %-10s %-12s %-19s %11s %11s %10s  %-24s ", e.pid,
                     escape_text(owner).c_str(), state, clock_time(e.start_realtime_ns).c_str(),
                     format_bytes(live).c_str(), format_bytes(reserved).c_str(),
-                    escape_text(e.name).c_str());
+                    format_bytes(e.allocated_bytes).c_str(), escape_text(e.name).c_str());
       out += line;
       out += escape_text(problem.empty() ? e.command_line : "(" + problem + ")") + "\n";
+      if (e.state != gmem::trace::trace_state::running) out += "         " + plan[i].reason + "\n";
     }
+    if (!entries.empty())
+      out += "\ntraces of ended processes kept: " + format_bytes(kept_bytes) + " of " +
+             format_bytes(policy.keep_max.resolve(space.total_bytes)) +
+             " (GMEM_TRACE_KEEP_MAX); /dev/shm free: " + format_bytes(space.free_bytes) +
+             ". `gmem clean --expired` removes what is marked removed.\n";
     if (*json)
       return write_output("-",
                           rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")
@@ -140,7 +163,7 @@ command_fn add_clean(CLI::App& app) {
       "or --all-users.");
   struct args {
     std::string pid, user;
-    bool force = false, dry_run = false, all_users = false;
+    bool force = false, dry_run = false, all_users = false, expired = false;
   };
   auto a = std::make_shared<args>();
   sub->add_option("pid", a->pid, "only this process's traces");
@@ -148,6 +171,9 @@ command_fn add_clean(CLI::App& app) {
   sub->add_flag("-n,--dry-run", a->dry_run, "only say what would be removed");
   sub->add_option("--user", a->user, "the traces of this user (name or uid; others: root only)");
   sub->add_flag("--all-users", a->all_users, "the traces of every user (root only)");
+  sub->add_flag("--expired", a->expired,
+                "only the traces the retention budget removes (GMEM_TRACE_KEEP_MAX, _FREE, _AGE: "
+                "what gmem ps marks 'removed')");
   return [a]() -> int {
     if (!a->pid.empty() && !is_pid(a->pid))
       return fail(k_exit_usage, "'" + a->pid + "' is not a pid");
@@ -162,8 +188,14 @@ command_fn add_clean(CLI::App& app) {
       return fail(k_exit_permission,
                   "only root can remove other users' traces (--user, --all-users)");
     int matched = 0, removed = 0, kept = 0, failed = 0, others = 0, status = k_exit_ok;
-    for (const auto& e : gmem::trace::list_traces()) {
+    const auto entries = gmem::trace::list_traces();
+    const auto plan = gmem::trace::plan_retention(
+        entries, gmem::trace::retention_policy::from_options(options::from_env()),
+        gmem::trace::shm_space_now(), unix_now_ns());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto& e = entries[i];
       if (!a->pid.empty() && std::to_string(e.pid) != a->pid) continue;
+      if (a->expired && !plan[i].evict) continue;
       ++matched;
       if (!a->all_users && (!e.owner_known || e.uid != only_uid)) {
         ++others;

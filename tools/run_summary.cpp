@@ -1,5 +1,7 @@
 #include "tools/run_summary.h"
 
+#include <cstdlib>
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -11,6 +13,14 @@
 #include "tools/trace_source.h"
 
 namespace gmem::tools {
+
+// GMEM_TRACE_SAVE's file for `pid`: every %p becomes the pid, as the recorder expands it.
+static std::string saved_path(std::string file, std::uint32_t pid) {
+  const std::string p = std::to_string(pid);
+  for (auto at = file.find("%p"); at != std::string::npos; at = file.find("%p", at + p.size()))
+    file.replace(at, 2, p);
+  return file;
+}
 
 std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
                                const std::string& program, int wait_status,
@@ -62,25 +72,31 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
   if (t->losses.lost_events || t->losses.live_overflow)
     out += "gmem: note: " + std::to_string(t->losses.lost_events) + " events lost, " +
            std::to_string(t->losses.live_overflow) + " allocations not in the live table\n";
-  for (const auto& [name, value] : t->info.options) {
-    if (name != "GMEM_TRACE_SAVE" || value.empty()) continue;
-    std::string file = value; // %p = pid, as the recorder expands it
-    for (auto at = file.find("%p"); at != std::string::npos; at = file.find("%p", at + p.size()))
-      file.replace(at, 2, p);
-    out += "gmem: trace saved to " + escape_text(file) + " (GMEM_TRACE_SAVE)\n";
-  }
-  out += "gmem: trace " + escape_text(t->info.source) + " (gmem report " + p +
-         " -o report.html; gmem clean " + p + " removes it)\n";
+  for (const auto& [name, value] : t->info.options)
+    if (name == "GMEM_TRACE_SAVE" && !value.empty() && !t->info.saved_file)
+      out += "gmem: trace saved to " + escape_text(saved_path(value, pid)) + " (GMEM_TRACE_SAVE)\n";
+  if (t->info.saved_file) // the object was removed at exit (GMEM_TRACE_KEEP)
+    out += "gmem: trace " + escape_text(t->info.source) + " (GMEM_TRACE_SAVE; gmem report " +
+           escape_text(t->info.source) + " -o report.html)\n";
+  else
+    out += "gmem: trace " + escape_text(t->info.source) + " (gmem report " + p +
+           " -o report.html; gmem clean " + p + " removes it)\n";
   return out;
 }
 
 std::string run_summary(std::uint32_t pid, const std::string& program, int wait_status) {
   auto r = open_trace(std::to_string(pid), {.events = false, .samples = false});
+  // GMEM_TRACE_KEEP may have removed the object at exit: the saved copy, if there is one.
+  const char* save = std::getenv("GMEM_TRACE_SAVE");
+  if (!r.ok && r.error.code == k_exit_not_found && save != nullptr && *save != '\0')
+    if (auto f = open_trace(saved_path(save, pid), {.events = false, .samples = false}); f.ok)
+      r = std::move(f);
   if (!r.ok)
     return format_run_summary(
         nullptr, pid, program, wait_status,
         r.error.code == k_exit_not_found
-            ? "the program made no CUDA call through libgmem.so, or GMEM_TRACE=0"
+            ? "the program made no CUDA call through libgmem.so, GMEM_TRACE=0, or "
+              "GMEM_TRACE_KEEP removed its trace at exit"
             : r.error.message);
   return format_run_summary(&r.value, pid, program, wait_status, {});
 }

@@ -37,6 +37,12 @@ std::string print_stats(const gmem::trace::trace& t) {
          std::to_string(l.live_overflow) + " not recorded), " + std::to_string(t.segments.size()) +
          " segments, " + std::to_string(t.stacks.size()) + " stacks, " +
          std::to_string(t.modules.size()) + " modules\n";
+  if (t.info.full || l.growth_refused != 0)
+    out += "trace full: it stopped growing at " + format_bytes(t.info.total_bytes) + " (" +
+           std::to_string(l.growth_refused) +
+           " extents refused: GMEM_TRACE_MAX or a full /dev/shm); " +
+           std::to_string(l.dropped_events) + " events, " + std::to_string(l.live_overflow) +
+           " allocations, " + std::to_string(l.stack_overflow) + " stacks not recorded\n";
   return out;
 }
 
