@@ -297,7 +297,7 @@ void recorder_shutdown() noexcept {
   if (saved &&
       (keep == keep_mode::none || (keep == keep_mode::outstanding && w->live_count() == 0)))
     ::shm_unlink(("/" + recorder_object_name()).c_str()); // the mapping stays for late hooks
-  (void)apply_retention(g_options->retention);
+  (void)apply_retention(g_options->retention, recorder_object_name()); // never its own
 }
 
 std::string recorder_object_name() {

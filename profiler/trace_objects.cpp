@@ -392,7 +392,7 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
   return out;
 }
 
-std::vector<std::string> apply_retention(const retention_policy& policy) {
+std::vector<std::string> apply_retention(const retention_policy& policy, const std::string& spare) {
   std::vector<std::string> removed;
   try {
     const std::vector<trace_entry> entries = list_traces();
@@ -401,7 +401,9 @@ std::vector<std::string> apply_retention(const retention_policy& policy) {
     for (std::size_t i = 0; i < entries.size(); ++i) {
       // Only the caller's own objects, root included: `gmem clean --expired --all-users`
       // applies the budget to everyone's.
-      if (!plan[i].evict || !entries[i].owner_known || entries[i].uid != me) continue;
+      if (!plan[i].evict || !entries[i].owner_known || entries[i].uid != me ||
+          entries[i].name == spare)
+        continue;
       if (remove_shm(entries[i].name, nullptr)) removed.push_back(entries[i].name);
     }
   } catch (...) { // out of memory: nothing removed this time

@@ -118,7 +118,9 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
                                                std::uint64_t now_realtime_ns);
 // Lists the traces, plans and removes what the plan evicts among the caller's own objects
 // (root's too: others' are left to `gmem clean --expired`). Returns the names removed.
-std::vector<std::string> apply_retention(const retention_policy& policy);
+// `spare`: an object name never removed (an exiting process's own trace).
+std::vector<std::string> apply_retention(const retention_policy& policy,
+                                         const std::string& spare = {});
 
 // Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?
 bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);

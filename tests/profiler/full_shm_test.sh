@@ -35,7 +35,10 @@ grep -q '^ready' "$out/program.out" || fail "the program did not finish its allo
 warnings=$(grep -c 'gmem: warning: the trace .* stops growing' "$out/program.err")
 [ "$warnings" = 1 ] || fail "expected one 'stops growing' warning, saw $warnings"
 [ "$(cat "$out/stats.rc")" = 0 ] || fail "gmem stats could not read the trace"
-lost=$(sed -n 's/.*live allocations (\([0-9]*\) not recorded).*/\1/p' "$out/stats.txt")
-[ -n "$lost" ] && [ "$lost" -gt 0 ] || fail "the trace does not count the allocations it lost"
-grep -q 'trace full' "$out/stats.txt" || fail "gmem stats does not say the trace is full"
-echo "full_shm_test: ok: 1 MiB /dev/shm filled, program exited 0, one warning, $lost allocations counted as not recorded"
+grep -q '^trace full' "$out/stats.txt" || fail "gmem stats does not say the trace is full"
+events=$(sed -n 's/^recorded: [0-9]* events ([0-9]* in the ring, \([0-9]*\) lost).*/\1/p' "$out/stats.txt")
+allocs=$(sed -n 's/.*live allocations (\([0-9]*\) not recorded).*/\1/p' "$out/stats.txt")
+[ -n "$events" ] && [ -n "$allocs" ] && [ $((events + allocs)) -gt 0 ] ||
+  fail "the trace does not count what it lost"
+echo "full_shm_test: ok: 1 MiB /dev/shm filled, program exited 0, one warning;" \
+     "$events events and $allocs allocations counted as not recorded"
