@@ -175,6 +175,13 @@ else
       "$PY" -m venv --system-site-packages --without-pip "$V" &&
         "$PY" -m pip --python "$V/bin/python" install --no-index "$wheel"
     fi
+    # PY may itself be a venv's python (torch installed there, not in the system's
+    # site-packages): the new venv sees PY's site-packages through a .pth file.
+    if [ -x "$V/bin/python" ]; then
+      site=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      vsite=$("$V/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+      [ "$site" != "$vsite" ] && echo "$site" >"$vsite/gmem-check-torch.pth"
+    fi
   } >"$OUT/wheel-install.log" 2>&1
   if [ -x "$V/bin/gmem" ]; then
     pass "wheel: pip install --no-index $(basename "$wheel")"
