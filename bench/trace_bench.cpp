@@ -11,9 +11,9 @@
 // loop without recording: the baseline), stacks off (GMEM_STACK_DEPTH=0), stacks at the
 // default depth from a shallow and from a 40-frame-deep call site. The figures are of the
 // pairs after a first lap that fills the event ring (a long run's steady state); the first
-// lap's mean, which includes growing the trace to its full ring, is the last column. Targets (issue 12): <= 60 ns mean per pair without
-// stacks; <= 400 ns with stacks (measured on the GPU host in a Python process, see
-// bench/README.md).
+// lap's mean, which includes growing the trace to its full ring, is the last column. Targets (issue
+// 12): <= 60 ns mean per pair without stacks; <= 400 ns with stacks (measured on the GPU host in a
+// Python process, see bench/README.md).
 #include <algorithm>
 #include <cinttypes>
 #include <cmath>
@@ -36,9 +36,9 @@ using namespace gmem::trace;
 namespace {
 
 struct settings {
-  std::size_t pairs = 200000; // timed, after the first lap
+  std::size_t pairs = 200000;     // timed, after the first lap
   std::size_t first_lap = 300000; // pairs that fill the default event ring (524288 events)
-  std::size_t live = 8;       // blocks live besides the one of each pair
+  std::size_t live = 8;           // blocks live besides the one of each pair
   int runs = 5;
 };
 
@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
     } else if (flag == "--runs" && v > 0) {
       s.runs = static_cast<int>(v);
     } else {
-      std::fprintf(stderr, "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N]\n");
+      std::fprintf(stderr,
+                   "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N]\n");
       return 2;
     }
   }

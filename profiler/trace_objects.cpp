@@ -244,8 +244,8 @@ read_result open_shm_as(const std::string& name, const read_options& options,
                 ": not the trace its name claims (forged or damaged)");
   info.source = "shm " + name;
   if (info.state != trace_state::exited)
-    info.state =
-        alive_as(pid, ticks, copy->file_stat().st_uid) ? trace_state::running : trace_state::crashed;
+    info.state = alive_as(pid, ticks, copy->file_stat().st_uid) ? trace_state::running
+                                                                : trace_state::crashed;
   return r;
 }
 

@@ -41,7 +41,7 @@ TEST(trace_space, given_back_extents_merge_and_are_reused_cleared) {
   f.space.retire(b, 1024); // merges with a: 2048 spare bytes at a
   EXPECT_EQ(f.space.allocate(2048), a);
   EXPECT_EQ(f.space.words(a)[0], 0u); // cleared
-  f.space.retire(d, 64); // the last extent: the end moves back
+  f.space.retire(d, 64);              // the last extent: the end moves back
   f.space.retire(c, 1024);
   const std::uint64_t end = f.space.used_bytes();
   EXPECT_EQ(end, c);
