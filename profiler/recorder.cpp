@@ -10,7 +10,9 @@
 #include <fcntl.h>
 #include <mutex>
 #include <pthread.h>
+#include <random>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -18,6 +20,7 @@
 #include "common/options.h"
 #include "common/units.h"
 #include "profiler/stack_capture.h"
+#include "profiler/trace_clock.h"
 #include "profiler/trace_reader.h"
 
 namespace gmem::trace {
@@ -117,6 +120,7 @@ private:
       if (at >= from) layout::store_word(reinterpret_cast<std::uint64_t*>(base_ + at), 0);
   }
   bool refuse(std::uint64_t wanted, const std::string& why) noexcept {
+    if (base_ == nullptr) return false; // creating the object: create_locked() says why
     if (!warned_) {
       warned_ = true;
       std::fprintf(stderr,
@@ -140,7 +144,13 @@ private:
 // grows it from there. The descriptor stays open (growth needs it), like the mapping.
 trace_writer* create_locked() {
   const process_identity who = process_identity::current();
-  const std::string name = object_name(who.pid, who.proc_start_ticks);
+  // A random part no other user can guess: nobody can take the name first (which would
+  // leave the process untraced) or plant an object where it will be looked for.
+  std::uint64_t nonce = 0;
+  if (::getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce))
+    nonce = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+            monotonic_ns();
+  const std::string name = object_name(who.pid, who.proc_start_ticks, nonce);
   const writer_config config = g_options->config.normalized();
   (void)apply_retention(g_options->retention); // room for this one: old traces go first
   auto fail = [&](const std::string& why) -> trace_writer* {
@@ -151,7 +161,6 @@ trace_writer* create_locked() {
     return nullptr;
   };
   const std::string path = "/" + name;
-  ::shm_unlink(path.c_str()); // a leftover of this very process only (same pid and start)
   // O_EXCL: never an object someone else made; shm_open adds O_NOFOLLOW and O_CLOEXEC.
   const int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) return fail(std::strerror(errno));

@@ -45,7 +45,7 @@ trace_writer* recorder_writer() noexcept;
 trace_writer* recorder_writer_if_open() noexcept;
 void recorder_set_stats_source(stats_source source) noexcept;
 void recorder_shutdown() noexcept;
-// "gmem.<pid>.<ticks>" once created, "" before.
+// "gmem.<pid>.<ticks>.<nonce>" once created, "" before.
 std::string recorder_object_name();
 
 } // namespace gmem::trace

@@ -39,7 +39,8 @@ struct trace_info {
   std::vector<std::pair<std::string, std::string>> options; // GMEM_* variables at start
   std::uint32_t stack_depth = 0;                            // frames captured per stack; 0 = off
   std::uint64_t sample_interval_ns = 0;                     // sampler period
-  std::string source;      // "shm gmem.<pid>.<ticks>" or the file's path
+  std::string source;      // "shm gmem.<pid>.<ticks>.<nonce>" or the file's path
+  std::string object;      // the shared-memory object's name; "" for a file
   bool saved_file = false; // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
   trace_state state = trace_state::crashed;
   std::uint64_t total_bytes = 0;     // bytes in use (the object grows with what it records)

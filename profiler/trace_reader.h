@@ -138,7 +138,11 @@ bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool 
 
 // "gmem.<pid>.<proc_start_ticks>": the object name of a process.
 std::string object_name(std::uint32_t pid, std::uint64_t proc_start_ticks);
+// "gmem.<pid>.<ticks>.<nonce as 16 hex digits>": the name a recorder gives its object. The
+// random part keeps another user from taking the name before the process creates it.
+std::string object_name(std::uint32_t pid, std::uint64_t proc_start_ticks, std::uint64_t nonce);
 // Parses such a name; false if `name` is not one.
+// (either form: with or without the random part).
 bool parse_object_name(const std::string& name, std::uint32_t* pid, std::uint64_t* ticks);
 
 // Removes the object (gmem clean). Returns false and fills `error` on failure.

@@ -122,7 +122,7 @@ protected:
     std::string error;
     EXPECT_TRUE(remove_shm(name_, &error)) << error;
   }
-  void remember(const trace& t) { name_ = object_name(t.info.pid, t.info.proc_start_ticks); }
+  void remember(const trace& t) { name_ = t.info.object; }
   std::string name_;
 };
 

@@ -179,7 +179,7 @@ TEST(shm_security, a_forged_start_time_does_not_stand_in_for_a_pid) {
     ASSERT_TRUE(r) << when << ": " << r.error.to_string();
     EXPECT_NE(r.value.info.proc_start_ticks, ULLONG_MAX) << when << ": chose the forged object";
     EXPECT_NE(r.value.info.command_line, "attacker") << when;
-    EXPECT_EQ(find_pid_object(pid).name, object_name(pid, r.value.info.proc_start_ticks)) << when;
+    EXPECT_EQ(find_pid_object(pid).name, r.value.info.object) << when;
   };
   check("victim running");
   close(done[1]);
@@ -188,7 +188,7 @@ TEST(shm_security, a_forged_start_time_does_not_stand_in_for_a_pid) {
   check("victim exited");
   const read_result mine = open_pid(pid);
   unlink(forged_path.c_str());
-  if (mine) remove_shm(object_name(pid, mine.value.info.proc_start_ticks), nullptr);
+  if (mine) remove_shm(mine.value.info.object, nullptr);
 }
 
 // An object whose header names another process than its name does is refused.

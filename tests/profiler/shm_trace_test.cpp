@@ -4,6 +4,7 @@
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -21,6 +22,29 @@ namespace {
 namespace bip = boost::interprocess;
 
 std::uint32_t last_child = 0; // pid of the last in_child() process
+
+// Runs `body` in a child whose stderr is captured; returns {exit status, stderr}.
+template <class F> std::pair<int, std::string> in_child(F body) {
+  int err[2];
+  if (pipe(err) != 0) return {-1, ""};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(err[1], 2);
+    close(err[0]);
+    body();
+    _exit(0);
+  }
+  close(err[1]);
+  std::string text;
+  char buf[512];
+  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;)
+    text.append(buf, static_cast<std::size_t>(n));
+  close(err[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  last_child = static_cast<std::uint32_t>(pid);
+  return {status, text};
+}
 
 recorder_options small_recorder() {
   recorder_options o;
@@ -106,7 +130,7 @@ TEST(shm_trace, exited_process_leaves_a_readable_trace) {
   EXPECT_NE(r.value.info.exit_realtime_ns, 0u);
   expect_odd_allocations_live(r.value, 100);
   EXPECT_FALSE(r.value.modules.empty());
-  const std::string name = object_name(r.value.info.pid, r.value.info.proc_start_ticks);
+  const std::string name = r.value.info.object;
   struct stat st {};
   ASSERT_EQ(stat(("/dev/shm/" + name).c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
@@ -126,7 +150,7 @@ TEST(shm_trace, sigkill_mid_run_leaves_live_allocations) {
   EXPECT_EQ(running.value.info.state, trace_state::running);
   expect_odd_allocations_live(running.value, 200);
   // A snapshot saved while it runs reads back as running.
-  const std::string name = object_name(running.value.info.pid, running.value.info.proc_start_ticks);
+  const std::string name = running.value.info.object;
   const std::string path = ::testing::TempDir() + "/shm_snapshot_" + std::to_string(pid);
   std::string error;
   ASSERT_TRUE(save_shm(name, path, &error)) << error;
@@ -199,7 +223,7 @@ TEST(shm_trace, other_users_cannot_open_it) {
   waitpid(pid, &status, 0);
   const read_result mine = open_pid(static_cast<std::uint32_t>(pid));
   ASSERT_TRUE(mine) << mine.error.to_string();
-  const std::string name = object_name(mine.value.info.pid, mine.value.info.proc_start_ticks);
+  const std::string name = mine.value.info.object;
   const pid_t other = fork();
   if (other == 0) {
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
@@ -237,7 +261,7 @@ TEST(shm_trace, a_forked_child_does_not_write_its_parents_trace) {
   const read_result r = open_pid(static_cast<std::uint32_t>(pid));
   ASSERT_TRUE(r) << r.error.to_string();
   EXPECT_EQ(r.value.live.size(), 3u);
-  remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr);
+  remove_shm(r.value.info.object, nullptr);
 }
 
 TEST(shm_trace, cannot_create_the_object_warns_once_and_keeps_running) {
@@ -247,15 +271,12 @@ TEST(shm_trace, cannot_create_the_object_warns_once_and_keeps_running) {
   if (pid == 0) {
     dup2(err[1], 2);
     close(err[0]);
-    // A directory squats the object's name: creating it fails.
-    const process_identity who = process_identity::current();
-    const std::string path = "/dev/shm/" + object_name(who.pid, who.proc_start_ticks);
-    if (mkdir(path.c_str(), 0700) != 0) _exit(2);
-    recorder_init(small_recorder());
+    recorder_options o = small_recorder();
+    o.max_bytes = *parse_size_or_percent("4K"); // not even room for the header
+    recorder_init(o);
     bool none = true;
     for (int i = 0; i < 3; ++i)
       none = none && recorder_writer() == nullptr;
-    rmdir(path.c_str());
     _exit(none ? 0 : 1);
   }
   close(err[1]);
@@ -271,7 +292,40 @@ TEST(shm_trace, cannot_create_the_object_warns_once_and_keeps_running) {
   const auto first = text.find(warning);
   ASSERT_NE(first, std::string::npos) << text;
   EXPECT_EQ(text.find(warning, first + 1), std::string::npos) << "warned twice: " << text;
+  EXPECT_EQ(text.find("stops growing"), std::string::npos) << "two warnings: " << text;
   EXPECT_NE(text.find("running without a trace"), std::string::npos) << text;
+}
+
+// Issue 17 row 10: a name taken before the process creates its object (here a directory and
+// a file under the predictable part of the name) no longer switches its trace off.
+TEST(shm_trace, a_name_taken_first_does_not_switch_the_trace_off) {
+  const auto [status, err] = in_child([] {
+    const process_identity who = process_identity::current();
+    const std::string predictable = object_name(who.pid, who.proc_start_ticks);
+    if (mkdir(("/dev/shm/" + predictable).c_str(), 0700) != 0) _exit(2);
+    const int fd = open(("/dev/shm/" + predictable + ".0000000000000000").c_str(),
+                        O_CREAT | O_EXCL | O_WRONLY, 0600);
+    if (fd < 0) _exit(2);
+    close(fd);
+    recorder_init(small_recorder());
+    trace_writer* w = recorder_writer();
+    const std::string name = recorder_object_name();
+    const bool ok = w != nullptr && name.rfind(predictable + ".", 0) == 0 &&
+                    name != predictable + ".0000000000000000";
+    rmdir(("/dev/shm/" + predictable).c_str());
+    unlink(("/dev/shm/" + predictable + ".0000000000000000").c_str());
+    if (ok) remove_shm(name, nullptr);
+    _exit(ok ? 0 : 1);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status << " " << err;
+  std::uint32_t pid = 0;
+  std::uint64_t ticks = 0;
+  EXPECT_TRUE(parse_object_name("gmem.12.34.00ff00ff00ff00ff", &pid, &ticks));
+  EXPECT_EQ(pid, 12u);
+  EXPECT_EQ(ticks, 34u);
+  EXPECT_FALSE(parse_object_name("gmem.12.34.00FF00FF00FF00FF", &pid, &ticks));
+  EXPECT_FALSE(parse_object_name("gmem.12.34.00ff", &pid, &ticks));
+  EXPECT_FALSE(parse_object_name("gmem.12.34.", &pid, &ticks));
 }
 
 TEST(shm_trace, gmem_trace_0_records_nothing) {
@@ -321,30 +375,7 @@ TEST(shm_trace, save_at_exit_writes_the_file) {
   std::remove(saved.c_str());
   const read_result live = open_pid(static_cast<std::uint32_t>(pid));
   ASSERT_TRUE(live);
-  remove_shm(object_name(live.value.info.pid, live.value.info.proc_start_ticks), nullptr);
-}
-
-// Runs `body` in a child whose stderr is captured; returns {exit status, stderr}.
-template <class F> std::pair<int, std::string> in_child(F body) {
-  int err[2];
-  if (pipe(err) != 0) return {-1, ""};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(err[1], 2);
-    close(err[0]);
-    body();
-    _exit(0);
-  }
-  close(err[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<std::size_t>(n));
-  close(err[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  last_child = static_cast<std::uint32_t>(pid);
-  return {status, text};
+  remove_shm(live.value.info.object, nullptr);
 }
 
 struct object_size {
@@ -380,7 +411,7 @@ TEST(shm_trace, starts_small_and_grows_with_live_allocations) {
     EXPECT_EQ(r.value.live.size(), k == 0 ? 300u : 100'000u);
     EXPECT_EQ(r.value.losses.live_overflow, 0u);
     EXPECT_EQ(r.value.info.total_bytes, sizes[k].bytes);
-    EXPECT_TRUE(remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr));
+    EXPECT_TRUE(remove_shm(r.value.info.object, nullptr));
   }
   EXPECT_LE(sizes[0].bytes, std::uint64_t{4} << 20); // a few hundred live: at most 4 MiB
   EXPECT_LE(sizes[0].allocated, sizes[0].bytes + 4096);
@@ -417,7 +448,7 @@ TEST(shm_trace, a_limit_stops_growth_with_one_warning_and_counts_what_is_lost) {
   EXPECT_GT(r.value.losses.growth_refused, 0u);
   EXPECT_EQ(r.value.live.size() + r.value.losses.live_overflow, 100'000u); // counted, not lost
   EXPECT_EQ(r.value.info.state, trace_state::exited);
-  EXPECT_TRUE(remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr));
+  EXPECT_TRUE(remove_shm(r.value.info.object, nullptr));
 }
 
 TEST(shm_trace, keep_modes_decide_what_an_exited_process_leaves) {
@@ -445,7 +476,7 @@ TEST(shm_trace, keep_modes_decide_what_an_exited_process_leaves) {
     EXPECT_EQ(static_cast<bool>(r), w.kept) << w.keep << " " << w.leave_one_live;
     if (r) {
       EXPECT_EQ(r.value.info.exit_live_count, w.leave_one_live ? 1u : 0u);
-      remove_shm(object_name(r.value.info.pid, r.value.info.proc_start_ticks), nullptr);
+      remove_shm(r.value.info.object, nullptr);
     }
   }
 }
