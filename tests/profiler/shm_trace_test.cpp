@@ -265,12 +265,7 @@ TEST(shm_trace, a_forked_child_does_not_write_its_parents_trace) {
 }
 
 TEST(shm_trace, cannot_create_the_object_warns_once_and_keeps_running) {
-  int err[2];
-  ASSERT_EQ(pipe(err), 0);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    dup2(err[1], 2);
-    close(err[0]);
+  const auto [status, text] = in_child([] {
     recorder_options o = small_recorder();
     o.max_bytes = *parse_size_or_percent("4K"); // not even room for the header
     recorder_init(o);
@@ -278,15 +273,7 @@ TEST(shm_trace, cannot_create_the_object_warns_once_and_keeps_running) {
     for (int i = 0; i < 3; ++i)
       none = none && recorder_writer() == nullptr;
     _exit(none ? 0 : 1);
-  }
-  close(err[1]);
-  std::string text;
-  char buf[512];
-  for (ssize_t n; (n = read(err[0], buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<std::size_t>(n));
-  close(err[0]);
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
   const std::string warning = "gmem: warning: cannot create the trace";
   const auto first = text.find(warning);
