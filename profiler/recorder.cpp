@@ -57,6 +57,10 @@ void take_sample(trace_writer& w, sample_reason reason) {
 }
 
 void sampler_main(trace_writer* w, std::uint64_t interval_ns) {
+  try {
+    (void)apply_retention(g_options->retention, recorder_object_name()); // see create_locked()
+  } catch (...) {
+  }
   std::unique_lock lock(g_mu);
   // First tick early: it refines the clock calibration of short-lived programs.
   auto wait = std::chrono::nanoseconds(std::min<std::uint64_t>(interval_ns, 10'000'000));
@@ -152,7 +156,11 @@ trace_writer* create_locked() {
             monotonic_ns();
   const std::string name = object_name(who.pid, who.proc_start_ticks, nonce);
   const writer_config config = g_options->config.normalized();
-  (void)apply_retention(g_options->retention); // room for this one: old traces go first
+  // The retention pass reads every trace on the host: the sampler thread does it, off the
+  // hook that allocates, unless /dev/shm is short of room for this trace right now.
+  if (const shm_space space = shm_space_now();
+      space.free_bytes < g_options->retention.keep_free.resolve(space.total_bytes))
+    (void)apply_retention(g_options->retention);
   auto fail = [&](const std::string& why) -> trace_writer* {
     std::fprintf(stderr,
                  "gmem: warning: cannot create the trace /dev/shm/%s (%s); running without a "
