@@ -98,5 +98,8 @@ for y in range(h):
 total = w * h // 2
 print(f"screenshot {w}x{h}: {nonwhite} of {total} sampled pixels not white, {blue} live-blue in the upper half")
 assert nonwhite > total // 50, "the page is blank"
-assert blue > 2000, "the timeline's live area was not drawn"
+# The legend's swatch alone is ~100 sampled pixels. The live area is drawn at the true time
+# scale, so when the fake driver's first allocation page-faults for a few ms after the "start"
+# marker it is squeezed into the chart's last tenth: 1500-3000 pixels were seen then.
+assert blue > 600, "the timeline's live area was not drawn"
 PY
