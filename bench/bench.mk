@@ -62,3 +62,10 @@ $(HOOK_BENCH): $(BUILD)/bench/hook_bench.o
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl -pthread
 bench-build: $(HOOK_BENCH)
+
+# --- host_costs: what clock reads and atomics on /dev/shm cost on this host (no GPU) -------
+HOST_COSTS := $(BUILD)/bench/host_costs
+$(HOST_COSTS): $(BUILD)/bench/probes/host_costs.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -static-libstdc++ -static-libgcc -o $@ $^ -pthread
+LIBS_ALL += $(HOST_COSTS)
