@@ -44,6 +44,12 @@ assert rects and rects[0].count("<rect") >= 6, "segment map has no blocks"
 for label in ("start", "weights", "done"):
     assert ">%s</text>" % label in h, "marker %s missing" % label
 assert "leak_workspace" in h and "leak_weights" in h and "leak_lookup_table" in h
+flames = re.findall(r'<svg class="flame".*?</svg>', h, re.S)
+assert len(flames) == 2, "expected the outstanding and the peak flame graphs"
+for f in flames:
+    titles = re.findall(r"<title>([^<]*)</title>", f)
+    assert any("leak_workspace" in x for x in titles), "flame graph lacks the leak_workspace frame"
+    assert any(x.startswith("main at leak_sites.cpp") for x in titles), "flame graph lacks main"
 print("html: timeline path with %d points, %d segment-map rects" % (len(live[0].split("L")), rects[0].count("<rect")))
 PY
 
