@@ -41,7 +41,7 @@ json site_json(const call_site& s) {
   json frames = json::array();
   for (const auto& f : s.frames)
     frames.push_back(frame_json(f));
-  return json{{"site", s.id}, {"frame", s.label}, {"frames", frames}};
+  return json{{"site", s.id}, {"frame", s.label}, {"caller", s.caller}, {"frames", frames}};
 }
 
 } // namespace
@@ -203,8 +203,8 @@ std::string print_ooms(const gmem::trace::trace& t, const oom_report& r, const s
     for (const auto& h : e.holders) {
       const call_site& s = sites.site(h.site);
       out += "    " + format_bytes(h.bytes) + " in " +
-             plural(h.count, "allocation", "allocations") + "  " + s.label + "  (site " + s.id +
-             ")\n";
+             plural(h.count, "allocation", "allocations") + "  " + s.label +
+             (s.caller.empty() ? "" : "  <  " + s.caller) + "  (site " + s.id + ")\n";
     }
   }
   (void)o; // one-line holders; the full stacks are in gmem leaks

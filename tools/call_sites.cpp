@@ -39,17 +39,22 @@ bool is_allocator_frame(const frame_info& f) {
   return starts_with(fn, "cuMem");
 }
 
-std::string site_label(const std::vector<frame_info>& frames) {
+std::string site_label(const std::vector<frame_info>& frames, std::string* caller) {
+  if (caller != nullptr) caller->clear();
   if (frames.empty()) return "(no stack)";
-  const frame_info* pick = &frames.front();
-  for (const auto& f : frames)
-    if (!is_allocator_frame(f)) {
-      pick = &f;
+  std::size_t pick = 0;
+  for (std::size_t i = 0; i < frames.size(); ++i)
+    if (!is_allocator_frame(frames[i])) {
+      pick = i;
       break;
     }
-  std::string s = pick->name();
-  if (!pick->file.empty()) s += " at " + pick->location();
-  return cut_utf8(escape_text(s), k_site_label_max);
+  auto text = [](const frame_info& f) {
+    std::string s = f.name();
+    if (!f.file.empty()) s += " at " + f.location();
+    return cut_utf8(escape_text(s), k_site_label_max);
+  };
+  if (caller != nullptr && pick + 1 < frames.size()) *caller = text(frames[pick + 1]);
+  return text(frames[pick]);
 }
 
 std::string site_key(const std::vector<frame_info>& frames) {
@@ -79,7 +84,7 @@ std::size_t site_resolver::site_of(const gmem::trace::trace& t, std::uint32_t st
   if (k == by_key_.end()) {
     call_site s;
     s.id = site_id(key);
-    s.label = site_label(frames);
+    s.label = site_label(frames, &s.caller);
     s.key = key;
     s.frames = std::move(frames);
     sites_.push_back(std::move(s));

@@ -19,6 +19,7 @@ struct call_site {
   std::string key;                // symbolized identity: every frame's name and location
   std::string id;                 // 12 lower-case hex digits of a 64-bit FNV-1a hash of `key`
   std::string label;              // first meaningful frame, escaped, at most k_site_label_max
+  std::string caller;             // the frame after it, likewise ("" when there is none)
   std::vector<frame_info> frames; // innermost first, the shim's frames removed
 };
 
@@ -31,8 +32,10 @@ bool is_allocator_frame(const frame_info& f);
 
 // "fn at file.cpp:42" or "libfoo.so+0x1234" for the first frame that is not an allocator
 // frame (the innermost frame when all are); "(no stack)" for an empty stack. Escaped with
-// escape_text() and cut to k_site_label_max bytes (on a UTF-8 boundary).
-std::string site_label(const std::vector<frame_info>& frames);
+// escape_text() and cut to k_site_label_max bytes (on a UTF-8 boundary). `caller`, when not
+// null, gets the next frame the same way ("" when there is none): the innermost meaningful
+// frame is often the program's own allocation helper, and its caller tells sites apart.
+std::string site_label(const std::vector<frame_info>& frames, std::string* caller = nullptr);
 
 std::string site_key(const std::vector<frame_info>& frames);
 std::string site_id(const std::string& key);

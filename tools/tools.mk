@@ -77,3 +77,12 @@ UNIT_TESTS += $(EXPORTER_TEST)
 TEST_SCRIPT_DEPS += $(GMEM_EXPORTER)
 endif
 TEST_SCRIPTS += $(wildcard tests/exporter/*_test.sh)
+
+# The exporter's end-to-end test programs: one service that leaks steadily, one that is stable.
+STEADY_SERVICE := $(BUILD)/tests/exporter/steady_service
+$(BUILD)/tests/exporter/steady_service.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/exporter/steady_service.o: EXTRA_CXXFLAGS += -O1 -fno-inline -fno-omit-frame-pointer
+$(STEADY_SERVICE): $(BUILD)/tests/exporter/steady_service.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
+TEST_SCRIPT_DEPS += $(STEADY_SERVICE)

@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   }
   // Signals are taken by sigwait() below: blocked before the HTTP threads start, so that
   // every thread inherits the mask and none of them is interrupted.
+  // A shell starts background jobs with SIGINT ignored, and sigwait() never sees an ignored
+  // signal: restore the default disposition first.
+  for (const int s : {SIGINT, SIGTERM, SIGHUP})
+    signal(s, SIG_DFL);
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGINT);

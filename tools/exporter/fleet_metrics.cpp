@@ -188,7 +188,7 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver& site
   for (const std::size_t k : chosen) {
     const site_growth& s = g.sites[k];
     const call_site& cs = sites.site(s.site);
-    const label_list sl = with({{"site", cs.id}, {"frame", cs.label}});
+    const label_list sl = with({{"site", cs.id}, {"frame", cs.label}, {"caller", cs.caller}});
     sample("gmem_site_live_bytes", sl, as_double(s.live_bytes));
     sample("gmem_site_live_allocations", sl, as_double(s.live_count));
     sample("gmem_site_growth_bytes", sl, static_cast<double>(s.growth_bytes));
