@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
+#include <unordered_map>
 #include <utility>
 
 #include "tools/trace_facts.h"
 
 namespace gmem::tools {
+namespace {
+
+constexpr std::uint64_t k_same_time_ns = 1'000'000;
+
+} // namespace
 
 bool trace_diff::is_valid() const {
   site_diff sum;
@@ -39,14 +44,30 @@ trace_diff build_trace_diff(const gmem::trace::trace& a, site_resolver& a_sites,
   d.same_process = a.info.pid == b.info.pid && a.info.proc_start_ticks == b.info.proc_start_ticks;
   d.a_now_ns = trace_now_ns(a);
   d.b_now_ns = trace_now_ns(b);
-  using ident = std::pair<std::uintptr_t, std::uint64_t>; // address, allocation time
-  std::set<ident> in_a, in_b;
+  // Allocation times are converted from CPU ticks with a calibration the writer refines as it
+  // runs, so one allocation's time differs slightly between two snapshots: it is the same one
+  // when address, stack and size are equal and the times are within k_same_time_ns or 0.1%.
+  struct ident {
+    std::uint64_t time_ns;
+    std::uint32_t stack_id;
+    std::uint64_t requested;
+  };
+  std::unordered_map<std::uintptr_t, ident> in_a, in_b;
   if (d.same_process) {
     for (const auto& x : a.live)
-      in_a.insert({x.address, x.time_ns});
+      in_a[x.address] = {x.time_ns, x.stack_id, x.requested};
     for (const auto& x : b.live)
-      in_b.insert({x.address, x.time_ns});
+      in_b[x.address] = {x.time_ns, x.stack_id, x.requested};
   }
+  auto found = [](const std::unordered_map<std::uintptr_t, ident>& in,
+                  const gmem::trace::live_allocation& x) {
+    const auto it = in.find(x.address);
+    if (it == in.end() || it->second.stack_id != x.stack_id || it->second.requested != x.requested)
+      return false;
+    const std::uint64_t t = it->second.time_ns;
+    const std::uint64_t dt = t > x.time_ns ? t - x.time_ns : x.time_ns - t;
+    return dt <= std::max<std::uint64_t>(k_same_time_ns, x.time_ns / 1000);
+  };
   std::map<std::string, site_diff> by_key;
   for (const auto& x : a.live) {
     const call_site& s = a_sites.site(a_sites.site_of(a, x.stack_id));
@@ -54,7 +75,7 @@ trace_diff build_trace_diff(const gmem::trace::trace& a, site_resolver& a_sites,
     if (e.site.key.empty() && e.site.id.empty()) e.site = s;
     e.a_bytes += x.requested;
     ++e.a_count;
-    if (!in_b.count({x.address, x.time_ns})) {
+    if (!found(in_b, x)) {
       e.freed_bytes += x.requested;
       ++e.freed_count;
     }
@@ -65,7 +86,7 @@ trace_diff build_trace_diff(const gmem::trace::trace& a, site_resolver& a_sites,
     e.site = s; // B's names win: it is the newer trace
     e.b_bytes += x.requested;
     ++e.b_count;
-    if (!in_a.count({x.address, x.time_ns})) {
+    if (!found(in_a, x)) {
       e.added_bytes += x.requested;
       ++e.added_count;
     }

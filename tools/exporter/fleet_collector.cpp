@@ -117,7 +117,8 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
   fleet_metrics m;
   std::map<std::string, process_cache> kept;
   for (const auto* e : wanted) {
-    auto r = gmem::trace::open_shm(e->name);
+    // The event ring is most of a trace's decoding cost; only the call-site series need it.
+    auto r = gmem::trace::open_shm(e->name, {.events = options_.top_sites != 0});
     if (!r) {
       // Gone between listing and reading (exited and cleaned, retention), or damaged.
       ++(access(("/dev/shm/" + e->name).c_str(), F_OK) != 0 ? h.vanished : h.skipped_bad);
