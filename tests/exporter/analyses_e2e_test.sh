@@ -84,6 +84,19 @@ echo "== an OOM under GMEM_LIMIT"
 OPID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/oom.err")
 [ -n "$OPID" ] || { fail "no pid in the run summary"; cat "$W/oom.err"; }
 PIDS+=("$OPID")
+# The shim's report on stderr, once, where the job's log has it.
+cat "$W/oom.err"
+[ "$(grep -c 'gmem: OUT OF MEMORY' "$W/oom.err")" = 1 ] || fail "OOM report: not exactly once"
+grep -q "40.0 MiB requested on device 0" "$W/oom.err" || fail "OOM report: request"
+grep -q "device free .* pool limit 20.0 MiB" "$W/oom.err" || fail "OOM report: free and limit"
+grep -q "pool: reserved .*, live 10.0 MiB, cached free .*, pending .*; fragmentation .*, largest free block" \
+  "$W/oom.err" || fail "OOM report: pool state"
+grep -q "10.0 MiB in 5 allocations  leak_sites" "$W/oom.err" || fail "OOM report: top holder"
+grep -q "gmem oom $OPID" "$W/oom.err" || fail "OOM report: points at gmem oom"
+"$GMEM" run --limit 20M -e GMEM_OOM_REPORT=0 -- "$LEAK" >/dev/null 2>"$W/oom0.err"
+P0=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/oom0.err")
+[ -n "$P0" ] && PIDS+=("$P0")
+grep -q "OUT OF MEMORY" "$W/oom0.err" && fail "GMEM_OOM_REPORT=0 still reports"
 "$GMEM" oom "$OPID" >"$W/oom.txt"
 expect_rc 1 $? "gmem oom (one recorded)"
 cat "$W/oom.txt"
