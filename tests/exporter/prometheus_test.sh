@@ -153,6 +153,27 @@ g = float(lk["value"][1]) / (64 << 10)
 assert 15 <= g <= 40, f"leak growth {g} allocations over 3 s, expected about 30"
 PY
 
+echo "== another user's exporter refuses root's traces"
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$B/bin/gmem-exporter" --listen 127.0.0.1:0 \
+    2>"$W/nobody.err" &
+  JOBS+=($!)
+  for _ in $(seq 50); do
+    NPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/nobody.err")
+    [ -n "$NPORT" ] && break
+    sleep 0.1
+  done
+  if [ -n "$NPORT" ]; then
+    curl -sf "http://127.0.0.1:$NPORT/metrics" >"$W/nobody.txt" || fail "nobody's exporter scrape"
+    grep -q "pid=\"$LEAK\"" "$W/nobody.txt" && fail "nobody's exporter exported root's trace"
+    grep -Eq '^gmem_exporter_traces\{outcome="unreadable"\} [1-9]' "$W/nobody.txt" ||
+      fail "unreadable traces not counted"
+    grep -q "only this user's traces" "$W/nobody.err" || fail "no warning when not root"
+  else
+    echo "note: gmem-exporter could not run as nobody here (build tree not accessible); skipped"
+  fi
+fi
+
 echo "== processes vanish"
 touch "$W/stop"
 for p in "${JOBS[@]:0:2}"; do timeout 10 tail --pid="$p" -f /dev/null; done
