@@ -10,7 +10,7 @@ BUILD=${BUILD:-build}
 DEST=${1:-.device/build}
 NVCC=${NVCC:-${CUDA_HOME:-/usr/local/cuda}/bin/nvcc}
 rm -rf "$DEST"
-mkdir -p "$DEST"/{lib,bin,bench,examples,tests/api,tests/gpu}
+mkdir -p "$DEST"/{lib,bin,bench,examples,tests/api,tests/gpu,tests/tools,tests/exporter}
 for f in libgmem.so libgmem_client.so libunwind.so.8 liblzma.so.5 libdw.so.1 libelf.so.1 libbz2.so.1.0; do
   cp -L "$BUILD/lib/$f" "$DEST/lib/"
 done
@@ -18,6 +18,8 @@ strip --strip-debug "$DEST/lib/libgmem.so"
 cp "$BUILD/bin/gmem" "$DEST/bin/" && strip --strip-debug "$DEST/bin/gmem"
 cp "$BUILD/examples/leaky_pipeline" "$BUILD/examples/voxelize" "$DEST/examples/"
 cp "$BUILD/tests/api/api_probe" "$DEST/tests/api/"
+cp "$BUILD/tests/tools/leak_sites" "$DEST/tests/tools/"               # tests/gpu/oom_growth_test.sh
+cp "$BUILD/tests/exporter/steady_service" "$DEST/tests/exporter/"
 cp "$BUILD/bench/trace_bench" "$DEST/bench/"
 nv() { "$NVCC" -O2 -std=c++17 -arch=sm_90 "$@"; }
 nv tests/gpu/mixed_alloc.cu -o "$DEST/tests/gpu/mixed_alloc" &

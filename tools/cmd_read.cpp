@@ -8,9 +8,11 @@
 #include "common/escape.h"
 #include "common/safe_file.h"
 #include "common/units.h"
+#include "tools/analysis_printers.h"
 #include "tools/chrome_export.h"
 #include "tools/commands.h"
 #include "tools/frag_report.h"
+#include "tools/growth_report.h"
 #include "tools/html_report.h"
 #include "tools/json_output.h"
 #include "tools/leak_report.h"
@@ -42,9 +44,31 @@ namespace {
 
 const char* k_target_help = "PID, trace object (gmem.PID.TICKS) or saved trace FILE";
 
-// Opens the target, printing the error and setting `status` when it cannot.
+int leak_growth(const std::string& target, const std::string& window, std::size_t top,
+                std::size_t frames, bool full_paths, bool as_json) {
+  const auto ns = parse_duration_ns(window);
+  if (!ns || *ns == 0)
+    return fail(k_exit_usage,
+                "--growth '" + window + "' is not a positive duration (e.g. 10m, 1h)");
+  int status = 0;
+  auto t = load(target, status, {.events = true, .samples = false});
+  if (!t) return status;
+  symbolizer symbols(module_ranges(*t));
+  site_resolver sites(symbols);
+  const growth_report r = build_growth_report(*t, sites, *ns, top);
+  print_options o;
+  o.frames = frames;
+  o.full_paths = full_paths;
+  if (!write_output("-", as_json ? dump(growth_json(*t, r, sites)) : print_growth(*t, r, sites, o)))
+    return k_exit_io;
+  const bool grew = !r.sites.empty() && r.sites.front().growth_bytes > 0;
+  return grew ? k_exit_leaks : k_exit_ok;
+}
+
+} // namespace
+
 std::unique_ptr<gmem::trace::trace> load(const std::string& target, int& status,
-                                         const gmem::trace::read_options& opts = {}) {
+                                         const gmem::trace::read_options& opts) {
   auto r = open_trace(target, opts);
   if (!r.ok) {
     status = fail(r.error.code, r.error.message);
@@ -60,19 +84,23 @@ std::string dump(const nlohmann::json& j) {
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-} // namespace
-
 command_fn add_leaks(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "leaks", "Outstanding allocations grouped by call site, largest first. Exits 1 when any is "
                "reported (like LeakSanitizer), so CI can fail on leaks.");
   struct args {
-    std::string target, min_age, min_bytes;
+    std::string target, min_age, min_bytes, growth;
     std::size_t top = 0, frames = 8;
     bool json = false, full_paths = false;
   };
   auto a = std::make_shared<args>();
-  sub->add_option("target", a->target, k_target_help)->required();
+  sub->add_option("target", a->target, k_target_help);
+  auto* growth =
+      sub->add_option("--growth", a->growth,
+                      "rank call sites by how much their outstanding bytes grew over the last "
+                      "WINDOW (default 10m) instead of by size; exits 1 when a site grew")
+          ->expected(0, 1)
+          ->type_name("WINDOW");
   sub->add_option("--min-age", a->min_age, "only allocations at least this old (30s, 5m, 250ms)");
   sub->add_option("--min-bytes", a->min_bytes,
                   "only call sites holding at least this much (1M, 4K)");
@@ -80,7 +108,13 @@ command_fn add_leaks(CLI::App& app) {
   sub->add_option("--frames", a->frames, "stack frames per call site (default 8)");
   sub->add_flag("--full-paths", a->full_paths, "show full source and module paths");
   sub->add_flag("--json", a->json, "one JSON document instead of text");
-  return [a]() -> int {
+  return [a, growth]() -> int {
+    if (growth->count() > 0 && a->target.empty()) std::swap(a->target, a->growth); // --growth PID
+    if (a->target.empty())
+      return fail(k_exit_usage, "gmem leaks needs a target: " + std::string(k_target_help));
+    if (growth->count() > 0)
+      return leak_growth(a->target, a->growth.empty() ? "10m" : a->growth, a->top, a->frames,
+                         a->full_paths, a->json);
     leak_filter f;
     f.top = a->top;
     if (!a->min_age.empty()) {

@@ -4,8 +4,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
+#include <memory>
 #include <string>
+
+#include "profiler/trace_reader.h"
 
 namespace gmem::tools {
 
@@ -21,6 +26,9 @@ command_fn add_save(CLI::App& app);
 command_fn add_clean(CLI::App& app);
 command_fn add_report(CLI::App& app);
 command_fn add_export(CLI::App& app);
+command_fn add_exporter(CLI::App& app);
+command_fn add_diff(CLI::App& app);
+command_fn add_oom(CLI::App& app);
 
 // "gmem: error: <message>" on stderr; returns `code`.
 int fail(int code, const std::string& message);
@@ -28,5 +36,11 @@ int fail(int code, const std::string& message);
 // 0600 with O_EXCL (write_file_safely): an existing one, or a symlink planted there, is an
 // error unless `replace` (--force), which renames a new file over it.
 bool write_output(const std::string& path, const std::string& data, bool replace = false);
+// Opens a target (pid, object name or file), prints its warnings; on failure prints the error,
+// sets `status` and returns nullptr.
+std::unique_ptr<gmem::trace::trace> load(const std::string& target, int& status,
+                                         const gmem::trace::read_options& opts = {});
+// JSON text as the --json outputs print it (invalid UTF-8 replaced, 2-space indent).
+std::string dump(const nlohmann::json& j);
 
 } // namespace gmem::tools

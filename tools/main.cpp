@@ -42,6 +42,9 @@ int main(int argc, char** argv) {
   add(add_clean);
   add(add_report);
   add(add_export);
+  add(add_diff);
+  add(add_oom);
+  add(add_exporter);
   auto known = [&app](const char* name) {
     try {
       return app.get_subcommand(name) != nullptr;

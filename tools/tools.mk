@@ -48,3 +48,41 @@ $(LEAK_SITES): $(BUILD)/tests/tools/leak_sites.o
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
 TEST_SCRIPTS += $(wildcard tests/tools/*_test.sh)
 TEST_SCRIPT_DEPS += $(GMEM_TOOL) $(LEAK_SITES) $(SHIM_LIB) $(FAKE_CUDA_LIB)
+
+# gmem-exporter, the Prometheus side of `gmem exporter` (tools/exporter/): built when
+# prometheus-cpp (Debian: prometheus-cpp-dev) is installed; without it `gmem exporter` says so
+# and the exporter tests skip. Linked dynamically against the system's libraries: it runs on
+# monitored hosts, which install prometheus-cpp's runtime package.
+PROMETHEUS_CPP := $(shell pkg-config --exists prometheus-cpp-pull 2>/dev/null && echo yes)
+GMEM_EXPORTER  := $(BUILD)/bin/gmem-exporter
+ifeq ($(PROMETHEUS_CPP),yes)
+EXPORTER_LIB  := $(BUILD)/lib/libgmem_exporter.a
+EXPORTER_LIBS := -lprometheus-cpp-pull -lprometheus-cpp-core
+$(EXPORTER_LIB): $(BUILD)/tools/exporter/fleet_metrics.o $(BUILD)/tools/exporter/fleet_collector.o
+	@mkdir -p $(@D)
+	rm -f $@ && $(AR) rcs $@ $^
+$(GMEM_EXPORTER): $(BUILD)/tools/exporter/exporter_main.o $(EXPORTER_LIB) $(TOOLS_CORE_LIB) \
+                  $(TOOLS_READER) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(EXPORTER_LIBS) $(TOOLS_LIBS)
+LIBS_ALL += $(GMEM_EXPORTER)
+
+# The metric set over hand-built traces, against golden exposition text.
+EXPORTER_TEST := $(BUILD)/tests/exporter_test
+$(EXPORTER_TEST): $(BUILD)/tests/exporter/fleet_metrics_test.o $(BUILD)/tests/tools/sample_trace.o \
+                  $(EXPORTER_LIB) $(TOOLS_CORE_LIB) $(TOOLS_READER) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(EXPORTER_LIBS) $(TOOLS_LIBS) $(GTEST_LIBS)
+UNIT_TESTS += $(EXPORTER_TEST)
+TEST_SCRIPT_DEPS += $(GMEM_EXPORTER)
+endif
+TEST_SCRIPTS += $(wildcard tests/exporter/*_test.sh)
+
+# The exporter's end-to-end test programs: one service that leaks steadily, one that is stable.
+STEADY_SERVICE := $(BUILD)/tests/exporter/steady_service
+$(BUILD)/tests/exporter/steady_service.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/tests/exporter/steady_service.o: EXTRA_CXXFLAGS += -O1 -fno-inline -fno-omit-frame-pointer
+$(STEADY_SERVICE): $(BUILD)/tests/exporter/steady_service.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
+TEST_SCRIPT_DEPS += $(STEADY_SERVICE)

@@ -50,7 +50,11 @@ FIFO=
 "$GMEM" stats "$PID" >"$W/stats.txt" || fail "gmem stats"
 "$GMEM" frag "$PID" >"$W/frag.txt" || fail "gmem frag"
 "$GMEM" top --once "$PID" >"$W/top.txt" || fail "gmem top --once"
-for f in ps leaks stats frag top; do
+"$GMEM" leaks --growth "$PID" >"$W/growth.txt"
+[ $? = 1 ] || fail "gmem leaks --growth exit status"
+"$GMEM" oom "$PID" >"$W/oom.txt" || fail "gmem oom"
+"$GMEM" diff "$PID" "$PID" >"$W/diff.txt" || fail "gmem diff"
+for f in ps leaks stats frag top growth oom diff; do
   raw_escape "$W/$f.txt" && fail "gmem $f printed raw control bytes"
 done
 grep -qF '\x1b]0;owned\x07\x1b[2J\xff' "$W/leaks.txt" || fail "leaks: command line not shown escaped"

@@ -1,0 +1,74 @@
+// Options of `gmem exporter`, declared once: the gmem command shows them in its help and
+// checks them, then runs the gmem-exporter program (built with prometheus-cpp) that declares
+// the same options again from this header.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "common/units.h"
+
+namespace gmem::tools {
+
+inline constexpr const char* k_exporter_default_listen = "127.0.0.1:9464";
+inline constexpr const char* k_exporter_program = "gmem-exporter";
+
+struct exporter_options {
+  std::string listen = k_exporter_default_listen;
+  std::size_t top_sites = 5;         // K: call sites per process by live bytes, and by growth
+  std::string growth_window = "10m"; // window of the growth ranking
+  std::string keep_exited = "15m";   // how long an exited process stays in the output
+  std::size_t max_processes = 256;   // traces exported per scrape, newest first
+  std::size_t threads = 2;           // HTTP worker threads
+  // Parsed by check():
+  std::uint64_t growth_window_ns = 0;
+  std::uint64_t keep_exited_ns = 0;
+};
+
+inline constexpr const char* k_exporter_description =
+    "Serve Prometheus/OpenMetrics metrics for every traced process on this host (live, or "
+    "exited within --keep-exited): per process and device memory, fragmentation, rates, OOMs "
+    "and limits, and each process's top call sites by live bytes and by growth. Read-only: "
+    "never blocks a traced program. See docs/monitoring.md.";
+
+inline void add_exporter_options(CLI::App& sub, exporter_options& o) {
+  sub.add_option("--listen", o.listen,
+                 "ADDR:PORT to serve /metrics on (default 127.0.0.1:9464, loopback only; port 0 "
+                 "picks a free one; 0.0.0.0:9464 for every interface)");
+  sub.add_option("--top-sites", o.top_sites,
+                 "K: call sites exported per process by live bytes and K more by growth "
+                 "(default 5; 0 = no call-site series)");
+  sub.add_option("--growth-window", o.growth_window,
+                 "window of the call-site growth ranking (default 10m)");
+  sub.add_option("--keep-exited", o.keep_exited,
+                 "keep exporting a process this long after it ended (default 15m; 0 = only "
+                 "running processes)");
+  sub.add_option("--max-processes", o.max_processes,
+                 "at most this many traces per scrape, running ones and the newest first "
+                 "(default 256)");
+  sub.add_option("--threads", o.threads, "HTTP worker threads (default 2)");
+}
+
+// Parses the durations and checks ranges; "" when all is well, else the message.
+inline std::string check(exporter_options& o) {
+  const auto w = parse_duration_ns(o.growth_window);
+  if (!w || *w == 0)
+    return "--growth-window '" + o.growth_window + "' is not a positive duration (e.g. 10m, 1h)";
+  const auto k = parse_duration_ns(o.keep_exited);
+  if (!k) return "--keep-exited '" + o.keep_exited + "' is not a duration (e.g. 15m, 0)";
+  if (o.top_sites > 100) return "--top-sites " + std::to_string(o.top_sites) + " is over 100";
+  if (o.max_processes == 0) return "--max-processes must be at least 1";
+  if (o.threads == 0 || o.threads > 64) return "--threads must be 1 to 64";
+  const auto colon = o.listen.rfind(':');
+  if (colon == std::string::npos || colon + 1 == o.listen.size() ||
+      o.listen.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
+      o.listen.size() - colon > 6 || std::stoul(o.listen.substr(colon + 1)) > 65535)
+    return "--listen '" + o.listen + "' is not ADDR:PORT (e.g. 127.0.0.1:9464)";
+  o.growth_window_ns = *w;
+  o.keep_exited_ns = *k;
+  return {};
+}
+
+} // namespace gmem::tools
