@@ -82,8 +82,8 @@ UNIT_TESTS += $(OPTIONS_TEST)
 SAN_TESTS += $(OPTIONS_TEST)
 endif
 
-TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh)
-TEST_SCRIPT_DEPS += $(SHIM_LIB)
+TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh) tests/interpose/contexts_test.sh
+TEST_SCRIPT_DEPS += $(SHIM_LIB) $(SHIM_PROBE_LINKED) $(GMEM_TOOL) $(FAKE_CUDA_LIB)
 
 # GPU tests (tests/gpu/): built on the GPU machine by the scripts themselves with nvcc.
 GPU_TESTS += $(wildcard tests/gpu/*_test.sh)
