@@ -34,7 +34,8 @@ $(FAKE_CUDA_LIB): $(FAKE_CUDA_SRCS:%.cpp=$(BUILD)/%.o) $(COMMON_LIB)
 # (routes dlsym and runtime), shim_probe_linked is linked against the fake (route exported).
 PROBE_SRCS := tests/interpose/shim_probe.cpp tests/interpose/probe_memory.cpp \
               tests/interpose/probe_barrier.cpp tests/interpose/probe_vmm.cpp \
-              tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp
+              tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp \
+              tests/interpose/probe_strict.cpp
 SHIM_PROBE := $(BUILD)/tests/interpose/shim_probe
 SHIM_PROBE_LINKED := $(BUILD)/tests/interpose/shim_probe_linked
 $(SHIM_PROBE): $(PROBE_SRCS:%.cpp=$(BUILD)/%.o)
@@ -82,7 +83,8 @@ UNIT_TESTS += $(OPTIONS_TEST)
 SAN_TESTS += $(OPTIONS_TEST)
 endif
 
-TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh) tests/interpose/contexts_test.sh
+TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh) tests/interpose/contexts_test.sh \
+                tests/interpose/strict_run_test.sh
 TEST_SCRIPT_DEPS += $(SHIM_LIB) $(SHIM_PROBE_LINKED) $(GMEM_TOOL) $(FAKE_CUDA_LIB)
 
 # GPU tests (tests/gpu/): built on the GPU machine by the scripts themselves with nvcc.

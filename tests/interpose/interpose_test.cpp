@@ -248,6 +248,37 @@ TEST_P(route_test, arena_serves_large_requests_from_pages) {
   }
 }
 
+// GMEM_STRICT (interpose/strict_mode.h): a stream-less free waits for the device like the
+// driver's (the fake's cuMemFree synchronizes: GMEM_ENABLE=0 is the reference), and an
+// allocation orders streams. Without strict mode the pooled calls do neither.
+TEST_P(route_test, strict_free_waits_for_the_device) {
+  const probe_run native = run_probe(GetParam(), "strict_free", {{"GMEM_ENABLE", "0"}});
+  EXPECT_PROBE_OK(native);
+  EXPECT_TRUE(native.has("strict_free ok=1")) << native.child.output;
+  const probe_run loose = run_probe(GetParam(), "strict_free");
+  EXPECT_PROBE_OK(loose);
+  EXPECT_TRUE(loose.has("strict_free ok=0")) << loose.child.output; // the documented hazard
+  const probe_run strict = run_probe(GetParam(), "strict_free", {{"GMEM_STRICT", "1"}});
+  EXPECT_PROBE_OK(strict);
+  EXPECT_TRUE(strict.has("strict_free ok=1")) << strict.child.output;
+  // Still pooled: one segment each for the device and the host pool, nothing freed upstream.
+  EXPECT_EQ(strict.counter("mem_free_calls"), 0u) << strict.child.output;
+  EXPECT_EQ(strict.pool_stat("device", "total_allocs"), 1u) << strict.child.output;
+  EXPECT_GE(strict.pool_stat("device", "fences"), 1u) << strict.child.output;
+}
+
+TEST_P(route_test, strict_allocation_orders_streams) {
+  for (const char* barriers : {"1", "0"}) {
+    const probe_run strict =
+        run_probe(GetParam(), "strict_alloc", {{"GMEM_STRICT", "1"}, {"GMEM_BARRIERS", barriers}});
+    EXPECT_PROBE_OK(strict);
+    EXPECT_TRUE(strict.has("strict_alloc ok=1")) << barriers << strict.child.output;
+  }
+  const probe_run loose = run_probe(GetParam(), "strict_alloc");
+  EXPECT_PROBE_OK(loose);
+  EXPECT_TRUE(loose.has("strict_alloc ok=0")) << loose.child.output;
+}
+
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
                          testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
 

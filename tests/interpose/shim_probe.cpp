@@ -250,6 +250,10 @@ int main(int argc, char** argv) {
     scenario_capture();
   else if (s == "contexts")
     scenario_contexts();
+  else if (s == "strict_free")
+    scenario_strict_free();
+  else if (s == "strict_alloc")
+    scenario_strict_alloc();
   else if (s == "private_context")
     scenario_private_context();
   else if (s == "old_abi")
