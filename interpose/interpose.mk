@@ -47,13 +47,19 @@ $(BUILD)/tests/interpose/linked/%.o: tests/interpose/%.cpp | deps-build
 $(SHIM_PROBE_LINKED): $(PROBE_SRCS:tests/interpose/%.cpp=$(BUILD)/tests/interpose/linked/%.o) $(FAKE_CUDA_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda' -ldl -pthread
+# Two processes sharing pooled blocks by CUDA IPC (ipc_probe exports, a child imports).
+IPC_PROBE := $(BUILD)/tests/interpose/ipc_probe
+$(IPC_PROBE): $(BUILD)/tests/interpose/ipc_probe.o $(FAKE_CUDA_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda'
 OTHER_INTERPOSER := $(BUILD)/tests/interpose/libother_interposer.so
 $(OTHER_INTERPOSER): $(BUILD)/tests/interpose/other_interposer.o
 	@mkdir -p $(@D)
 	$(CXX) -shared -o $@ $^ $(GMEM_LDFLAGS) -ldl
 
 INTERPOSE_TEST := $(BUILD)/tests/interpose_test
-INTERPOSE_TEST_DEPS := $(SHIM_LIB) $(FAKE_CUDA_LIB) $(SHIM_PROBE) $(SHIM_PROBE_LINKED) $(OTHER_INTERPOSER)
+INTERPOSE_TEST_DEPS := $(SHIM_LIB) $(FAKE_CUDA_LIB) $(SHIM_PROBE) $(SHIM_PROBE_LINKED) $(OTHER_INTERPOSER) \
+                       $(IPC_PROBE)
 $(INTERPOSE_TEST): $(BUILD)/tests/interpose/interpose_test.o $(BUILD)/tests/interpose/child_process.o \
                    $(COMMON_LIB) | $(INTERPOSE_TEST_DEPS)
 	@mkdir -p $(@D)

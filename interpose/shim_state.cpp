@@ -7,6 +7,7 @@
 
 #include "interpose/context_pools.h"
 #include "interpose/hook_support.h"
+#include "interpose/ipc_sharing.h"
 #include "interpose/retired_pools.h"
 #include "interpose/trace_hooks.h"
 
@@ -88,6 +89,7 @@ void on_exit() {
     print_counters();
   }
   trace::shutdown();
+  ipc_at_exit();
 }
 
 void on_fork_child() {

@@ -99,6 +99,8 @@ const proc_row k_procs[] = {
     {"cuMemcpyHtoD", 3020, FAKE_FN(cuMemcpyHtoD_v2), nullptr},
     {"cuMemcpyDtoH", 3020, FAKE_FN(cuMemcpyDtoH_v2), nullptr},
     {"cuIpcGetMemHandle", 4010, FAKE_FN(cuIpcGetMemHandle), nullptr},
+    {"cuIpcOpenMemHandle", 11000, FAKE_FN(cuIpcOpenMemHandle_v2), nullptr},
+    {"cuIpcCloseMemHandle", 4010, FAKE_FN(cuIpcCloseMemHandle), nullptr},
     {"cuGetErrorName", 6000, FAKE_FN(cuGetErrorName), nullptr},
     {"cuGetErrorString", 6000, FAKE_FN(cuGetErrorString), nullptr},
 };
