@@ -52,6 +52,11 @@ IPC_PROBE := $(BUILD)/tests/interpose/ipc_probe
 $(IPC_PROBE): $(BUILD)/tests/interpose/ipc_probe.o $(FAKE_CUDA_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda'
+# Graph memory nodes through the driver API (graph_test.sh).
+GRAPH_PROBE := $(BUILD)/tests/interpose/graph_probe
+$(GRAPH_PROBE): $(BUILD)/tests/interpose/graph_probe.o $(FAKE_CUDA_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda'
 OTHER_INTERPOSER := $(BUILD)/tests/interpose/libother_interposer.so
 $(OTHER_INTERPOSER): $(BUILD)/tests/interpose/other_interposer.o
 	@mkdir -p $(@D)
@@ -90,8 +95,8 @@ SAN_TESTS += $(OPTIONS_TEST)
 endif
 
 TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh) tests/interpose/contexts_test.sh \
-                tests/interpose/strict_run_test.sh
-TEST_SCRIPT_DEPS += $(SHIM_LIB) $(SHIM_PROBE_LINKED) $(GMEM_TOOL) $(FAKE_CUDA_LIB)
+                tests/interpose/strict_run_test.sh tests/interpose/graph_test.sh
+TEST_SCRIPT_DEPS += $(SHIM_LIB) $(SHIM_PROBE_LINKED) $(GMEM_TOOL) $(FAKE_CUDA_LIB) $(GRAPH_PROBE)
 
 # GPU tests (tests/gpu/): built on the GPU machine by the scripts themselves with nvcc.
 GPU_TESTS += $(wildcard tests/gpu/*_test.sh)
