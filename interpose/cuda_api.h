@@ -74,8 +74,8 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
   X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, any)                                         \
   X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, any)                                             \
   X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, any)                                     \
-  X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040, any)                                   \
-  X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", 11040, any)                                     \
+  X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040, any)                                  \
+  X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", 11040, any)                                    \
   X(cuGraphAddNode_v2, "cuGraphAddNode", 12030, any)
 
 // Driver functions the shim calls but does not hook: X(exported name).

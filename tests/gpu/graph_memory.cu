@@ -41,7 +41,8 @@ int main() {
   kp.blockDim = dim3(256);
   kp.kernelParams = args;
   CK(cudaGraphAddKernelNode(&kern, g, &alloc, 1, &kp));
-  CK(cudaGraphAddMemcpyNode1D(&copy, g, &kern, 1, host, d, n * sizeof(int), cudaMemcpyDeviceToHost));
+  CK(cudaGraphAddMemcpyNode1D(&copy, g, &kern, 1, host, d, n * sizeof(int),
+                              cudaMemcpyDeviceToHost));
   CK(cudaGraphAddMemFreeNode(&freen, g, &copy, 1, d));
   ap.bytesize = 4 << 20;
   CK(cudaGraphAddMemAllocNode(&keep, g, nullptr, 0, &ap)); // freed after the launch
