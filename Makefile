@@ -13,8 +13,8 @@
 #   make dist         relocatable tarball build/dist/gmem-VERSION-linux-x86_64.tar.gz
 #   make wheel        build/dist/gmem-VERSION-py3-none-manylinux_2_XX_x86_64.whl
 # Variables: BUILD (build), MODE (release|debug: debug runs is_valid() after each mutation),
-# WERROR (1; 0 for packagers), CUDA_HOME (/usr/local/cuda), SAN (internal: asan|tsan), J,
-# PREFIX, DESTDIR.
+# WERROR (1; 0 for packagers), CUDA_HOME (/usr/local/cuda), SAN (internal: asan|tsan),
+# J (jobs: one per core unless -jN is given), PREFIX, DESTDIR.
 #
 # Each part of the tree adds its targets through its own fragment (pool/pool.mk, ...), appending to:
 #   LIBS_ALL     libraries and programs built by `make`
@@ -24,6 +24,13 @@
 #   GPU_TESTS    scripts run by `make test-gpu`
 .DEFAULT_GOAL := all
 SHELL := /bin/bash
+
+# Parallel by default: one job per core (J=N to choose). A -jN on the command line wins over
+# this; sub-makes (MAKELEVEL > 0) share their parent's job server instead of starting another.
+ifeq ($(MAKELEVEL),0)
+J ?= $(shell nproc 2>/dev/null || echo 2)
+MAKEFLAGS += -j$(J)
+endif
 
 BUILD     ?= build
 MODE      ?= release

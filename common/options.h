@@ -55,6 +55,10 @@
     "0 = segments of their own (CUDA IPC export of such blocks works)")                            \
   X(arena_page_mb, "GMEM_ARENA_PAGE_MB", count, "16", "",                                          \
     "MiB per arena page, the unit the arena maps and gives back (a power of two, at least 2)")     \
+  X(strict, "GMEM_STRICT", flag, "0", "",                                                          \
+    "1 = CUDA's synchronization exactly: a stream-less free (cuMemFree, cuMemFreeHost) returns "   \
+    "once the device has finished the work issued before it, and an allocation orders the "        \
+    "streams like the driver's does (the pool still serves both); 0 = frees do not wait")          \
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \

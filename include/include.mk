@@ -21,6 +21,13 @@ $(API_TEST): $(API_TEST_SRCS:%.cpp=$(BUILD)/%.o) $(CLIENT_LIB) $(COMMON_LIB)
 	  -Wl,-rpath,'$$ORIGIN/../lib' $(GTEST_LIBS)
 UNIT_TESTS += $(API_TEST)
 SAN_TESTS += $(API_TEST)
+# The public headers must build as C++17 (nvcc's default dialect): this test file is compiled
+# so (the later -std wins), the rest of api_test as C++20.
+$(BUILD)/tests/api/cxx17_test.o: EXTRA_CXXFLAGS += -std=c++17
+
+# The public headers in a .cu file, compiled by nvcc (device code included) in its default
+# dialect and in C++20; skipped where no nvcc is installed.
+TEST_SCRIPTS += tests/api/headers_nvcc_test.sh
 
 # End-to-end: the C API with and without the shim, over the fake driver; the Python package.
 API_PROBE := $(BUILD)/tests/api/api_probe

@@ -4,6 +4,7 @@
 
 #include "common/options.h"
 #include "common/units.h"
+#include "interpose/retired_pools.h"
 #include "interpose/shim_state.h"
 
 namespace gmem::shim {
@@ -221,35 +222,39 @@ pool* context_pools::host_owner(std::uintptr_t address, int* device) const {
 }
 
 void context_pools::drop(CUcontext ctx) {
-  std::lock_guard lock(mu_);
-  if (context_entry* e = find(ctx)) {
-    abandon_entry(*e);
-    g_generation.fetch_add(1, std::memory_order_acq_rel);
+  bool dropped = false;
+  {
+    std::lock_guard lock(mu_);
+    if (context_entry* e = find(ctx)) {
+      retire_entry(*e, "destroyed");
+      abandon_entry(*e);
+      g_generation.fetch_add(1, std::memory_order_acq_rel);
+      dropped = true;
+    }
   }
+  if (dropped) record_retirement();
 }
 
 void context_pools::drop_primary(const real_driver&, int device) {
-  std::lock_guard lock(mu_);
-  const std::size_t n = count_.load(std::memory_order_relaxed);
-  for (std::size_t i = 0; i < n; ++i) {
-    context_entry* e = entries_[i];
-    if (!e->dropped() && e->primary && e->device() == device) {
-      abandon_entry(*e);
-      g_generation.fetch_add(1, std::memory_order_acq_rel);
+  bool dropped = false;
+  {
+    std::lock_guard lock(mu_);
+    const std::size_t n = count_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; ++i) {
+      context_entry* e = entries_[i];
+      if (!e->dropped() && e->primary && e->device() == device) {
+        retire_entry(*e, "reset");
+        abandon_entry(*e);
+        g_generation.fetch_add(1, std::memory_order_acq_rel);
+        dropped = true;
+      }
     }
   }
+  if (dropped) record_retirement();
 }
 
 std::size_t context_pools::fill_stats(trace::device_stats* out, std::size_t max) const {
-  std::size_t filled = 0;
-  for_each([&](const context_entry& e) {
-    if (filled < max) out[filled++] = {e.device(), e.device_pool->stats()};
-    const std::size_t h = e.host_count.load(std::memory_order_acquire);
-    for (std::size_t j = 0; j < h && filled < max; ++j) {
-      out[filled++] = {-1, e.host[j].host_pool->stats()};
-    }
-  });
-  return filled;
+  return pool_figures(*this, out, max);
 }
 
 } // namespace gmem::shim

@@ -37,6 +37,10 @@ struct context_entry {
   static constexpr std::size_t k_max_host_pools = 8;
   std::array<host_pool_slot, k_max_host_pools> host{};
   std::atomic<std::size_t> host_count{0}; // slots [0, host_count) are published
+  // Written once before `dropped` is set (retired_pools.h): the pools' figures at the drop.
+  const char* drop_reason = nullptr; // "destroyed", "reset"
+  pool_stats device_at_drop;
+  std::array<pool_stats, k_max_host_pools> host_at_drop{};
 
   bool dropped() const { return link.dropped.load(std::memory_order_acquire); }
   int device() const { return link.device; }
@@ -75,6 +79,13 @@ public:
       if (!e->dropped()) f(*e);
     }
   }
+  // Calls f(entry) for every entry, dropped ones included (their pools are never freed).
+  template <typename F> void for_each_entry(F&& f) const {
+    const std::size_t n = count_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < n; ++i)
+      f(*entries_[i]);
+  }
+  // Every pool's figures per device, dropped pools included (retired_pools.h).
   std::size_t fill_stats(trace::device_stats* out, std::size_t max) const;
 
 private:

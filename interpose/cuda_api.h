@@ -73,7 +73,10 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
   X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 12000, any)                                       \
   X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010, any)                                         \
   X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010, any)                                             \
-  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, any)
+  X(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 4000, any)                                     \
+  X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040, any)                                  \
+  X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", 11040, any)                                    \
+  X(cuGraphAddNode_v2, "cuGraphAddNode", 12030, any)
 
 // Driver functions the shim calls but does not hook: X(exported name).
 #define GMEM_REAL_ONLY(X)                                                                          \

@@ -3,6 +3,7 @@
 // Requests the driver would reject (null output, 0 bytes) and everything while the shim is
 // inactive go to the driver, so the program sees the driver's own answer.
 #include "interpose/hook_support.h"
+#include "interpose/strict_mode.h"
 
 namespace gmem::shim {
 namespace {
@@ -143,6 +144,7 @@ CUresult host_alloc(void** out, std::size_t bytes, unsigned flags, bool legacy_e
   if (r.status != pool_status::ok) return to_cuda(r.status);
   *out = reinterpret_cast<void*>(r.address);
   trace::alloc(r.address, bytes, r.size, -1, 0, alloc_kind::host_pinned, stack);
+  if (GMEM_UNLIKELY(strict_mode())) strict_before_alloc(*e); // orders streams like the driver
   return CUDA_SUCCESS;
 }
 
@@ -154,16 +156,22 @@ using gmem::k_no_stream;
 
 GMEM_HOOK CUresult cuMemAlloc_v2(CUdeviceptr* dptr, std::size_t bytes) {
   if (!shim_active() || dptr == nullptr || bytes == 0) return GMEM_REAL(cuMemAlloc_v2, dptr, bytes);
-  return pool_alloc(dptr, bytes, k_no_stream, 0, gmem::trace::alloc_kind::device,
-                    [&] { return GMEM_REAL(cuMemAlloc_v2, dptr, bytes); });
+  const CUresult r = pool_alloc(dptr, bytes, k_no_stream, 0, gmem::trace::alloc_kind::device,
+                                [&] { return GMEM_REAL(cuMemAlloc_v2, dptr, bytes); });
+  if (GMEM_UNLIKELY(strict_mode()) && r == CUDA_SUCCESS) {
+    if (context_entry* e = pools().last_used()) strict_before_alloc(*e); // GMEM_STRICT
+  }
+  return r;
 }
 
 GMEM_HOOK CUresult cuMemFree_v2(CUdeviceptr p) {
   if (GMEM_UNLIKELY(!shim_active() || p == 0)) {
     return late_pooled_free(p, false) ? CUDA_SUCCESS : GMEM_REAL(cuMemFree_v2, p);
   }
-  return pool_free(p, k_no_stream, 0, gmem::trace::alloc_kind::device,
-                   [&] { return GMEM_REAL(cuMemFree_v2, p); });
+  const CUresult r = pool_free(p, k_no_stream, 0, gmem::trace::alloc_kind::device,
+                               [&] { return GMEM_REAL(cuMemFree_v2, p); });
+  if (GMEM_UNLIKELY(strict_mode()) && r == CUDA_SUCCESS) strict_after_device_free(p); // waits
+  return r;
 }
 
 GMEM_HOOK CUresult cuMemAllocAsync(CUdeviceptr* dptr, std::size_t bytes, CUstream s) {
@@ -194,6 +202,11 @@ GMEM_HOOK CUresult cuMemFreeHost(void* p) {
   gmem::pool* owner = pools().host_owner(address, nullptr);
   if (owner == nullptr) return GMEM_REAL(cuMemFreeHost, p);
   gmem::trace::free(address, -1, 0, gmem::trace::alloc_kind::host_pinned);
-  hook_scope scope;
-  return to_cuda(owner->deallocate(address, k_no_stream));
+  CUresult r;
+  {
+    hook_scope scope;
+    r = to_cuda(owner->deallocate(address, k_no_stream));
+  }
+  if (GMEM_UNLIKELY(strict_mode()) && r == CUDA_SUCCESS) strict_after_host_free(address); // waits
+  return r;
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "interpose/hook_support.h"
+#include "interpose/ipc_sharing.h"
 
 using namespace gmem::shim;
 using gmem::trace::alloc_kind;
@@ -52,36 +53,12 @@ GMEM_HOOK CUresult cuMemUnmap(CUdeviceptr ptr, std::size_t size) {
 
 GMEM_HOOK CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handle,
                                          unsigned int flags) {
-  return traced_passthrough(alloc_kind::ipc, 0, 0, dptr,
-                            [&] { return GMEM_REAL(cuIpcOpenMemHandle_v2, dptr, handle, flags); });
+  return ipc_open(dptr, handle, flags);
 }
 GMEM_HOOK CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
-  gmem::trace::free(ptr, current_device(), 0, alloc_kind::ipc);
-  return GMEM_REAL(cuIpcCloseMemHandle, ptr);
+  return ipc_close(ptr);
 }
-
-// A handle names the driver's allocation, which for a pooled block is the whole segment: the
-// importer would map the segment's base, not the block. Only a block at its segment's start
-// can be exported correctly; any other is refused rather than silently wrong. Virtual-memory
-// segments (GMEM_VMM) and arena memory (GMEM_ARENA) have no legacy IPC handle at all.
+// Pooled blocks: interpose/ipc_sharing.h.
 GMEM_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
-  if (shim_active() && driver() != nullptr) {
-    if (context_entry* e = pools().device_owner(p, nullptr)) {
-      auto b = e->device_pool->find(p);
-      if (!b || b->address != b->segment_base || b->address != p ||
-          (e->vmm != nullptr && e->vmm->is_vmm(p))) {
-        static std::atomic<bool> warned{false};
-        if (!warned.exchange(true)) {
-          std::fprintf(
-              stderr,
-              "gmem: warning: cuIpcGetMemHandle of pooled memory at 0x%llx is not "
-              "supported (set GMEM_VMM=0 GMEM_ARENA=0, or GMEM_ENABLE=0, for programs that "
-              "share device memory by IPC); returning CUDA_ERROR_NOT_SUPPORTED\n",
-              static_cast<unsigned long long>(p));
-        }
-        return CUDA_ERROR_NOT_SUPPORTED;
-      }
-    }
-  }
-  return GMEM_REAL(cuIpcGetMemHandle, handle, p);
+  return ipc_get_handle(handle, p);
 }

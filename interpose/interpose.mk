@@ -34,7 +34,8 @@ $(FAKE_CUDA_LIB): $(FAKE_CUDA_SRCS:%.cpp=$(BUILD)/%.o) $(COMMON_LIB)
 # (routes dlsym and runtime), shim_probe_linked is linked against the fake (route exported).
 PROBE_SRCS := tests/interpose/shim_probe.cpp tests/interpose/probe_memory.cpp \
               tests/interpose/probe_barrier.cpp tests/interpose/probe_vmm.cpp \
-              tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp
+              tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp \
+              tests/interpose/probe_strict.cpp
 SHIM_PROBE := $(BUILD)/tests/interpose/shim_probe
 SHIM_PROBE_LINKED := $(BUILD)/tests/interpose/shim_probe_linked
 $(SHIM_PROBE): $(PROBE_SRCS:%.cpp=$(BUILD)/%.o)
@@ -46,13 +47,24 @@ $(BUILD)/tests/interpose/linked/%.o: tests/interpose/%.cpp | deps-build
 $(SHIM_PROBE_LINKED): $(PROBE_SRCS:tests/interpose/%.cpp=$(BUILD)/tests/interpose/linked/%.o) $(FAKE_CUDA_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda' -ldl -pthread
+# Two processes sharing pooled blocks by CUDA IPC (ipc_probe exports, a child imports).
+IPC_PROBE := $(BUILD)/tests/interpose/ipc_probe
+$(IPC_PROBE): $(BUILD)/tests/interpose/ipc_probe.o $(FAKE_CUDA_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda'
+# Graph memory nodes through the driver API (graph_test.sh).
+GRAPH_PROBE := $(BUILD)/tests/interpose/graph_probe
+$(GRAPH_PROBE): $(BUILD)/tests/interpose/graph_probe.o $(FAKE_CUDA_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter %.o,$^) $(FAKE_CUDA_LIB) -Wl,-rpath,'$$ORIGIN/../fake_cuda'
 OTHER_INTERPOSER := $(BUILD)/tests/interpose/libother_interposer.so
 $(OTHER_INTERPOSER): $(BUILD)/tests/interpose/other_interposer.o
 	@mkdir -p $(@D)
 	$(CXX) -shared -o $@ $^ $(GMEM_LDFLAGS) -ldl
 
 INTERPOSE_TEST := $(BUILD)/tests/interpose_test
-INTERPOSE_TEST_DEPS := $(SHIM_LIB) $(FAKE_CUDA_LIB) $(SHIM_PROBE) $(SHIM_PROBE_LINKED) $(OTHER_INTERPOSER)
+INTERPOSE_TEST_DEPS := $(SHIM_LIB) $(FAKE_CUDA_LIB) $(SHIM_PROBE) $(SHIM_PROBE_LINKED) $(OTHER_INTERPOSER) \
+                       $(IPC_PROBE)
 $(INTERPOSE_TEST): $(BUILD)/tests/interpose/interpose_test.o $(BUILD)/tests/interpose/child_process.o \
                    $(COMMON_LIB) | $(INTERPOSE_TEST_DEPS)
 	@mkdir -p $(@D)
@@ -82,8 +94,9 @@ UNIT_TESTS += $(OPTIONS_TEST)
 SAN_TESTS += $(OPTIONS_TEST)
 endif
 
-TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh)
-TEST_SCRIPT_DEPS += $(SHIM_LIB)
+TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh) tests/interpose/contexts_test.sh \
+                tests/interpose/strict_run_test.sh tests/interpose/graph_test.sh
+TEST_SCRIPT_DEPS += $(SHIM_LIB) $(SHIM_PROBE_LINKED) $(GMEM_TOOL) $(FAKE_CUDA_LIB) $(GRAPH_PROBE)
 
 # GPU tests (tests/gpu/): built on the GPU machine by the scripts themselves with nvcc.
 GPU_TESTS += $(wildcard tests/gpu/*_test.sh)

@@ -7,6 +7,8 @@
 
 #include "interpose/context_pools.h"
 #include "interpose/hook_support.h"
+#include "interpose/ipc_sharing.h"
+#include "interpose/retired_pools.h"
 #include "interpose/trace_hooks.h"
 
 namespace gmem::shim {
@@ -63,6 +65,7 @@ void print_counters() {
     for (std::size_t j = 0; j < h; ++j)
       print("host", *e.host[j].host_pool);
   });
+  print_retired(pools(), stderr);
   std::fprintf(stderr, "gmem: passthrough");
   for (std::size_t k = 0; k < trace::k_alloc_kind_count; ++k) {
     std::fprintf(stderr, " %s=%llu", trace::to_string(static_cast<trace::alloc_kind>(k)),
@@ -86,6 +89,7 @@ void on_exit() {
     print_counters();
   }
   trace::shutdown();
+  ipc_at_exit();
 }
 
 void on_fork_child() {

@@ -66,6 +66,10 @@ void marker(const char* label) noexcept {
     w->marker(label ? std::string_view(label, strnlen(label, 65536)) : std::string_view());
 }
 
+void sample_now() noexcept {
+  recorder_sample_now();
+}
+
 void modules_changed() noexcept {
   if (trace_writer* w = recorder_writer_if_open()) {
     try {

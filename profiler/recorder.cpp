@@ -281,6 +281,16 @@ void recorder_set_stats_source(stats_source source) noexcept {
   g_source.store(source, std::memory_order_release);
 }
 
+void recorder_sample_now() noexcept {
+  trace_writer* w = recorder_writer_if_open();
+  if (w == nullptr) return;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_shut_down) return;
+  }
+  take_sample(*w, sample_reason::periodic);
+}
+
 void recorder_shutdown() noexcept {
   trace_writer* w = g_writer.load(std::memory_order_acquire);
   if (!w) return;

@@ -45,6 +45,9 @@ trace_writer* recorder_writer() noexcept;
 // The writer if the object exists already; never creates it.
 trace_writer* recorder_writer_if_open() noexcept;
 void recorder_set_stats_source(stats_source source) noexcept;
+// A periodic counter sample now, off the sampler's schedule (a pool's context was destroyed);
+// nothing when the object does not exist yet or after shutdown.
+void recorder_sample_now() noexcept;
 void recorder_shutdown() noexcept;
 // "gmem.<pid>.<ticks>.<nonce>" once created, "" before.
 std::string recorder_object_name();

@@ -20,8 +20,8 @@ const char* to_string(alloc_kind kind) noexcept {
     return "ipc";
   case alloc_kind::mempool:
     return "mempool";
-  case alloc_kind::capture:
-    return "capture";
+  case alloc_kind::capture: // graph memory (docs/trace-format.md): captured or a memory node
+    return "graph";
   case alloc_kind::passthrough:
     return "passthrough";
   }

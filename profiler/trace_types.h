@@ -19,7 +19,7 @@ enum class alloc_kind : std::uint8_t {
   vmm = 5,         // cuMemCreate / cuMemMap
   ipc = 6,         // cuIpcOpenMemHandle
   mempool = 7,     // cuMemAllocFromPoolAsync on an explicit pool
-  capture = 8,     // allocated while a stream was capturing a graph
+  capture = 8,     // graph memory: allocated by a capturing stream or a graph memory node
   passthrough = 9, // anything else handed straight to the driver
 };
 inline constexpr std::uint8_t k_alloc_kind_count = 10;

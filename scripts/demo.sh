@@ -28,7 +28,7 @@ fi
 step() { printf '\n==== %s\n' "$*"; }
 missing=()
 build() { # target description: builds one target; records what could not be built
-  if ! $MAKE --no-print-directory -j2 "$1" >"$BUILD/demo/build-$(basename "$1").log" 2>&1; then
+  if ! $MAKE --no-print-directory "$1" >"$BUILD/demo/build-$(basename "$1").log" 2>&1; then
     missing+=("$2")
     echo "gmem demo: could not build $2 ($1); see $BUILD/demo/build-$(basename "$1").log"
     return 1

@@ -15,7 +15,7 @@
 #   lib/gmem/*.so.*                private helper libraries (elfutils, libunwind and what they
 #                                  load: liblzma, libbz2, libz), RUNPATH $ORIGIN; private so that
 #                                  they never shadow the system's copies through ld.so.cache
-#   include/gmem/                  gmem.h (C), chunking.hpp (C++20)
+#   include/gmem/                  gmem.h (C), chunking.hpp (C++17 or later)
 #   lib/pkgconfig/gmem.pc, lib/cmake/gmem/   pkg-config and find_package(gmem) -> gmem::client
 #   share/gmem/python/gmem/        the Python package (PYTHONPATH=PREFIX/share/gmem/python)
 #   share/man/man1/gmem.1, share/man/man7/gmem-options.7, share/bash-completion/completions/gmem

@@ -32,12 +32,13 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols) {
   for (const auto& d : tl.devices) {
     const std::string name = pool_name(d.device) + " memory";
     for (const auto& p : d.points)
-      ev.push_back(json{{"ph", "C"},
-                        {"pid", pid},
-                        {"tid", 0},
-                        {"name", name},
-                        {"ts", us(p.t_ns)},
-                        {"args", {{"live", p.live}, {"reserved", p.reserved}}}});
+      ev.push_back(
+          json{{"ph", "C"},
+               {"pid", pid},
+               {"tid", 0},
+               {"name", name},
+               {"ts", us(p.t_ns)},
+               {"args", {{"live", p.live}, {"reserved", p.reserved}, {"graph", p.graph}}}});
   }
   for (const auto& s : t.samples)
     ev.push_back(json{{"ph", "C"},

@@ -45,11 +45,18 @@ command_fn add_run(CLI::App& app) {
     std::vector<std::pair<std::string, std::string>> settings;
     std::vector<std::pair<const char*, std::shared_ptr<std::string>>> flag_values;
     bool quiet = false;
+    bool strict = false;
   };
   auto a = std::make_shared<args>();
   std::size_t n_rows = 0;
   const option_row* rows = option_rows(&n_rows);
   for (std::size_t i = 0; i < n_rows; ++i) {
+    if (std::string_view(rows[i].field) == "strict") { // a switch: `gmem run --strict -- CMD`
+      sub->add_flag("--strict", a->strict,
+                    std::string(rows[i].help) + " [sets " + rows[i].env_name + "=1; default: off]")
+          ->group("Pool and trace options");
+      continue;
+    }
     auto value = std::make_shared<std::string>();
     const std::string def =
         rows[i].default_text[0] != '\0' ? rows[i].default_text : rows[i].empty_means;
@@ -67,6 +74,7 @@ command_fn add_run(CLI::App& app) {
   return [a]() -> int {
     for (const auto& [env_name, value] : a->flag_values)
       if (!value->empty()) a->settings.emplace_back(env_name, *value);
+    if (a->strict) a->settings.emplace_back("GMEM_STRICT", "1");
     for (const auto& e : a->env) {
       const auto eq = e.find('=');
       if (eq == std::string::npos || e.rfind("GMEM_", 0) != 0)

@@ -43,6 +43,11 @@ std::string print_frag(const gmem::trace::trace& t, const frag_report& r, const 
              format_bytes(d.largest_request_after_fence) + "\n";
     out += "  limit " + (d.limit_bytes ? format_bytes(d.limit_bytes) : std::string("none")) +
            ", out-of-memory errors " + std::to_string(d.ooms) + "\n";
+    if (d.graph_allocations != 0)
+      out += "  graph memory (the driver's, not pooled: graph memory nodes and allocations "
+             "captured into graphs): " +
+             format_bytes(d.graph_bytes) + " in " + std::to_string(d.graph_allocations) +
+             " allocation" + (d.graph_allocations == 1 ? "" : "s") + "\n";
     if (!d.segments.empty())
       out += "  segments  (map: # used, = mostly used, - partly used, . free)\n";
     for (const auto& s : d.segments) {

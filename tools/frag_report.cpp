@@ -1,4 +1,5 @@
 #include "tools/frag_report.h"
+#include "tools/timeline.h"
 
 #include <algorithm>
 #include <map>
@@ -165,6 +166,13 @@ frag_report build_frag_report(const gmem::trace::trace& trace) {
       d.empty_bytes += s.bytes;
     }
     d.segments.push_back(std::move(s));
+  }
+  for (const auto& a : trace.live) {
+    if (!is_graph_kind(a.kind)) continue;
+    device_frag& d = by_device[a.device];
+    d.device = a.device;
+    d.graph_bytes += std::max(a.rounded, a.requested);
+    ++d.graph_allocations;
   }
   for (const auto& c : trace.devices) {
     device_frag& d = by_device[c.device];

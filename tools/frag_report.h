@@ -57,6 +57,9 @@ struct device_frag {
   std::uint64_t ooms = 0;
   std::uint64_t pool_free_bytes = 0;
   std::uint64_t pool_largest_free = 0;
+  // Graph memory (not pooled, outside the segments): memory-node and captured allocations.
+  std::uint64_t graph_bytes = 0;
+  std::uint64_t graph_allocations = 0;
   bool has_pool_counters = false;
   std::vector<std::string> advice;
   // The pool's 1 - largest_free_block/free_bytes when it has counters, else the map's.

@@ -88,6 +88,8 @@ json frag_json(const gmem::trace::trace& t, const frag_report& r) {
            {"largest_free", d.largest_free},
            {"fragmentation", d.fragmentation()},
            {"largest_request", d.largest_request},
+           {"graph_bytes", d.graph_bytes},
+           {"graph_allocations", d.graph_allocations},
            {"largest_request_after_fence", d.largest_request_after_fence},
            {"empty_segments", d.empty_segments},
            {"empty_bytes", d.empty_bytes},

@@ -6,6 +6,10 @@
 #include "tools/commands.h"
 #include "tools/exit_codes.h"
 
+#ifndef GMEM_VERSION
+#error "GMEM_VERSION must be defined (tools/tools.mk passes the contents of VERSION)"
+#endif
+
 namespace {
 
 constexpr const char* k_footer = R"(
@@ -26,6 +30,7 @@ int main(int argc, char** argv) {
   app.footer(k_footer);
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "help for every subcommand");
+  app.set_version_flag("--version", "gmem " GMEM_VERSION, "print gmem's version and exit");
   std::vector<std::pair<CLI::App*, command_fn>> commands;
   auto add = [&](command_fn (*f)(CLI::App&)) {
     command_fn fn = f(app);
@@ -61,6 +66,8 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::string where = "gmem";

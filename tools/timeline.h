@@ -14,6 +14,7 @@ struct timeline_point {
   std::uint64_t t_ns = 0;
   std::uint64_t live = 0;     // pooled live bytes (as rounded by the pool)
   std::uint64_t reserved = 0; // bytes in segments
+  std::uint64_t graph = 0;    // live graph memory (not pooled: memory nodes, captured allocations)
 };
 
 struct device_timeline {
@@ -21,6 +22,7 @@ struct device_timeline {
   std::vector<timeline_point> points; // by time; one per event that changed a value
   std::uint64_t peak_live = 0;
   std::uint64_t peak_reserved = 0;
+  std::uint64_t peak_graph = 0;
 };
 
 enum class mark_kind { marker, oom, fence, trim };
@@ -45,6 +47,7 @@ struct timeline {
 };
 
 bool is_pooled_kind(gmem::trace::alloc_kind kind);
+bool is_graph_kind(gmem::trace::alloc_kind kind); // alloc_kind::capture: graph memory
 timeline build_timeline(const gmem::trace::trace& trace);
 const char* to_string(mark_kind k);
 

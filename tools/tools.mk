@@ -6,6 +6,10 @@ TOOLS_CORE_LIB  := $(BUILD)/lib/libgmem_tools.a
 GMEM_TOOL       := $(BUILD)/bin/gmem
 TOOLS_LIBS      := -ldw -lelf -lfmt -pthread
 
+# `gmem --version` prints the release in VERSION.
+$(BUILD)/tools/main.o: EXTRA_CPPFLAGS += -DGMEM_VERSION=\"$(shell cat VERSION)\"
+$(BUILD)/tools/main.o: VERSION
+
 # The reader of the profiler (trace bytes -> model); absent while the profiler is written.
 TOOLS_READER := $(PROFILER_READER_LIB)
 

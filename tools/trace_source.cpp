@@ -76,6 +76,12 @@ open_result open_by_path(const std::string& target, const gmem::trace::read_opti
     }
     return r;
   }
+  if (S_ISDIR(st.st_mode)) {
+    r.error = {k_exit_not_found, target + ": is a directory, not a trace (expected a pid, a trace "
+                                          "object name from gmem ps, or a file written by gmem "
+                                          "save or GMEM_TRACE_SAVE)"};
+    return r;
+  }
   if (access(target.c_str(), R_OK) != 0) {
     r.error = {k_exit_permission, target + ": permission denied"};
     return r;

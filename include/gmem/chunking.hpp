@@ -10,6 +10,10 @@
 // range; after `grow_after` consecutive successes it doubles the chunk back toward the plan.
 // for_each_batch does the same over an input iterator of unknown length, holding at most
 // one chunk of items. See docs/api.md.
+//
+// C++17 or later (nvcc's default dialect included). Batches are passed as gmem::span<const T>:
+// std::span where the library has it (C++20), else a minimal view with the same members
+// (data, size, empty, operator[], begin, end, front, back).
 #pragma once
 
 #include "gmem/gmem.h"
@@ -22,13 +26,42 @@
 #include <functional>
 #include <iterator>
 #include <new>
-#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
+#if __cplusplus >= 202002L && __has_include(<span>)
+#include <span>
+#endif
 
 namespace gmem {
+
+#if defined(__cpp_lib_span) && __cpp_lib_span >= 202002L
+template <class T> using span = std::span<T>;
+#else
+// A read-only view of contiguous items, the subset of std::span that batches need.
+template <class T> class span {
+public:
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  using size_type = std::size_t;
+  using iterator = T*;
+  span() noexcept = default;
+  span(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  T& front() const noexcept { return data_[0]; }
+  T& back() const noexcept { return data_[size_ - 1]; }
+  T* begin() const noexcept { return data_; }
+  T* end() const noexcept { return data_ + size_; }
+
+private:
+  T* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+#endif
 
 // CUDA_ERROR_OUT_OF_MEMORY (driver) and cudaErrorMemoryAllocation (runtime) are both 2.
 inline constexpr int k_cuda_out_of_memory = 2;
@@ -357,7 +390,7 @@ bool batch_stream(InputIt& first, Sentinel& last, ItemBytes& item_bytes, Fn& fn,
     runner.set_target(target_of(replan())); // the estimate now covers the items just read
     const std::size_t n = std::min(buf.size(), runner.size());
     const bool ok = runner.run(base, base + n, [&](std::size_t b, std::size_t e, long long& code) {
-      const std::span<const T> items(buf.data() + (b - base), e - b);
+      const span<const T> items(buf.data() + (b - base), e - b);
       return invoke_classified(o, code, fn, items, b);
     });
     if (!ok) return false;
@@ -372,13 +405,16 @@ bool batch_stream(InputIt& first, Sentinel& last, ItemBytes& item_bytes, Fn& fn,
 // Streaming: reads items from [first, last) (an input iterator; the length may be unknown),
 // estimates the device bytes per item as the largest item_bytes(item) seen so far (first
 // from a sample of sample_items items, then re-planned before each buffer), and calls
-// fn(std::span<const T> items, std::size_t first_index) on consecutive batches, adapting on
+// fn(gmem::span<const T> items, std::size_t first_index) on consecutive batches, adapting on
 // OOM like for_each_chunk. At most one planned chunk of items is held in memory.
-template <class InputIt, class Sentinel, class ItemBytes, class Fn>
-requires std::is_invocable_v<ItemBytes&, const typename std::iterator_traits<InputIt>::value_type&>
-    chunk_result for_each_batch(InputIt first, Sentinel last, ItemBytes&& item_bytes, Fn&& fn,
-                                const chunk_options& co = {}, const retry_options& o = {},
-                                const stream_options& so = {}) {
+template <
+    class InputIt, class Sentinel, class ItemBytes, class Fn,
+    std::enable_if_t<
+        std::is_invocable_v<ItemBytes&, const typename std::iterator_traits<InputIt>::value_type&>,
+        int> = 0>
+chunk_result for_each_batch(InputIt first, Sentinel last, ItemBytes&& item_bytes, Fn&& fn,
+                            const chunk_options& co = {}, const retry_options& o = {},
+                            const stream_options& so = {}) {
   using value_type = typename std::iterator_traits<InputIt>::value_type;
   chunk_result r;
   std::vector<value_type> buf;
@@ -420,7 +456,7 @@ chunk_result for_each_batch(InputIt first, Sentinel last, measured_cost, Fn&& fn
   std::size_t widest = 0;
   detail::adaptive_runner runner(sample.size(), co.min_chunk_items, 0, o, r);
   const bool ok = runner.run(0, sample.size(), [&](std::size_t b, std::size_t e, long long& code) {
-    const std::span<const value_type> items(sample.data() + b, e - b);
+    const span<const value_type> items(sample.data() + b, e - b);
     const detail::outcome out = detail::invoke_classified(o, code, fn, items, b);
     if (out == detail::outcome::ok) widest = std::max(widest, e - b);
     return out;

@@ -46,12 +46,13 @@ CUresult allocate(std::uintptr_t* out, std::size_t bytes, fake::mem_kind kind) {
     if (kind == fake::mem_kind::device && used + rounded > st.total_bytes) {
       return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    void* p = std::aligned_alloc(k_align, rounded);
+    int fd = -1;
+    void* p = fake::alloc_storage(
+        rounded, kind == fake::mem_kind::device && rounded >= fake::k_shareable_bytes, &fd);
     if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
-    std::memset(p, 0, rounded);
     if (kind == fake::mem_kind::device) used += rounded;
     *out = reinterpret_cast<std::uintptr_t>(p);
-    st.allocs[*out] = {bytes, c, kind, st.next_buffer_id++};
+    st.allocs[*out] = {bytes, c, kind, st.next_buffer_id++, fd};
   }
   st.count.live_allocs++;
   note_size(bytes);
@@ -71,7 +72,7 @@ CUresult release(std::uintptr_t address, fake::mem_kind kind) {
     st.used_bytes[static_cast<std::size_t>(it->second.ctx->device)] -=
         (it->second.bytes + k_align - 1) / k_align * k_align;
   }
-  std::free(reinterpret_cast<void*>(address));
+  fake::free_storage(address, it->second);
   st.allocs.erase(it);
   st.count.live_allocs--;
   return CUDA_SUCCESS;
@@ -370,16 +371,5 @@ FAKE_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute* at
   for (unsigned i = 0; i < n; ++i) {
     if (CUresult r = cuPointerGetAttribute(data[i], attributes[i], p); r != CUDA_SUCCESS) return r;
   }
-  return CUDA_SUCCESS;
-}
-
-// An IPC handle that names the allocation starting at `p` (the real driver's handle names the
-// whole allocation; the fake refuses interior pointers to make that visible).
-FAKE_API CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
-  std::lock_guard lock(get().mu);
-  auto it = get().allocs.find(p);
-  if (handle == nullptr || it == get().allocs.end()) return CUDA_ERROR_INVALID_VALUE;
-  std::memset(handle, 0, sizeof(*handle));
-  std::memcpy(handle->reserved, &p, sizeof(p));
   return CUDA_SUCCESS;
 }

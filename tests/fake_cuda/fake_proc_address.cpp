@@ -99,6 +99,13 @@ const proc_row k_procs[] = {
     {"cuMemcpyHtoD", 3020, FAKE_FN(cuMemcpyHtoD_v2), nullptr},
     {"cuMemcpyDtoH", 3020, FAKE_FN(cuMemcpyDtoH_v2), nullptr},
     {"cuIpcGetMemHandle", 4010, FAKE_FN(cuIpcGetMemHandle), nullptr},
+    {"cuIpcOpenMemHandle", 11000, FAKE_FN(cuIpcOpenMemHandle_v2), nullptr},
+    {"cuIpcCloseMemHandle", 4010, FAKE_FN(cuIpcCloseMemHandle), nullptr},
+    {"cuGraphCreate", 10000, FAKE_FN(cuGraphCreate), nullptr},
+    {"cuGraphDestroy", 10000, FAKE_FN(cuGraphDestroy), nullptr},
+    {"cuGraphAddMemAllocNode", 11040, FAKE_FN(cuGraphAddMemAllocNode), nullptr},
+    {"cuGraphAddMemFreeNode", 11040, FAKE_FN(cuGraphAddMemFreeNode), nullptr},
+    {"cuGraphAddNode", 12030, FAKE_FN(cuGraphAddNode_v2), nullptr},
     {"cuGetErrorName", 6000, FAKE_FN(cuGetErrorName), nullptr},
     {"cuGetErrorString", 6000, FAKE_FN(cuGetErrorString), nullptr},
 };

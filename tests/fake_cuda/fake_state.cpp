@@ -2,6 +2,10 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "common/units.h"
 
@@ -128,13 +132,44 @@ void destroy_context_allocations(context* c) {
       if (it->second.kind == mem_kind::device) {
         st.used_bytes[static_cast<std::size_t>(c->device)] -= it->second.bytes;
       }
-      std::free(reinterpret_cast<void*>(it->first));
+      free_storage(it->first, it->second);
       st.count.live_allocs--;
       it = st.allocs.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+void* alloc_storage(std::size_t rounded, bool shareable, int* fd) {
+  *fd = -1;
+  if (!shareable) {
+    void* p = std::aligned_alloc(512, rounded);
+    if (p != nullptr) std::memset(p, 0, rounded);
+    return p;
+  }
+  const int m = static_cast<int>(::syscall(SYS_memfd_create, "fake-cuda-alloc", 1u /*CLOEXEC*/));
+  if (m < 0) return nullptr;
+  if (::ftruncate(m, static_cast<off_t>(rounded)) != 0) {
+    ::close(m);
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_SHARED, m, 0);
+  if (p == MAP_FAILED) {
+    ::close(m);
+    return nullptr;
+  }
+  *fd = m;
+  return p;
+}
+
+void free_storage(std::uintptr_t base, const allocation& a) {
+  if (a.fd == -1) {
+    std::free(reinterpret_cast<void*>(base));
+    return;
+  }
+  ::munmap(reinterpret_cast<void*>(base), (a.bytes + 511) / 512 * 512);
+  if (a.fd >= 0) ::close(a.fd);
 }
 
 } // namespace fake

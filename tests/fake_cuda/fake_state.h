@@ -96,13 +96,25 @@ struct context {
   std::vector<stream*> streams; // created in this context, legacy included (guarded by get().mu)
 };
 
-enum class mem_kind { device, host, managed, vmm }; // vmm: a cuMemMap'd range (fake_vmm.cpp)
+// vmm: a cuMemMap'd range (fake_vmm.cpp); ipc: another process's allocation opened with
+// cuIpcOpenMemHandle (fake_ipc.cpp).
+enum class mem_kind { device, host, managed, vmm, ipc };
 struct allocation {
   std::size_t bytes;
   context* ctx;
   mem_kind kind;
   std::uint64_t buffer_id;
+  // Storage: -1 = aligned_alloc; otherwise a shared mapping of this memfd (device allocations
+  // of at least k_shareable_bytes (256 KiB), so that cuIpcGetMemHandle can hand them to another
+  // process), or of another process's memfd (ipc; the fd is closed after mapping: -2).
+  int fd = -1;
 };
+inline constexpr std::size_t k_shareable_bytes = std::size_t{256} << 10;
+
+// Storage for `rounded` zeroed bytes at 512-byte alignment; `*fd` as in allocation::fd.
+void* alloc_storage(std::size_t rounded, bool shareable, int* fd);
+// Releases what alloc_storage (or an IPC import) made for the allocation at `base`.
+void free_storage(std::uintptr_t base, const allocation& a);
 
 struct counters {
 #define FAKE_CUDA_ATOMIC(n) std::atomic<std::uint64_t> n{0};

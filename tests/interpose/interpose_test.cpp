@@ -200,11 +200,12 @@ TEST_P(route_test, vmm_spare_memory_is_bounded_by_waiting_for_events) {
   EXPECT_FALSE(r.has("vmm_budget host_syncs=0 unmaps_at_once=0\n")) << r.child.output;
 }
 
-TEST_P(route_test, ipc_of_interior_blocks_is_refused) {
-  // A block that starts a cuMemAlloc segment can be exported (the probe checks it).
+TEST_P(route_test, ipc_exports_every_block_of_a_segment) {
+  // The block at the segment's start gets the driver's handle, the other a gmem handle.
   const probe_run r = run_probe(GetParam(), "ipc");
   EXPECT_PROBE_OK(r);
-  EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
+  EXPECT_TRUE(r.has("ipc a=0 b=0")) << r.child.output;
+  EXPECT_FALSE(r.has("gmem: warning: cuIpcGetMemHandle")) << r.child.output;
 }
 
 TEST_P(route_test, destroyed_stream_is_drained_first) {
@@ -246,6 +247,37 @@ TEST_P(route_test, arena_serves_large_requests_from_pages) {
       EXPECT_EQ(r.counter("mem_alloc_calls"), 0u);
     }
   }
+}
+
+// GMEM_STRICT (interpose/strict_mode.h): a stream-less free waits for the device like the
+// driver's (the fake's cuMemFree synchronizes: GMEM_ENABLE=0 is the reference), and an
+// allocation orders streams. Without strict mode the pooled calls do neither.
+TEST_P(route_test, strict_free_waits_for_the_device) {
+  const probe_run native = run_probe(GetParam(), "strict_free", {{"GMEM_ENABLE", "0"}});
+  EXPECT_PROBE_OK(native);
+  EXPECT_TRUE(native.has("strict_free ok=1")) << native.child.output;
+  const probe_run loose = run_probe(GetParam(), "strict_free");
+  EXPECT_PROBE_OK(loose);
+  EXPECT_TRUE(loose.has("strict_free ok=0")) << loose.child.output; // the documented hazard
+  const probe_run strict = run_probe(GetParam(), "strict_free", {{"GMEM_STRICT", "1"}});
+  EXPECT_PROBE_OK(strict);
+  EXPECT_TRUE(strict.has("strict_free ok=1")) << strict.child.output;
+  // Still pooled: one segment each for the device and the host pool, nothing freed upstream.
+  EXPECT_EQ(strict.counter("mem_free_calls"), 0u) << strict.child.output;
+  EXPECT_EQ(strict.pool_stat("device", "total_allocs"), 1u) << strict.child.output;
+  EXPECT_GE(strict.pool_stat("device", "fences"), 1u) << strict.child.output;
+}
+
+TEST_P(route_test, strict_allocation_orders_streams) {
+  for (const char* barriers : {"1", "0"}) {
+    const probe_run strict =
+        run_probe(GetParam(), "strict_alloc", {{"GMEM_STRICT", "1"}, {"GMEM_BARRIERS", barriers}});
+    EXPECT_PROBE_OK(strict);
+    EXPECT_TRUE(strict.has("strict_alloc ok=1")) << barriers << strict.child.output;
+  }
+  const probe_run loose = run_probe(GetParam(), "strict_alloc");
+  EXPECT_PROBE_OK(loose);
+  EXPECT_TRUE(loose.has("strict_alloc ok=0")) << loose.child.output;
 }
 
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
@@ -352,6 +384,55 @@ TEST(arena, ipc_of_arena_memory_is_refused) {
   const probe_run r = run_probe("runtime", "arena_ipc", {{"GMEM_ARENA", "1"}});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
+}
+
+// CUDA IPC between two processes (interpose/ipc_sharing.h, tests/interpose/ipc_probe.cpp): three
+// blocks of one pooled segment exported by a process under gmem; the importer under gmem maps
+// each at the right address (reads its bytes, writes land in the exporter's block), closes and
+// reopens one, and forged handles fail; an importer without gmem opens the block at the
+// segment's start and gets an error, never a pointer, for the others. Neither under gmem: the
+// reference. The exporter's registry is gone after it exits.
+probe_run run_ipc(const std::string& mode, env_list env, bool preload = true) {
+  const std::string dir = gmem::test::self_dir();
+  env_list full = {{"LD_LIBRARY_PATH", dir + "/fake_cuda"}, {"GMEM_TRACE", "0"}};
+  if (preload) full.push_back({"LD_PRELOAD", dir + "/../lib/libgmem.so"});
+  full.insert(full.end(), env.begin(), env.end());
+  probe_run r;
+  r.child = gmem::test::run_child({dir + "/interpose/ipc_probe", "export", mode}, full);
+  return r;
+}
+
+bool registry_left(const probe_run& r) {
+  const auto at = r.child.output.find("ipc export pid=");
+  if (at == std::string::npos) return true;
+  const std::string prefix =
+      "gmem-ipc." + std::to_string(std::stoul(r.child.output.substr(at + 15))) + ".";
+  const gmem::test::child_result ls = gmem::test::run_child({"/bin/ls", "/dev/shm"}, {});
+  return ls.output.find(prefix) != std::string::npos;
+}
+
+TEST(ipc, pooled_blocks_shared_with_an_importer_under_gmem) {
+  for (const char* arena : {"1", "0"}) {
+    const probe_run r = run_ipc("gmem", {{"GMEM_ARENA", arena}});
+    EXPECT_PROBE_OK(r) << "GMEM_ARENA=" << arena;
+    EXPECT_TRUE(r.has("ipc import done failures=0")) << r.child.output;
+    EXPECT_TRUE(r.has("ipc import forged=12 rc=400")) << r.child.output; // INVALID_HANDLE
+    EXPECT_FALSE(registry_left(r)) << r.child.output;
+  }
+}
+
+TEST(ipc, importer_without_gmem_gets_an_error_never_a_wrong_pointer) {
+  const probe_run r = run_ipc("plain", {});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("ipc import block=0 rc=0 first=0x11")) << r.child.output;
+  EXPECT_TRUE(r.has("ipc import block=1 rc=1 ")) << r.child.output; // INVALID_VALUE
+  EXPECT_TRUE(r.has("ipc import block=2 rc=1 ")) << r.child.output;
+}
+
+TEST(ipc, the_probe_passes_without_gmem) {
+  const probe_run r = run_ipc("native", {}, false);
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("ipc import done failures=0")) << r.child.output;
 }
 
 TEST(arena, page_size_option) {

@@ -48,6 +48,8 @@ int scenario_barrier(const std::string& old_stream, const std::string& new_strea
 int scenario_barrier_capture(const std::string& capturing);
 int scenario_barrier_destroyed();
 void scenario_barrier_host();
+void scenario_strict_free();
+void scenario_strict_alloc();
 
 // Virtual-memory segments (probe_vmm.cpp).
 void scenario_vmm_retire();

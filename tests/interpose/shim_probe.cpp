@@ -116,6 +116,25 @@ void scenario_contexts() {
   CHECK_CU(g.mem_free(b));
 }
 
+// A driver program with its own context, as tests/interpose/contexts_test.sh runs it: six
+// device allocations (three freed, three left to the context), one pinned host block, then
+// cuCtxDestroy before exit; the primary context is never used.
+void scenario_private_context() {
+  CUcontext mine = nullptr;
+  CHECK_CU(g.ctx_create(&mine, 0, 0));
+  CUdeviceptr p[6] = {};
+  for (std::size_t i = 0; i < 6; ++i) {
+    CHECK_CU(g.mem_alloc(&p[i], (i + 1) * 100000));
+    CHECK_CU(g.memset_d8(p[i], static_cast<unsigned char>(i), (i + 1) * 100000));
+  }
+  void* h = nullptr;
+  CHECK_CU(g.mem_alloc_host(&h, 4096));
+  CHECK_CU(g.mem_free_host(h));
+  for (std::size_t i = 0; i < 3; ++i)
+    CHECK_CU(g.mem_free(p[i]));
+  CHECK_CU(g.ctx_destroy(mine));
+}
+
 // Substitution is by address: the CUDA 2.0 cuMemAlloc (32-bit size) is not ours; the 11.3
 // cuGetProcAddress hands out the same hooks as the 12.0 one.
 void scenario_old_abi() {
@@ -231,6 +250,12 @@ int main(int argc, char** argv) {
     scenario_capture();
   else if (s == "contexts")
     scenario_contexts();
+  else if (s == "strict_free")
+    scenario_strict_free();
+  else if (s == "strict_alloc")
+    scenario_strict_alloc();
+  else if (s == "private_context")
+    scenario_private_context();
   else if (s == "old_abi")
     scenario_old_abi();
   else if (s == "other_interposer")

@@ -226,6 +226,15 @@ printf 'XXXXXXXX' | dd of="$W/corrupt.gmem" bs=1 seek=0 conv=notrunc 2>/dev/null
 "$GMEM" leaks "$W/corrupt.gmem" 2>"$W/e4"; expect_rc 4 $? "corrupt magic"; cat "$W/e4"
 "$GMEM" leaks 2>/dev/null; expect_rc 2 $? "missing target"
 "$GMEM" frobnicate 2>/dev/null; expect_rc 2 $? "unknown command"
+mkdir -p "$W/a_dir"
+for sub in leaks frag stats; do
+  "$GMEM" $sub "$W/a_dir" 2>"$W/e5"; expect_rc 3 $? "gmem $sub DIRECTORY"
+  grep -q "a_dir: is a directory, not a trace" "$W/e5" || fail "gmem $sub DIRECTORY: $(cat "$W/e5")"
+  grep -q "truncated\|damaged" "$W/e5" && fail "gmem $sub DIRECTORY calls it a damaged trace"
+done
+"$GMEM" --version >"$W/version"; expect_rc 0 $? "gmem --version"
+[ "$(cat "$W/version")" = "gmem $(cat "$(dirname "$0")/../../VERSION")" ] ||
+  fail "gmem --version printed '$(cat "$W/version")'"
 "$GMEM" run --limit 12X -- true 2>"$W/e5"; expect_rc 2 $? "bad option value"; cat "$W/e5"
 "$GMEM" run -- "$W/no-such-program" 2>/dev/null; expect_rc 127 $? "program not found"
 "$GMEM" run -q -- sh -c 'exit 7'; expect_rc 7 $? "exit status passed through"
