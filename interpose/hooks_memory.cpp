@@ -2,6 +2,7 @@
 // (and _ptsz), pinned host memory. Each hook is policy: guard, call the pool, translate.
 // Requests the driver would reject (null output, 0 bytes) and everything while the shim is
 // inactive go to the driver, so the program sees the driver's own answer.
+#include "interpose/capture_tracker.h"
 #include "interpose/hook_support.h"
 
 namespace gmem::shim {
@@ -82,8 +83,10 @@ bool late_pooled_free(std::uintptr_t p, bool host) {
               : pools().device_owner(p, nullptr) != nullptr;
 }
 
-// A stream that is capturing a graph: allocations and frees on it belong to the graph.
+// A stream that is capturing a graph: allocations and frees on it belong to the graph. While
+// no capture is open in the process (the begin/end hooks count them), no driver call.
 bool capturing(CUstream s, bool per_thread) {
+  if (GMEM_LIKELY(captures().none())) return false;
   const real_driver* real = driver();
   auto is_capturing = per_thread ? real->cuStreamIsCapturing_ptsz : real->cuStreamIsCapturing;
   if (is_capturing == nullptr) return false;

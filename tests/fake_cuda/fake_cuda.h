@@ -28,6 +28,7 @@
   X(ctx_syncs)                                                                                     \
   X(stream_syncs)                                                                                  \
   X(event_records)                                                                                 \
+  X(capture_queries)                                                                               \
   X(stream_waits)                                                                                  \
   X(live_allocs)                                                                                   \
   X(vmm_creates)                                                                                   \

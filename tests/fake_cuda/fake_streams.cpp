@@ -56,6 +56,7 @@ FAKE_API CUresult cuStreamQuery(CUstream s) {
   return st->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  fake::get().count.capture_queries++;
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *status = st->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;

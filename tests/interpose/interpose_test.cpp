@@ -162,12 +162,23 @@ TEST_P(route_test, limit_gives_out_of_memory_and_recovers) {
   EXPECT_PROBE_OK(run_probe(GetParam(), "limit", {{"GMEM_LIMIT", "64M"}}));
 }
 
+// Only the allocation made while the capture was open reaches the driver; the shim asked the
+// driver about capture only then (two hooks), not for the pooled pair after the end.
 TEST_P(route_test, capturing_streams_pass_through) {
   const probe_run r = run_probe(GetParam(), "capture");
   EXPECT_PROBE_OK(r);
   EXPECT_EQ(r.counter("async_alloc_calls"), 1u);
   EXPECT_EQ(r.counter("smallest_alloc"), 12345u);
   EXPECT_EQ(r.counter("async_free_calls"), 1u);
+  EXPECT_EQ(r.counter("capture_queries"), 2u);
+}
+
+// Without any capture, stream-ordered hooks never ask the driver whether the stream captures.
+TEST_P(route_test, no_capture_query_while_no_capture_is_open) {
+  const probe_run r = run_probe(GetParam(), "async");
+  EXPECT_PROBE_OK(r);
+  EXPECT_GT(r.pool_stat("device", "total_allocs"), 0u);
+  EXPECT_EQ(r.counter("capture_queries"), 0u);
 }
 
 TEST_P(route_test, context_teardown_drops_the_pool) {
