@@ -39,6 +39,16 @@ void capture_tracker::forget(key k) {
   open_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
+bool stream_capturing(const real_driver& real, CUstream s, bool per_thread) {
+  auto is_capturing = per_thread ? real.cuStreamIsCapturing_ptsz : real.cuStreamIsCapturing;
+  if (is_capturing == nullptr) return false;
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult rc = is_capturing(s, &status);
+  if (rc == CUDA_SUCCESS) return status != CU_STREAM_CAPTURE_STATUS_NONE;
+  return rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
+         rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+}
+
 void note_unhooked_lookup(const char* name, bool substituted) {
   if (!substituted && name != nullptr && std::strncmp(name, "cuStreamBeginCapture", 20) == 0)
     captures().untracked();

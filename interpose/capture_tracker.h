@@ -76,6 +76,11 @@ private:
 
 capture_tracker& captures(); // the process's instance (never destroyed)
 
+// Asks the driver whether `s` is capturing a graph (call only when !captures().none()). A
+// capture error (the legacy stream during a global capture) counts as capturing: the driver
+// would refuse or record the call. Any other error says nothing about capture: false.
+bool stream_capturing(const real_driver& real, CUstream s, bool per_thread);
+
 // Is `name` (as a program passes it to dlsym or cuGetProcAddress) a capture begin that the
 // shim did not substitute? Then captures().untracked().
 void note_unhooked_lookup(const char* name, bool substituted);
