@@ -65,6 +65,7 @@ endif
 # pool library (pool::stats) and the fake, linked like shim_probe_linked.
 VMM_ARENA_TEST := $(BUILD)/tests/vmm_arena_test
 $(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/vmm_upstream.o \
+                   $(BUILD)/interpose/vmm_arena.o $(BUILD)/interpose/vmm_retire.o \
                    $(BUILD)/interpose/device_upstream.o $(POOL_LIB) $(FAKE_CUDA_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(FAKE_CUDA_LIB),$^) $(FAKE_CUDA_LIB) \
