@@ -34,7 +34,8 @@ $(FAKE_CUDA_LIB): $(FAKE_CUDA_SRCS:%.cpp=$(BUILD)/%.o) $(COMMON_LIB)
 # (routes dlsym and runtime), shim_probe_linked is linked against the fake (route exported).
 PROBE_SRCS := tests/interpose/shim_probe.cpp tests/interpose/probe_memory.cpp \
               tests/interpose/probe_barrier.cpp tests/interpose/probe_vmm.cpp \
-              tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp
+              tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp \
+              tests/interpose/probe_threads.cpp
 SHIM_PROBE := $(BUILD)/tests/interpose/shim_probe
 SHIM_PROBE_LINKED := $(BUILD)/tests/interpose/shim_probe_linked
 $(SHIM_PROBE): $(PROBE_SRCS:%.cpp=$(BUILD)/%.o)

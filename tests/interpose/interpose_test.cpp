@@ -152,6 +152,26 @@ TEST_P(route_test, hazard_test_fails_without_reuse_safety) {
   }
 }
 
+// Eight threads on streams of their own, kernels in flight, blocks moving between streams under
+// a tight limit (seals, waits, barriers, fences): no check kernel ever sees another op's bytes;
+// without reuse safety it does (so the test can fail).
+TEST_P(route_test, reuse_is_safe_across_threads_and_streams) {
+  const probe_run r = run_probe(GetParam(), "hazard_threads", {{"GMEM_LIMIT", "64M"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("hazard_threads corrupted=0")) << r.child.output;
+  EXPECT_GT(r.pool_stat("device", "total_allocs"), 2000u) << r.child.output;
+  // Blocks did move between streams: through dependencies on sealed events, and barriers.
+  EXPECT_GT(r.counter("stream_waits"), 0u) << r.child.output;
+  EXPECT_GT(r.pool_stat("device", "barriers"), 0u) << r.child.output;
+}
+
+TEST(shim, thread_hazard_test_fails_without_reuse_safety) {
+  const probe_run r =
+      run_probe("dlsym", "hazard_threads", {{"GMEM_LIMIT", "64M"}, {"GMEM_REUSE_SAFETY", "0"}});
+  EXPECT_EQ(r.child.exit_code, 3) << r.child.output;
+  EXPECT_FALSE(r.has("hazard_threads corrupted=0")) << r.child.output;
+}
+
 TEST_P(route_test, eight_threads) {
   const probe_run r = run_probe(GetParam(), "stress");
   EXPECT_PROBE_OK(r);
