@@ -29,6 +29,8 @@
   X(stream_syncs)                                                                                  \
   X(event_records)                                                                                 \
   X(capture_queries)                                                                               \
+  X(event_queries)                                                                                 \
+  X(stream_queries)                                                                                \
   X(stream_waits)                                                                                  \
   X(live_allocs)                                                                                   \
   X(vmm_creates)                                                                                   \
