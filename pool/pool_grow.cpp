@@ -54,7 +54,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     if (!queried && st_.stream_free_bytes != 0) {
       queried = true;
       lock.unlock();
-      seal_streams(s);
+      seal_streams(s, size, cls);
       refresh_events();
       continue;
     }
@@ -163,7 +163,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
   }
 }
 
-bool pool_impl::seal_streams(stream_handle except) {
+bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cls) {
   struct seal {
     stream_handle stream;
     std::uint64_t cut; // blocks freed up to here (block::freed_seq) are covered
@@ -172,8 +172,13 @@ bool pool_impl::seal_streams(stream_handle except) {
   std::vector<seal> seals;
   {
     std::lock_guard lock(mu_);
-    for (const auto& sc : streams_)
-      if (sc->unsealed != 0 && sc->stream != except) seals.push_back({sc->stream, free_seq_, 0});
+    for (const auto& sc : streams_) {
+      if (sc->unsealed == 0 || sc->stream == except) continue;
+      // Only streams with a block that could serve the request: a seal is a driver call.
+      const bool fits = sc->index[cls].find_fit(size) != nullptr ||
+                        (cls == k_oversize && sc->index[k_large].find_fit(size) != nullptr);
+      if (fits) seals.push_back({sc->stream, free_seq_, 0});
+    }
   }
   if (seals.empty()) return false;
   // Recorded after the cut was taken, so after every free up to it: in stream order, after

@@ -340,16 +340,38 @@ TEST_F(reuse_test, a_free_next_to_a_sealed_block_unseals_it) {
   (void)c;
   (void)f1;
   fe.sync_ok = false;
+  fe.wait_ok = false;
   p.deallocate(a.address, s1);
-  EXPECT_EQ(p.allocate(8192, s2).status, pool_status::out_of_memory); // seals a, nothing fits
+  EXPECT_EQ(p.allocate(4096, s2).status, pool_status::out_of_memory); // seals a; no wait
   EXPECT_EQ(fe.records_on(s1), 1u);
   const std::uint64_t freed_b = fe.now();
   p.deallocate(b.address, s1);
   EXPECT_EQ(fe.live_events(), 0u); // a's event went back with the merge
+  fe.wait_ok = true;
   auto d = p.allocate(8192, s2);
   ASSERT_EQ(d.status, pool_status::ok);
   EXPECT_EQ(d.address, a.address);
   EXPECT_TRUE(fe.waited_since(s2, s1, freed_b));
+  EXPECT_TRUE(p.is_valid());
+}
+
+// The slow path seals only streams holding a block that could serve the request: a seal is a
+// driver call.
+TEST_F(reuse_test, only_streams_that_could_serve_the_request_are_sealed) {
+  pool p(up, fe, tight());
+  constexpr stream_handle s3 = 0x300;
+  auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(65536, s3);
+  const std::size_t fill = (pool_options{}.small_segment_bytes - 2 * 4096 - 65536) / 2;
+  auto f1 = p.allocate(fill, s1), f2 = p.allocate(fill, s1); // the segment is full
+  ASSERT_EQ(f2.status, pool_status::ok);
+  (void)b;
+  (void)f1;
+  p.deallocate(a.address, s1);
+  p.deallocate(c.address, s3);
+  auto d = p.allocate(32768, s2); // only s3's block fits
+  ASSERT_EQ(d.status, pool_status::ok);
+  EXPECT_EQ(fe.records_on(s1), 0u);
+  EXPECT_EQ(fe.records_on(s3), 1u);
   EXPECT_TRUE(p.is_valid());
 }
 
