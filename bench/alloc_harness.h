@@ -62,6 +62,7 @@ struct cell_result {
   int threads = 0;
   std::size_t samples = 0;
   double median_ns = 0, p99_ns = 0, mean_ns = 0;
+  std::uint64_t ops = 0; // pairs (pair test) or calls (random test) made, warm-up included
   bool failed = false;
 };
 
@@ -109,6 +110,7 @@ inline cell_result run_pair(allocator_under_test& a, const harness_options& o, s
                             int threads) {
   std::vector<std::vector<std::uint32_t>> samples(static_cast<std::size_t>(threads));
   const auto budget_ns = static_cast<std::uint64_t>(o.seconds_per_cell * 1e9);
+  std::atomic<std::uint64_t> pairs{0};
   bool ok = run_threads(threads, [&](int t) {
     a.thread_begin(t);
     auto& out = samples[static_cast<std::size_t>(t)];
@@ -118,6 +120,7 @@ inline cell_result run_pair(allocator_under_test& a, const harness_options& o, s
       void* p = a.allocate(size, t);
       good = p != nullptr && a.deallocate(p, size, t);
     }
+    pairs.fetch_add(static_cast<std::uint64_t>(o.warmup));
     const std::uint64_t end = now_ns() + budget_ns;
     while (good && out.size() < o.max_samples_per_thread) {
       const std::uint64_t t0 = now_ns();
@@ -127,10 +130,12 @@ inline cell_result run_pair(allocator_under_test& a, const harness_options& o, s
       out.push_back(static_cast<std::uint32_t>(std::min<std::uint64_t>(t1 - t0, UINT32_MAX)));
       if (t1 > end) break;
     }
+    pairs.fetch_add(out.size());
     a.thread_end(t);
     return good;
   });
   cell_result r = summarize(samples);
+  r.ops = pairs.load();
   r.test = "pair";
   r.size = size;
   r.threads = threads;
@@ -142,6 +147,7 @@ inline cell_result run_random(allocator_under_test& a, const harness_options& o,
   std::vector<std::vector<std::uint32_t>> samples(static_cast<std::size_t>(threads));
   const auto budget_ns = static_cast<std::uint64_t>(o.seconds_per_cell * 1e9);
   const std::size_t per_thread = std::max<std::size_t>(1, o.live_blocks / std::size_t(threads));
+  std::atomic<std::uint64_t> random_steps{0};
   bool ok = run_threads(threads, [&](int t) {
     a.thread_begin(t);
     std::mt19937_64 rng(0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(t));
@@ -161,7 +167,9 @@ inline cell_result run_random(allocator_under_test& a, const harness_options& o,
     auto& out = samples[static_cast<std::size_t>(t)];
     out.reserve(o.max_samples_per_thread);
     std::uniform_int_distribution<std::size_t> pick(0, per_thread - 1);
+    std::uint64_t steps = 0;
     auto step = [&](bool timed) {
+      ++steps;
       auto& b = live[pick(rng)];
       const std::size_t next = draw();
       std::uint64_t t0 = now_ns();
@@ -183,10 +191,12 @@ inline cell_result run_random(allocator_under_test& a, const harness_options& o,
       step(true);
     for (auto& b : live)
       if (b.first) a.deallocate(b.first, b.second, t);
+    random_steps.fetch_add(steps);
     a.thread_end(t);
     return good;
   });
   cell_result r = summarize(samples);
+  r.ops = random_steps.load(); // one free + one allocation each
   r.test = "random";
   r.threads = threads;
   r.failed = !ok;
@@ -194,9 +204,10 @@ inline cell_result run_random(allocator_under_test& a, const harness_options& o,
 }
 
 inline void write_json(const harness_options& o, const char* allocator, const cell_result& r) {
-  std::printf("%-22s %-6s %10zu B %2d thr  median %9.0f ns  p99 %10.0f ns  (%zu samples%s)\n",
-              o.label.c_str(), r.test.c_str(), r.size, r.threads, r.median_ns, r.p99_ns, r.samples,
-              r.failed ? ", FAILED" : "");
+  std::printf("%-22s %-6s %10zu B %2d thr  mean %8.0f ns  median %8.0f ns  p99 %9.0f ns  (%zu "
+              "samples%s)\n",
+              o.label.c_str(), r.test.c_str(), r.size, r.threads, r.mean_ns, r.median_ns, r.p99_ns,
+              r.samples, r.failed ? ", FAILED" : "");
   std::fflush(stdout);
   if (o.json_path.empty()) return;
   FILE* f = std::fopen(o.json_path.c_str(), "a");
@@ -235,20 +246,31 @@ inline void dump_gmem_stats(const harness_options& o) {
   }
 }
 
-inline void run_suite(allocator_under_test& a, const harness_options& o) {
+// ops (optional): adds the pairs made (pair test, warm-up included) and the free+allocate
+// steps (random test).
+inline void run_suite(allocator_under_test& a, const harness_options& o,
+                      std::uint64_t* ops = nullptr, bool gmem_stats = true) {
   const bool pair = o.tests.find("pair") != std::string::npos;
   const bool random = o.tests.find("random") != std::string::npos;
   for (int threads : o.threads) {
     if (pair)
-      for (std::size_t size : o.sizes)
-        write_json(o, a.name(), run_pair(a, o, size, threads));
-    if (random) write_json(o, a.name(), run_random(a, o, threads));
+      for (std::size_t size : o.sizes) {
+        const cell_result r = run_pair(a, o, size, threads);
+        if (ops != nullptr) *ops += r.ops;
+        write_json(o, a.name(), r);
+      }
+    if (random) {
+      const cell_result r = run_random(a, o, threads);
+      if (ops != nullptr) *ops += r.ops;
+      write_json(o, a.name(), r);
+    }
   }
-  dump_gmem_stats(o);
+  if (gmem_stats) dump_gmem_stats(o);
 }
 
 // Parses "--label X --tests pair,random --threads 1,4,16 --sizes 512,1M --seconds 0.25
-// --json PATH"; unknown arguments are left for the caller (returns their indexes).
+// --live 1000 --random-sizes 256,64M --json PATH"; unknown arguments are left for the caller
+// (returns their indexes).
 inline std::vector<std::size_t> parse_list(const char* text) {
   std::vector<std::size_t> out;
   const char* p = text;
@@ -286,6 +308,15 @@ inline std::vector<int> parse_args(harness_options& o, int argc, char** argv) {
       o.max_samples_per_thread = std::strtoull(next(), nullptr, 10);
     else if (a == "--sizes")
       o.sizes = parse_list(next());
+    else if (a == "--live")
+      o.live_blocks = std::max<std::size_t>(1, std::strtoull(next(), nullptr, 10));
+    else if (a == "--random-sizes") { // MIN,MAX of the random test
+      const std::vector<std::size_t> v = parse_list(next());
+      if (v.size() == 2 && v[0] >= 1 && v[0] < v[1]) {
+        o.random_min = v[0];
+        o.random_max = v[1];
+      }
+    }
     else if (a == "--threads") {
       o.threads.clear();
       for (auto v : parse_list(next()))

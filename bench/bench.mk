@@ -41,7 +41,11 @@ $(BUILD)/bench/alloc_bench: bench/alloc_bench.cu bench/alloc_harness.h
 $(BUILD)/bench/replay_gpu: bench/replay_gpu.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(BENCH_NVCC_FLAGS) $< -o $@
-BENCH_GPU_PROGS := $(BUILD)/bench/alloc_bench $(BUILD)/bench/replay_gpu
+$(BUILD)/bench/stream_alloc_bench: bench/stream_alloc_bench.cu bench/alloc_harness.h
+	@mkdir -p $(@D)
+	$(NVCC) $(BENCH_NVCC_FLAGS) $< -o $@
+BENCH_GPU_PROGS := $(BUILD)/bench/alloc_bench $(BUILD)/bench/replay_gpu \
+                   $(BUILD)/bench/stream_alloc_bench
 
 .PHONY: bench-build bench-gpu bench-report
 bench-build: $(BENCH_GPU_PROGS) $(GMEM_REPLAY)

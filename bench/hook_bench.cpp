@@ -1,7 +1,14 @@
-// Cost of the hook path without the CUDA runtime: cuMemAlloc_v2 + cuMemFree_v2 pairs through a
-// driver reached by dlopen + dlsym (route 2 of DESIGN.md "Interception") or dlopen +
-// cuGetProcAddress (route 3), with the shared harness (alloc_harness.h).
-//   hook_bench [--route dlsym|proc] [harness options]
+// Cost of the hook path without the CUDA runtime: alloc+free pairs through a driver reached by
+// dlopen + dlsym (route 2 of DESIGN.md "Interception") or dlopen + cuGetProcAddress (route 3),
+// with the shared harness (alloc_harness.h).
+//   hook_bench [--route dlsym|proc] [--api sync|async|both] [harness options]
+// sync: cuMemAlloc_v2 / cuMemFree_v2 (what cudaMalloc / cudaFree reach); async:
+// cuMemAllocAsync / cuMemFreeAsync on a non-blocking stream of each thread's own (what
+// cudaMallocAsync reaches). Each run first measures the floor in the same process: a pair of
+// the cheapest driver calls (cuCtxGetCurrent) through the same route and timer, so a row's
+// cost above the floor is the shim's and the pool's. On the fake driver it also prints the
+// driver calls the shim made per pair (fakeGetCounters: event records, capture queries,
+// synchronizations, stream waits), which do not depend on the machine's load.
 // With the fake driver (LD_LIBRARY_PATH=build/tests/fake_cuda) it needs no GPU, so the shim's
 // own cost can be profiled on any machine:
 //   LD_LIBRARY_PATH=build/tests/fake_cuda LD_PRELOAD=build/lib/libgmem.so GMEM_TRACE=0
@@ -9,6 +16,7 @@
 // (the fake driver's own allocation memsets host memory, so compare with and without the
 // shim only at sizes the pool serves from cache after warm-up).
 #include "alloc_harness.h"
+#include "tests/fake_cuda/fake_cuda.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
@@ -16,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -25,6 +34,11 @@ using init_fn = CUresult (*)(unsigned);
 using retain_fn = CUresult (*)(CUcontext*, CUdevice);
 using set_fn = CUresult (*)(CUcontext);
 using proc_fn = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
+using alloc_async_fn = CUresult (*)(CUdeviceptr*, std::size_t, CUstream);
+using free_async_fn = CUresult (*)(CUdeviceptr, CUstream);
+using stream_create_fn = CUresult (*)(CUstream*, unsigned);
+using stream_destroy_fn = CUresult (*)(CUstream);
+using get_current_fn = CUresult (*)(CUcontext*);
 
 class driver_calls final : public gmem_bench::allocator_under_test {
 public:
@@ -54,6 +68,104 @@ private:
   set_fn set_;
 };
 
+struct async_fns {
+  alloc_async_fn alloc = nullptr;
+  free_async_fn release = nullptr;
+  stream_create_fn create = nullptr;
+  stream_destroy_fn destroy = nullptr;
+};
+
+// cuMemAllocAsync / cuMemFreeAsync, each thread on a non-blocking stream of its own.
+class async_calls final : public gmem_bench::allocator_under_test {
+public:
+  async_calls(async_fns f, retain_fn r, set_fn s) : f_(f), retain_(r), set_(s), streams_(64) {}
+  const char* name() const override { return "cuMemAllocAsync (dlopen)"; }
+  void thread_begin(int t) override {
+    CUcontext c = nullptr;
+    if (retain_(&c, 0) == CUDA_SUCCESS) set_(c);
+    if (f_.create(&streams_[slot(t)], CU_STREAM_NON_BLOCKING) != CUDA_SUCCESS)
+      std::fprintf(stderr, "hook_bench: cuStreamCreate failed\n");
+  }
+  void thread_end(int t) override { (void)f_.destroy(streams_[slot(t)]); }
+  void* allocate(std::size_t bytes, int t) override {
+    CUdeviceptr p = 0;
+    if (CUresult r = f_.alloc(&p, bytes, streams_[slot(t)]); r != CUDA_SUCCESS) {
+      std::fprintf(stderr, "hook_bench: cuMemAllocAsync(%zu) failed: %d\n", bytes, int(r));
+      return nullptr;
+    }
+    return reinterpret_cast<void*>(p);
+  }
+  bool deallocate(void* p, std::size_t, int t) override {
+    return f_.release(reinterpret_cast<CUdeviceptr>(p), streams_[slot(t)]) == CUDA_SUCCESS;
+  }
+
+private:
+  static std::size_t slot(int t) { return static_cast<std::size_t>(t) % 64; }
+  async_fns f_;
+  retain_fn retain_;
+  set_fn set_;
+  std::vector<CUstream> streams_;
+};
+
+// The floor: two of the cheapest driver calls per "pair", through the same route and timer.
+class floor_calls final : public gmem_bench::allocator_under_test {
+public:
+  floor_calls(get_current_fn g, retain_fn r, set_fn s) : get_(g), retain_(r), set_(s) {}
+  const char* name() const override { return "floor: 2 x cuCtxGetCurrent"; }
+  void thread_begin(int) override {
+    CUcontext c = nullptr;
+    if (retain_(&c, 0) == CUDA_SUCCESS) set_(c);
+  }
+  void* allocate(std::size_t, int) override {
+    CUcontext c = nullptr;
+    return get_(&c) == CUDA_SUCCESS ? static_cast<void*>(this) : nullptr;
+  }
+  bool deallocate(void*, std::size_t, int) override {
+    CUcontext c = nullptr;
+    return get_(&c) == CUDA_SUCCESS;
+  }
+
+private:
+  get_current_fn get_;
+  retain_fn retain_;
+  set_fn set_;
+};
+
+// The fake driver's counters (tests/fake_cuda/fake_cuda.h); absent on a real driver.
+using counters_fn = void (*)(fake_cuda_counters*);
+struct fake_counters {
+  counters_fn get = nullptr;
+  std::vector<std::pair<const char*, std::uint64_t>> read() const {
+    fake_cuda_counters c{};
+    if (get != nullptr) get(&c);
+    return {
+#define HOOK_BENCH_ROW(n) {#n, c.n},
+        FAKE_CUDA_COUNTERS(HOOK_BENCH_ROW)
+#undef HOOK_BENCH_ROW
+    };
+  }
+};
+
+// Runs the suite and, on the fake driver, prints the driver calls made per pair.
+void run_counted(gmem_bench::allocator_under_test& a, const gmem_bench::harness_options& o,
+                 const fake_counters& fc, std::uint64_t& pairs) {
+  const auto before = fc.read();
+  pairs = 0;
+  gmem_bench::run_suite(a, o, &pairs);
+  if (fc.get == nullptr || pairs == 0) return;
+  const auto after = fc.read();
+  std::printf("%-22s driver calls per pair (fake driver, %llu pairs):", o.label.c_str(),
+              static_cast<unsigned long long>(pairs));
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    const std::string n = after[i].first;
+    if (n == "live_allocs" || n == "smallest_alloc" || n == "largest_alloc") continue;
+    const double per =
+        static_cast<double>(after[i].second - before[i].second) / static_cast<double>(pairs);
+    if (after[i].second != before[i].second) std::printf(" %s=%.4f", n.c_str(), per);
+  }
+  std::printf("\n");
+}
+
 template <class T> T sym(void* lib, proc_fn proc, const char* name) {
   void* p = nullptr;
   if (proc) {
@@ -74,11 +186,21 @@ int main(int argc, char** argv) {
   gmem_bench::harness_options o;
   o.tests = "pair";
   o.sizes = {512, 65536, 1u << 20};
-  std::string route = "dlsym";
-  for (int i = 1; i + 1 < argc; ++i)
+  std::string route = "dlsym", api = "both";
+  for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--route") == 0) route = argv[i + 1];
+    if (std::strcmp(argv[i], "--api") == 0) api = argv[i + 1];
+  }
+  if (route != "dlsym" && route != "proc") {
+    std::fprintf(stderr, "hook_bench: --route must be dlsym or proc, not '%s'\n", route.c_str());
+    return 2;
+  }
+  if (api != "sync" && api != "async" && api != "both") {
+    std::fprintf(stderr, "hook_bench: --api must be sync, async or both, not '%s'\n", api.c_str());
+    return 2;
+  }
   gmem_bench::parse_args(o, argc, argv);
-  if (o.label.empty()) o.label = "hook-" + route;
+  const std::string label = o.label.empty() ? "hook-" + route : o.label;
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
   if (!lib) {
     std::fprintf(stderr, "hook_bench: cannot load libcuda.so.1 (%s); nothing measured\n",
@@ -90,13 +212,37 @@ int main(int argc, char** argv) {
   auto init = sym<init_fn>(lib, nullptr, "cuInit");
   auto retain = sym<retain_fn>(lib, proc, "cuDevicePrimaryCtxRetain");
   auto set = sym<set_fn>(lib, proc, "cuCtxSetCurrent");
+  auto get = sym<get_current_fn>(lib, proc, "cuCtxGetCurrent");
   auto alloc = sym<alloc_fn>(lib, proc, "cuMemAlloc_v2");
   auto release = sym<free_fn>(lib, proc, "cuMemFree_v2");
-  if (!init || !retain || !set || !alloc || !release || init(0) != CUDA_SUCCESS) {
+  async_fns af;
+  af.alloc = sym<alloc_async_fn>(lib, proc, "cuMemAllocAsync");
+  af.release = sym<free_async_fn>(lib, proc, "cuMemFreeAsync");
+  af.create = sym<stream_create_fn>(lib, proc, "cuStreamCreate");
+  af.destroy = sym<stream_destroy_fn>(lib, proc, "cuStreamDestroy_v2");
+  if (!init || !retain || !set || !get || !alloc || !release || !af.alloc || !af.release ||
+      !af.create || !af.destroy || init(0) != CUDA_SUCCESS) {
     std::fprintf(stderr, "hook_bench: driver not usable; nothing measured\n");
     return 2;
   }
-  driver_calls a(alloc, release, retain, set);
-  gmem_bench::run_suite(a, o);
+  fake_counters fc;
+  fc.get = reinterpret_cast<counters_fn>(dlsym(lib, "fakeGetCounters"));
+  std::uint64_t pairs = 0;
+  floor_calls f(get, retain, set);
+  o.label = label + "-floor";
+  const std::vector<std::size_t> sizes = o.sizes;
+  o.sizes = {512};
+  gmem_bench::run_suite(f, o, &pairs, false);
+  o.sizes = sizes;
+  if (api != "async") {
+    driver_calls a(alloc, release, retain, set);
+    o.label = label + "-sync";
+    run_counted(a, o, fc, pairs);
+  }
+  if (api != "sync") {
+    async_calls a(af, retain, set);
+    o.label = label + "-async";
+    run_counted(a, o, fc, pairs);
+  }
   return 0;
 }

@@ -164,6 +164,18 @@ options options::parse(const std::function<const char*(const char*)>& lookup,
     o.arena_page_mb = d.arena_page_mb;
     o.arena_page_mb_set = false;
   }
+  // Options of the fallback policy (pool/pool.h) do nothing while the arena serves large
+  // requests: say so instead of letting a user tune them in vain.
+  if (o.arena) {
+    auto fallback_only = [&](bool set, const char* env) {
+      if (set)
+        warn(std::string("gmem: warning: ") + env + "='" + lookup(env) +
+             "' applies only without the arena (GMEM_ARENA=0, or a device without virtual "
+             "memory management); the arena (GMEM_ARENA=1, the default) ignores it");
+    };
+    fallback_only(o.large_segment_set, "GMEM_LARGE_SEGMENT");
+    fallback_only(o.oversize_set, "GMEM_OVERSIZE");
+  }
   // Values that parse but cannot work are refused too, naming the option and what happens.
   const options d = defaults();
   if (o.limit_set && !o.limit.is_percent && o.limit.bytes != 0 && o.limit.bytes < k_min_limit) {

@@ -35,20 +35,24 @@
   X(small_segment, "GMEM_SMALL_SEGMENT", size, "", "pool default (2M)",                            \
     "segment size for small requests")                                                             \
   X(large_segment, "GMEM_LARGE_SEGMENT", size, "", "pool default (40M)",                           \
-    "smallest segment for large requests (grows to reserved/8, at most 256M)")                     \
+    "fallback only (no arena: GMEM_ARENA=0 or no VMM): smallest segment for large requests "       \
+    "(grows to reserved/8, at most 256M)")                                                         \
   X(small_max, "GMEM_SMALL_MAX", size, "", "pool default (1M)",                                    \
     "largest request packed into small segments")                                                  \
   X(oversize, "GMEM_OVERSIZE", size, "", "pool default (20M, or reserved/512 if larger)",          \
-    "requests above this get a segment of their own")                                              \
+    "fallback only (no arena: GMEM_ARENA=0 or no VMM): requests above this get a segment of "      \
+    "their own")                                                                                   \
   X(warmup, "GMEM_WARMUP", size, "", "none", "device bytes each pool reserves when it is created") \
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
     "1 = pool pinned host memory (cuMemHostAlloc, cuMemAllocHost)")                                \
   X(barriers, "GMEM_BARRIERS", flag, "1", "",                                                      \
     "1 = a pool fence is a device-side barrier (events and stream waits) instead of a "            \
-    "host-blocking cuCtxSynchronize; 0 = always synchronize")                                      \
+    "host-blocking cuCtxSynchronize; 0 = always synchronize (diagnosis only: slower)")             \
   X(vmm, "GMEM_VMM", flag, "0", "",                                                                \
-    "1 = device segments are virtual-memory mappings, given back without waiting for the "         \
-    "device (costs more host time per segment change); 0 = cuMemAlloc/cuMemFree segments")         \
+    "1 = segments outside the arena (small requests; every request with GMEM_ARENA=0) are "        \
+    "virtual-memory mappings, given back without waiting for the device; 0 = "                     \
+    "cuMemAlloc/cuMemFree "                                                                        \
+    "segments")                                                                                    \
   X(arena, "GMEM_ARENA", flag, "1", "",                                                            \
     "1 = device requests above GMEM_SMALL_MAX come from one virtual-memory arena that grows "      \
     "where it ends, so free space merges across growths (needs VMM support, else ignored); "       \

@@ -26,6 +26,7 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
                                           const CUgraphNode* dependencies,
                                           const CUgraphEdgeData* dependency_data, std::size_t count,
                                           CUstreamCaptureMode mode);
+CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph);
 }
 
 // Every function the shim exports and substitutes, as
@@ -61,6 +62,8 @@ CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream stream, CUgraph graph,
   X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, per_thread)                       \
   X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, legacy)                     \
   X(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, per_thread)            \
+  X(cuStreamEndCapture, "cuStreamEndCapture", 10000, legacy)                                       \
+  X(cuStreamEndCapture_ptsz, "cuStreamEndCapture", 10000, per_thread)                              \
   X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, any)                                                    \
   X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, any)                         \
   X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, any)                             \

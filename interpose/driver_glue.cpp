@@ -1,6 +1,7 @@
 #include "interpose/driver_glue.h"
 #include "interpose/oom_report.h"
 
+#include "interpose/capture_tracker.h"
 #include "interpose/stream_registry.h"
 #include "interpose/trace_hooks.h"
 
@@ -25,8 +26,12 @@ bool driver_fences::barrier() noexcept {
   return streams().barrier(*link_.real, link_.ctx);
 }
 
+// The pool records when it seals a stream (pool_impl::seal_streams), some time after the
+// frees: the stream may have begun capturing a graph since, and an event recorded there would
+// become a node of the program's graph. Then no event: the blocks wait for a fence.
 event_handle driver_fences::record(stream_handle s) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return 0;
+  if (!captures().none() && stream_capturing(*link_.real, to_stream(s), false)) return 0;
   CUevent e = nullptr;
   {
     std::lock_guard lock(mu_);

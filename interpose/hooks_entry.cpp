@@ -11,6 +11,7 @@
 #include <cstring>
 #include <link.h>
 
+#include "interpose/capture_tracker.h"
 #include "interpose/hook_support.h"
 
 namespace {
@@ -52,9 +53,13 @@ extern "C" __attribute__((visibility("hidden"))) void* gmem_dlsym_slow(void* han
     if (found != nullptr && !gmem::shim::forked_child()) maybe_modules_changed();
     return found;
   }
-  if (gmem::shim::driver_if_loaded() == nullptr) return found;
+  if (gmem::shim::driver_if_loaded() == nullptr) {
+    gmem::shim::note_unhooked_lookup(name, false);
+    return found;
+  }
   void* ours = gmem::shim::substitute(found);
   if (ours != found) gmem::shim::count_substitution(true);
+  gmem::shim::note_unhooked_lookup(name, ours != found);
   return ours;
 }
 
@@ -106,6 +111,7 @@ GMEM_HOOK CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int versi
   if (r == CUDA_SUCCESS && pfn != nullptr) {
     void* ours = substitute(*pfn);
     if (ours != *pfn) count_substitution(false);
+    note_unhooked_lookup(symbol, ours != *pfn);
     *pfn = ours;
   }
   return r;
@@ -116,6 +122,7 @@ GMEM_HOOK CUresult cuGetProcAddress(const char* symbol, void** pfn, int version,
   if (r == CUDA_SUCCESS && pfn != nullptr) {
     void* ours = substitute(*pfn);
     if (ours != *pfn) count_substitution(false);
+    note_unhooked_lookup(symbol, ours != *pfn);
     *pfn = ours;
   }
   return r;

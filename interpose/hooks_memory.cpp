@@ -2,6 +2,7 @@
 // (and _ptsz), pinned host memory. Each hook is policy: guard, call the pool, translate.
 // Requests the driver would reject (null output, 0 bytes) and everything while the shim is
 // inactive go to the driver, so the program sees the driver's own answer.
+#include "interpose/capture_tracker.h"
 #include "interpose/hook_support.h"
 #include "interpose/strict_mode.h"
 
@@ -85,17 +86,7 @@ bool late_pooled_free(std::uintptr_t p, bool host) {
 
 // A stream that is capturing a graph: allocations and frees on it belong to the graph.
 bool capturing(CUstream s, bool per_thread) {
-  const real_driver* real = driver();
-  auto is_capturing = per_thread ? real->cuStreamIsCapturing_ptsz : real->cuStreamIsCapturing;
-  if (is_capturing == nullptr) return false;
-  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-  const CUresult rc = is_capturing(s, &status);
-  if (rc == CUDA_SUCCESS) return status != CU_STREAM_CAPTURE_STATUS_NONE;
-  // A capture error (e.g. the legacy stream during a global capture) means the driver would
-  // refuse or record the call: not ours to pool. Any other error says nothing about capture;
-  // the allocation is pooled and the program's next use of the stream reports the error.
-  return rc >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED &&
-         rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
+  return GMEM_UNLIKELY(!captures().none()) && stream_capturing(*driver(), s, per_thread);
 }
 
 CUresult alloc_async(CUdeviceptr* out, std::size_t bytes, CUstream s, bool per_thread) {

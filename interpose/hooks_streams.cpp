@@ -1,6 +1,7 @@
 // Stream creation and destruction: non-blocking streams are registered for the pool's
 // device-side barriers (interpose/stream_registry.h), and a stream that may own stream-freed
 // blocks is drained before it goes away. Capture begins wait for a barrier in progress.
+#include "interpose/capture_tracker.h"
 #include "interpose/hook_support.h"
 #include "interpose/stream_registry.h"
 
@@ -10,6 +11,14 @@ namespace {
 // Registration is needed only while pools may make barriers; a forked child stands aside.
 bool registering() {
   return shim_active() && shim_options().barriers && driver() != nullptr;
+}
+
+// Every begin is counted (interpose/capture_tracker.h), also while the shim stands aside: a
+// capture begun during exit() may still be open when a late hook checks.
+template <typename Begin> CUresult begin_capture(CUstream s, bool per_thread, Begin&& real_begin) {
+  return captures().begin(s, per_thread, [&] {
+    return registering() ? streams().begin_capture(real_begin) : real_begin();
+  });
 }
 
 } // namespace
@@ -30,14 +39,15 @@ GMEM_HOOK CUresult cuStreamCreateWithPriority(CUstream* out, unsigned int flags,
 }
 
 // A barrier that found no capture must not see one begin before its last record (the record
-// would become a node of the new graph, or touch the legacy stream during the capture).
+// would become a node of the new graph, or touch the legacy stream during the capture). Begins
+// and ends are counted so that hooks skip cuStreamIsCapturing while no capture is open.
 GMEM_HOOK CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode mode) {
   auto real_begin = [&] { return GMEM_REAL(cuStreamBeginCapture_v2, s, mode); };
-  return registering() ? streams().begin_capture(real_begin) : real_begin();
+  return begin_capture(s, false, real_begin);
 }
 GMEM_HOOK CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
   auto real_begin = [&] { return GMEM_REAL(cuStreamBeginCapture_v2_ptsz, s, mode); };
-  return registering() ? streams().begin_capture(real_begin) : real_begin();
+  return begin_capture(s, true, real_begin);
 }
 GMEM_HOOK CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph,
                                                const CUgraphNode* dependencies,
@@ -47,7 +57,7 @@ GMEM_HOOK CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph,
     return GMEM_REAL(cuStreamBeginCaptureToGraph, s, graph, dependencies, dependency_data, count,
                      mode);
   };
-  return registering() ? streams().begin_capture(real_begin) : real_begin();
+  return begin_capture(s, false, real_begin);
 }
 GMEM_HOOK CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph graph,
                                                     const CUgraphNode* dependencies,
@@ -57,7 +67,18 @@ GMEM_HOOK CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream s, CUgraph graph,
     return GMEM_REAL(cuStreamBeginCaptureToGraph_ptsz, s, graph, dependencies, dependency_data,
                      count, mode);
   };
-  return registering() ? streams().begin_capture(real_begin) : real_begin();
+  return begin_capture(s, true, real_begin);
+}
+
+GMEM_HOOK CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
+  auto real_end = [&] { return GMEM_REAL(cuStreamEndCapture, s, graph); };
+  const real_driver* real = driver();
+  return real != nullptr ? captures().end(*real, s, false, real_end) : real_end();
+}
+GMEM_HOOK CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
+  auto real_end = [&] { return GMEM_REAL(cuStreamEndCapture_ptsz, s, graph); };
+  const real_driver* real = driver();
+  return real != nullptr ? captures().end(*real, s, true, real_end) : real_end();
 }
 
 // A destroyed stream's handle value can come back for a new stream, which would then be handed

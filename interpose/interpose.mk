@@ -35,7 +35,7 @@ $(FAKE_CUDA_LIB): $(FAKE_CUDA_SRCS:%.cpp=$(BUILD)/%.o) $(COMMON_LIB)
 PROBE_SRCS := tests/interpose/shim_probe.cpp tests/interpose/probe_memory.cpp \
               tests/interpose/probe_barrier.cpp tests/interpose/probe_vmm.cpp \
               tests/interpose/probe_arena.cpp tests/interpose/probe_driver.cpp \
-              tests/interpose/probe_strict.cpp
+              tests/interpose/probe_strict.cpp tests/interpose/probe_threads.cpp
 SHIM_PROBE := $(BUILD)/tests/interpose/shim_probe
 SHIM_PROBE_LINKED := $(BUILD)/tests/interpose/shim_probe_linked
 $(SHIM_PROBE): $(PROBE_SRCS:%.cpp=$(BUILD)/%.o)
@@ -77,6 +77,7 @@ endif
 # pool library (pool::stats) and the fake, linked like shim_probe_linked.
 VMM_ARENA_TEST := $(BUILD)/tests/vmm_arena_test
 $(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/vmm_upstream.o \
+                   $(BUILD)/interpose/vmm_arena.o $(BUILD)/interpose/vmm_retire.o \
                    $(BUILD)/interpose/device_upstream.o $(POOL_LIB) $(FAKE_CUDA_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(FAKE_CUDA_LIB),$^) $(FAKE_CUDA_LIB) \

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "interpose/capture_tracker.h"
 #include "interpose/context_pools.h"
 
 namespace gmem::shim {
@@ -9,7 +10,10 @@ namespace {
 
 // Capturing, or a capture error (the legacy stream while a blocking stream captures), or any
 // other failure: no barrier may touch it.
+// While no capture is open in the process (interpose/capture_tracker.h), none is capturing; a
+// destroyed or failing stream then shows in the barrier's cuStreamQuery.
 bool unusable(const real_driver& real, CUstream s) {
+  if (captures().none()) return false;
   if (real.cuStreamIsCapturing == nullptr) return true;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   return real.cuStreamIsCapturing(s, &status) != CUDA_SUCCESS ||
@@ -97,6 +101,9 @@ bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
     return false;
   }
   c.hub_pending = true;
+  // No non-blocking stream to make wait: done (a stream registered later queries the hub then;
+  // the cudaMalloc/cudaFree path of a program without such streams pays one record).
+  if (c.streams.empty()) return true;
   if (real.cuEventQuery(c.hub) == CUDA_SUCCESS) { // nothing left to order after
     c.hub_pending = false;
     return true;

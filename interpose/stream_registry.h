@@ -19,7 +19,8 @@
 //   4. unless the hub is already complete, make every registered stream wait for it, and keep
 //      it: a non-blocking stream created while it may be incomplete waits for it before its
 //      creation hook returns.
-// With no non-blocking stream this is one cuEventRecord.
+// With no non-blocking stream this is one cuEventRecord (and no query: a stream registered
+// later queries the hub itself).
 //
 // Capture begins (cuStreamBeginCapture*, hooked) under the same mutex as barriers, so the
 // capture check of step 1 holds until the barrier's last record.

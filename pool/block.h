@@ -14,7 +14,9 @@ namespace gmem {
 
 struct segment;
 
-// An event recorded when a block was freed on a stream. Split pieces of that block share it.
+// An event recorded on the stream a block was freed on, after the free: by the slow path when
+// another stream (or a stream-less allocation) wants the block ("sealing", pool_impl::
+// seal_streams), never by the free itself. Split pieces of that block share it.
 // Invariant: refs == number of stream_free blocks pointing here (+ temporary holds while the
 // pool queries it without its lock); the event is released when refs drops to 0.
 struct event_ref {
@@ -22,8 +24,8 @@ struct event_ref {
   std::uint32_t refs = 0;
   bool complete = false; // a query saw it complete
   bool queued = false;   // collected by refresh_events (dedupe)
-  // Order of the free that recorded it, and the thread that did. One thread's events on one
-  // stream are recorded in that order, so the later one covers the earlier (pieces freed by
+  // Order of the seal that recorded it, and the thread that did. One thread's events on one
+  // stream are recorded in that order, so the later one covers the earlier (pieces sealed by
   // one thread on one stream may merge and keep the later event).
   std::uint64_t seq = 0;
   const void* thread = nullptr;
@@ -49,8 +51,11 @@ struct alignas(64) block {
   // Second line.
   std::size_t requested = 0;          // live
   stream_handle stream = k_no_stream; // live: allocating stream; stream_free: freeing stream
-  event_ref* ev = nullptr;            // stream_free only
-  std::uint64_t stamp = 0;            // pending / stream_free: fence sequence at free time
+  // stream_free only: the event that covers its free; nullptr while unsealed (no event
+  // recorded since the free yet: reusable on its own stream only, or after a fence / sync).
+  event_ref* ev = nullptr;
+  std::uint64_t stamp = 0;     // pending / stream_free: fence sequence at free time
+  std::uint64_t freed_seq = 0; // stream_free: order of its (latest merged) free, for sealing
   // stream_free only: the stream's blocks in free order (stamps never decrease), so that
   // fences, stream syncs and completed events release a prefix without a walk of all blocks.
   block* fifo_prev = nullptr;

@@ -10,7 +10,6 @@
 namespace gmem {
 
 namespace {
-thread_local char t_thread_tag; // its address names the thread in event_ref::thread
 constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
@@ -63,7 +62,9 @@ pool_impl::~pool_impl() {
   std::vector<event_ref*> refs; // each shared event released once
   for (auto& sc : streams_)
     for (auto& index : sc->index)
-      index.for_each([&](block* b) { refs.push_back(b->ev); });
+      index.for_each([&](block* b) {
+        if (b->ev != nullptr) refs.push_back(b->ev);
+      });
   std::sort(refs.begin(), refs.end());
   refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
   for (event_ref* r : refs)
@@ -123,6 +124,7 @@ void pool_impl::unlist_locked(block* b) {
     stream_cache* sc = find_stream_locked(b->stream);
     sc->index[cls].remove(b);
     sc->fifo_remove(b);
+    if (b->ev == nullptr) --sc->unsealed;
     st_.stream_free_bytes -= b->size;
   }
 }
@@ -155,8 +157,12 @@ void pool_impl::carve_locked(block* b, std::size_t size) {
     r->stream = b->stream;
     r->ev = b->ev;
     r->stamp = b->stamp;
-    ++r->ev->refs;
+    r->freed_seq = b->freed_seq;
     stream_cache* sc = find_stream_locked(r->stream);
+    if (r->ev != nullptr)
+      ++r->ev->refs;
+    else
+      ++sc->unsealed;
     sc->index[class_of(r->seg)].insert(r);
     sc->fifo_insert_after(b->fifo_prev, r); // where b was (unlist_locked kept b's links)
     st_.stream_free_bytes += rest;
@@ -222,33 +228,39 @@ void pool_impl::insert_free_locked(block* b) {
   if (b->size == b->seg->size && !b->seg->arena) idle_push_locked(b->seg);
 }
 
-// Stream-free neighbours on the same stream merge when they share the event, or when one
-// thread freed both: then the later event covers both frees and the merged block keeps it
-// (and the later stamp); the earlier event loses a reference (returned for release).
+// Stream-free neighbours on the same stream merge when they share the event, when either is
+// unsealed (the event a later seal records on the stream covers both frees: the merged block
+// stays unsealed), or when one thread sealed both: then the later event covers both frees and
+// the merged block keeps it. The merged block keeps the later stamp and free order; the
+// event it gives up loses a reference (returned for release).
 void pool_impl::insert_stream_free_locked(block* b, event_handle (&released)[2]) {
   b->state = block_state::stream_free;
   unsigned cls = class_of(b->seg);
   stream_cache* sc = get_stream_locked(b->stream);
   free_index& index = sc->index[cls];
+  if (b->ev == nullptr) ++sc->unsealed;
   auto mergeable = [&](const block* x) {
     return x != nullptr && x->state == block_state::stream_free && x->stream == b->stream &&
-           (x->ev == b->ev || x->ev->thread == b->ev->thread);
+           (x->ev == nullptr || b->ev == nullptr || x->ev == b->ev ||
+            x->ev->thread == b->ev->thread);
   };
   int k = 0;
-  // keep absorbs gone (already out of the index and the FIFO); keep ends with the later event.
+  // keep absorbs gone (already out of the index and the FIFO); keep ends with the later event
+  // (no event, unsealed, is the latest of all).
   auto absorb = [&](block* keep, block* gone) {
-    event_ref* older = keep->ev;
-    if (keep->ev != gone->ev) {
-      if (gone->ev->seq > keep->ev->seq) {
-        keep->ev = gone->ev;
-      } else {
-        older = gone->ev;
-      }
-      if (gone->stamp > keep->stamp) keep->stamp = gone->stamp;
+    sc->unsealed -= (keep->ev == nullptr ? 1u : 0u) + (gone->ev == nullptr ? 1u : 0u);
+    event_ref* drop = gone->ev; // the reference given up
+    if (keep->ev != gone->ev && keep->ev != nullptr &&
+        (gone->ev == nullptr || gone->ev->seq > keep->ev->seq)) {
+      drop = keep->ev;
+      keep->ev = gone->ev;
     }
-    if (--older->refs == 0) { // cannot be the kept event: keep still holds it
-      released[k++] = older->event;
-      events_.put(older);
+    keep->stamp = std::max(keep->stamp, gone->stamp);
+    keep->freed_seq = std::max(keep->freed_seq, gone->freed_seq);
+    if (keep->ev == nullptr) ++sc->unsealed;
+    if (drop != nullptr && --drop->refs == 0) { // never the kept event: keep still holds it
+      released[k++] = drop->event;
+      events_.put(drop);
     }
     merge_into_locked(keep, gone);
   };
@@ -344,8 +356,9 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
   return allocate_slow(size, bytes, s);
 }
 
+// No driver call on this path: a free on a stream leaves its block unsealed (no event yet);
+// the slow path records one event per stream for many frees when another stream needs them.
 pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
-  event_handle ev = opt_.reuse_safety && s != k_no_stream ? fe_.record(s) : 0;
   std::unique_ptr<deferred> d; // only when the cache cap trims (rare; keeps the fast path lean)
   event_handle released[2] = {};
   pool_status status = pool_status::ok;
@@ -364,7 +377,7 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
       b->requested = 0;
       if (!opt_.reuse_safety) {
         insert_free_locked(b);
-      } else if (ev == 0) { // stream-less (or the event could not be recorded): pending
+      } else if (s == k_no_stream) { // stream-less: pending
         b->state = block_state::pending;
         b->stamp = seq_;
         b->fifo_next = nullptr;
@@ -377,16 +390,11 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
         ++st_.pending_blocks;
         pending_class_bytes_[class_of(b->seg)] += b->size;
         pending_index_[class_of(b->seg)].insert(b);
-      } else {
-        event_ref* r = events_.get();
-        r->event = ev;
-        r->refs = 1;
-        r->seq = ++event_seq_;
-        r->thread = &t_thread_tag;
-        ev = 0; // owned by r now
-        b->ev = r;
+      } else { // stream-free, unsealed: reusable at once on s, by others once sealed
+        b->ev = nullptr;
         b->stream = s;
         b->stamp = seq_;
+        b->freed_seq = ++free_seq_;
         insert_stream_free_locked(b, released);
       }
       if ((idle_head_ != nullptr || page_ != 0) && opt_.max_cached_bytes != SIZE_MAX &&
@@ -397,7 +405,6 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
       check_locked();
     }
   }
-  if (ev != 0) fe_.release(ev);
   for (event_handle e : released)
     if (e != 0) fe_.release(e);
   if (d) run_deferred(*d);

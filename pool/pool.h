@@ -7,60 +7,43 @@
 //   block    a sub-range of one segment, live (handed out) or free. A block never spans two
 //            segments; the blocks of a segment tile it exactly.
 //   pending  a block freed without a stream (cuMemFree) that device work issued before the free
-//            may still touch. It becomes free only after a fence that started after the free
-//            has completed.
-//   stream-free  a block freed on a stream (cuMemFreeAsync): reusable at once on that stream;
-//            on other streams only once the event recorded at free time has completed or has
-//            been made a dependency of the allocating stream.
+//            may still touch. It becomes free only after a fence that started after the free.
+//   stream-free  a block freed on a stream (cuMemFreeAsync): reusable at once on that stream.
+//            Other streams need an event recorded on its stream after the free; the free
+//            records none (the block is "unsealed": no driver call on the hot path). When
+//            another stream or a stream-less allocation wants such blocks, the slow path
+//            "seals" their stream: one event for all its frees so far. A sealed block serves
+//            others once its event completed or became a dependency of their stream.
 //   fence    a synchronization of all streams: issued by the pool (fences::synchronize, or with
 //            pool_options::barriers the device-side fences::barrier, which the host does not
 //            wait for) or made by the program (begin_external_fence / end_external_fence).
-//   trim     returning whole free segments to the driver.
+//   trim     returning free memory to the driver.
 //
-// Policy (numbers are the pool_options defaults, chosen by measurement: docs/pool.md)
-//   Sizes are rounded up to 512 bytes. Blocks start at segment base + a multiple of 512 (the
-//   driver's segments are 512-byte aligned or better, so blocks are too; 256 at the least).
-//   Three segment classes, never mixed: requests up to small_max_bytes (1 MiB) are packed into
-//   small segments (2 MiB); up to the oversize threshold into large segments, whose size
-//   grows with the pool: reserved / 8 rounded to 2 MiB, within [large_segment_bytes (40 MiB),
-//   large_segment_max_bytes (256 MiB)]; bigger ones get an oversize segment of their own,
-//   rounded up to segment_granule_bytes (2 MiB, as the driver would). The threshold is
-//   oversize_bytes (20 MiB) or reserved x oversize_fraction (1/512), whichever is larger: a
-//   60 MiB tensor is oversize in a 5 GiB pool, ordinary in a 30 GiB one (on the GPT trace,
-//   30% fewer segment maps at the same peak reserved). An oversize segment
-//   holds one block and is never split: once free it serves a later oversize request at most
-//   oversize_max_waste (1/4) + 2 MiB larger, or free space in a large segment serves the
-//   request, or the pool grows.
-//   With an arena (pool_options::arena, upstream::extend: the shim's default), every request
-//   above small_max_bytes is large and comes from one range of pages that grows where it
-//   ends (pool_arena.cpp): free space merges across growths, nothing is oversize, and idle
-//   arena pages go back only on trim; a request that a pending block would fit better than
-//   the free block found waits for a fence first (on the GPT trace: 1.05 instead of 1.99).
-//   Free blocks are found by good fit in O(1): segregated size bins (exact below 16 KiB, 32
-//   per power of two above) with bitmaps; within the first candidate bin the best of a few
-//   fitting blocks wins (best fit to within 1/32). A block is split when the remainder is
-//   worth keeping (>= 512 B in small segments, >= large_split_min_bytes = 1 MiB in large
-//   ones); freed blocks merge with free neighbours of the same segment and the same safety,
-//   never across segments (stream-free pieces: same stream, and the same event or the same
-//   freeing thread, whose later event covers both). Allocations on a stream first look at
-//   blocks freed on that stream.
-//   When no safe free block fits, in order: (1) stream-free blocks whose event has completed
-//   become free for all (each stream's events are queried oldest first, up to the first not
-//   done); (2) an allocation on a stream takes a block freed on another stream by making its
-//   event a dependency (fences::wait); (3) a fence, when pending and stream-free blocks of
-//   the class plus its free bytes could cover the request: a fence costs ~1 us on an idle
-//   device and the program's own cuMemFree would have synchronized anyway, while growing
-//   costs a driver allocation now and a synchronizing cuMemFree later (with barriers, the
-//   fence is a device-side barrier and the host does not wait at all); (4) grow: map a
-//   segment, first unmapping wholly free segments (largest first) while reserved would
-//   exceed (1 + grow_slack) x demand, grow_slack = 0.05, demand = the larger of live +
-//   pending + stream-free + request and the peak live bytes of the current and the previous
-//   window of grow_window_allocs (16,384) allocations: segments idle at the low point of a
-//   repeating phase (a training step) stay for its next peak instead of being unmapped and
-//   mapped again every step;
-//   (5) at the memory limit or when the driver is out of memory: fence, trim every free
-//   segment, retry; (6) out_of_memory (observer on_oom).
-//   Free bytes beyond max_cached_bytes are trimmed as soon as a segment is wholly free.
+// The default policy (the shim's: pool_options::arena over an upstream with arena pages)
+//   1. Sizes round up to 512 bytes. Requests up to small_max_bytes (1 MiB) are packed into
+//      small segments (2 MiB); every larger one comes from one arena that grows by pages
+//      (16 MiB) where it ends, so its free space merges across growths.
+//   2. Good fit in O(1): segregated bins (exact below 16 KiB, 32 per power of two above) with
+//      bitmaps, best of a few candidates (within 1/32). A stream's own freed blocks are tried
+//      first. A block is split when the rest is worth keeping (512 B small, 1 MiB arena);
+//      freed blocks merge with free neighbours of the same safety.
+//   3. No safe block fits: (a) seal other streams; blocks whose event completed become free
+//      for all; a stream may take another stream's block through a dependency (fences::wait);
+//      (b) fence, when pending and stream-free blocks could cover the request, or a pending
+//      block would fit better than the free block found (arena: keeps large free ranges
+//      whole); a fence is ~1 us and, with barriers, the host does not wait; (c) grow: extend
+//      the arena, or map a small segment (unmapping wholly free ones first while reserved
+//      would exceed 1.05 x demand); (d) at the limit or driver OOM: fence, trim, retry;
+//      (e) out_of_memory (observer on_oom).
+//   4. Memory goes back to the driver on trim (gmem_empty_cache), at the limit, beyond
+//      max_cached_bytes and in out-of-memory recovery; arena pages only then.
+// The fallback (no arena: GMEM_ARENA=0, or a device without virtual memory management) differs
+// only in 1 and 3c: three segment classes, never mixed: small; large (large_segment_bytes,
+// 40 MiB, growing to reserved / 8, at most 256 MiB); oversize (above max(oversize_bytes 20 MiB,
+// reserved x oversize_fraction 1/512): a segment of its own, never split, reused for requests
+// at most oversize_max_waste 1/4 + 2 MiB smaller); growth releases wholly free segments first,
+// demand being at least the peak live bytes of the last window(s) of grow_window_allocs
+// allocations. docs/pool.md gives the measurements behind every number.
 //
 // Threads: every public function is thread-safe. One lock (a short spin, then a futex sleep)
 // guards the structures; upstream, fences and the observer are always called without it.

@@ -155,8 +155,11 @@ bool pool_impl::is_valid_locked() const {
         pending_class[class_of(seg.get())] += b->size;
         break;
       case block_state::stream_free:
-        if (b->ev == nullptr || b->ev->refs == 0) return false;
-        if (n != nullptr && n->state == block_state::stream_free && n->ev == b->ev) return false;
+        if (b->ev != nullptr && b->ev->refs == 0) return false;
+        // Same event, or both unsealed, on one stream: they would have merged.
+        if (n != nullptr && n->state == block_state::stream_free && n->ev == b->ev &&
+            n->stream == b->stream)
+          return false;
         stream_bytes += b->size;
         ++stream_blocks;
         break;
@@ -203,15 +206,18 @@ bool pool_impl::is_valid_locked() const {
   if (listed_free != free_blocks || listed_free_bytes != free_bytes) return false;
   std::size_t listed_stream = 0, listed_stream_bytes = 0;
   for (const auto& sc : streams_) {
-    std::size_t fifo_bytes = 0, fifo_bytes_expected = 0;
+    std::size_t fifo_bytes = 0, fifo_bytes_expected = 0, unsealed = 0;
     std::uint64_t stamp = 0;
     for (const block* b = sc->fifo_head; b != nullptr; b = b->fifo_next) {
       if (b->state != block_state::stream_free || b->stream != sc->stream || b->stamp < stamp ||
-          (b->fifo_next == nullptr ? sc->fifo_tail != b : b->fifo_next->fifo_prev != b))
+          (b->fifo_next == nullptr ? sc->fifo_tail != b : b->fifo_next->fifo_prev != b) ||
+          b->freed_seq > free_seq_)
         return false;
       stamp = b->stamp;
       fifo_bytes += b->size;
+      unsealed += b->ev == nullptr ? 1 : 0;
     }
+    if (unsealed != sc->unsealed) return false;
     for (unsigned cls = 0; cls < k_classes; ++cls) {
       if (!sc->index[cls].is_valid()) return false;
       bool ok = true;

@@ -50,9 +50,11 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     bool others = pending_or_stream_bytes_locked(cls, s) > pending_class_bytes_[cls];
     // 1. Stream-free blocks whose event has completed are safe for all and merge with their
     // free neighbours (own-stream ones too: pieces freed under different events never merge).
+    // Other streams' unsealed blocks get their event first.
     if (!queried && st_.stream_free_bytes != 0) {
       queried = true;
       lock.unlock();
+      seal_streams(s, size, cls);
       refresh_events();
       continue;
     }
@@ -161,6 +163,59 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
   }
 }
 
+bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cls) {
+  struct seal {
+    stream_handle stream;
+    std::uint64_t cut; // blocks freed up to here (block::freed_seq) are covered
+    event_handle event;
+  };
+  std::vector<seal> seals;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& sc : streams_) {
+      if (sc->unsealed == 0 || sc->stream == except) continue;
+      // Only streams with a block that could serve the request: a seal is a driver call.
+      const bool fits = sc->index[cls].find_fit(size) != nullptr ||
+                        (cls == k_oversize && sc->index[k_large].find_fit(size) != nullptr);
+      if (fits) seals.push_back({sc->stream, free_seq_, 0});
+    }
+  }
+  if (seals.empty()) return false;
+  // Recorded after the cut was taken, so after every free up to it: in stream order, after
+  // all work the program issued on the stream before those frees. A failed record (a stream
+  // capturing a graph, destroyed, a driver error) leaves the blocks for a fence or a sync.
+  for (seal& x : seals)
+    x.event = fe_.record(x.stream);
+  bool any = false;
+  deferred d;
+  {
+    std::lock_guard lock(mu_);
+    for (const seal& x : seals) {
+      if (x.event == 0) continue;
+      stream_cache* sc = find_stream_locked(x.stream);
+      event_ref* r = nullptr;
+      for (block* b = sc != nullptr ? sc->fifo_head : nullptr; b != nullptr && sc->unsealed != 0;
+           b = b->fifo_next) {
+        if (b->ev != nullptr || b->freed_seq > x.cut) continue;
+        if (r == nullptr) {
+          r = events_.get();
+          r->event = x.event;
+          r->seq = ++event_seq_;
+          r->thread = this_thread_tag();
+        }
+        b->ev = r;
+        ++r->refs;
+        --sc->unsealed;
+        any = true;
+      }
+      if (r == nullptr) d.release(x.event); // all reused on their stream meanwhile
+    }
+    check_locked();
+  }
+  run_deferred(d);
+  return any;
+}
+
 // Events on one stream complete in order, so each stream's FIFO is queried from its oldest
 // event and only up to the first that has not completed.
 bool pool_impl::refresh_events() {
@@ -173,7 +228,7 @@ bool pool_impl::refresh_events() {
       firsts.push_back(refs.size());
       std::size_t n = 0;
       for (block* b = sc->fifo_head; b != nullptr && n < k_max_queries; b = b->fifo_next) {
-        if (b->ev->queued) continue;
+        if (b->ev == nullptr || b->ev->queued) continue;
         b->ev->queued = true;
         ++b->ev->refs; // held while queried without the lock
         refs.push_back(b->ev);
@@ -226,7 +281,11 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
     b->claimed = true;
     check_locked();
   }
-  bool ok = fe_.wait(s, b->ev->event);
+  // An unsealed block (freed after the last seal) gets an event of its own, recorded now on
+  // its stream: it covers the free, and is released once the dependency is made.
+  const event_handle own = b->ev == nullptr ? fe_.record(b->stream) : 0;
+  bool ok = (b->ev != nullptr || own != 0) && fe_.wait(s, own != 0 ? own : b->ev->event);
+  if (own != 0) fe_.release(own);
   deferred d;
   {
     std::lock_guard lock(mu_);
@@ -312,7 +371,7 @@ std::size_t pool_impl::convert_stream_free_locked(stream_handle only, std::uint6
     if (only != k_no_stream && sc->stream != only) continue;
     // A prefix of the FIFO: freed before the ticket, or under events seen complete.
     while (block* b = sc->fifo_head) {
-      if (complete_only ? !b->ev->complete : b->stamp >= ticket) break;
+      if (complete_only ? b->ev == nullptr || !b->ev->complete : b->stamp >= ticket) break;
       unlist_locked(b);
       if (event_handle e = drop_event_locked(b)) d.release(e);
       converted += b->size;

@@ -47,12 +47,19 @@ struct deferred {
   bool any() const { return few_count != 0 || !unmaps.empty() || !segment_events.empty(); }
 };
 
+// Names the calling thread in event_ref::thread.
+inline const void* this_thread_tag() {
+  static thread_local char tag;
+  return &tag;
+}
+
 // Stream-free blocks of one stream, by segment class.
 struct stream_cache {
   stream_handle stream = k_no_stream;
   free_index index[3];        // by segment class: small, large, oversize
   block* fifo_head = nullptr; // oldest free first
   block* fifo_tail = nullptr;
+  std::size_t unsealed = 0; // blocks in index[] without an event (block::ev == nullptr)
   void fifo_insert_after(block* pos, block* b) { // pos == nullptr: at the head
     b->fifo_prev = pos;
     b->fifo_next = pos != nullptr ? pos->fifo_next : fifo_head;
@@ -157,6 +164,10 @@ private:
 
   // --- pool_grow.cpp and pool_segments.cpp ---
   alloc_result allocate_slow(std::size_t size, std::size_t requested, stream_handle s);
+  // Records one event on each stream (other than `except`) that has unsealed blocks and a
+  // block that could serve `size` of class `cls`, without the lock, and gives it to the
+  // blocks freed before the record; true if any was sealed.
+  bool seal_streams(stream_handle except, std::size_t size, unsigned cls);
   bool refresh_events(); // queries stream-free events without the lock; true if any completed
   bool try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
                                  alloc_result& out);
@@ -222,7 +233,8 @@ private:
   // Fence and stream-sync tickets: a free is stamped with seq_; a fence that began later has
   // a larger ticket. Invariant: every pending stamp <= seq_.
   std::uint64_t seq_ = 0;
-  std::uint64_t event_seq_ = 0; // orders stream frees (event_ref::seq)
+  std::uint64_t event_seq_ = 0; // orders seals (event_ref::seq)
+  std::uint64_t free_seq_ = 0;  // orders stream frees (block::freed_seq)
   // Being mapped or unmapped without the lock; counted against the limit.
   std::size_t in_flight_map_bytes_ = 0;
   std::size_t in_flight_unmap_bytes_ = 0;

@@ -55,7 +55,16 @@ std::string size_spec(std::uint64_t bytes) {
   return std::to_string(std::max<std::uint64_t>(1, bytes / k_mib)) + "M";
 }
 
-void advise(device_frag& d) {
+// The policy the traced process ran under (pool/pool.h): the arena unless GMEM_ARENA was set
+// to a false value (as options::parse reads flags).
+bool arena_policy(const gmem::trace::trace& t) {
+  for (const auto& [name, value] : t.info.options)
+    if (name == k_opt_arena)
+      return !(value == "0" || value == "no" || value == "off" || value == "false");
+  return true;
+}
+
+void advise(device_frag& d, bool arena) {
   const std::string dev = d.device < 0 ? "host" : "device " + std::to_string(d.device);
   if (d.segments.empty()) {
     d.advice.push_back("No pooled segments on " + dev + ": nothing to tune.");
@@ -79,14 +88,29 @@ void advise(device_frag& d) {
                        "memory makes them reusable at once.");
   }
   if (frag >= 0.5 && d.free_bytes >= 64 * k_mib) {
-    d.advice.push_back(
+    const std::string what =
         "Free memory is fragmented (" + std::to_string(static_cast<int>(frag * 100)) +
         "%): " + format_bytes(d.free_bytes) + " free but the largest block is " +
         format_bytes(d.largest_free) + ", so a larger request grows the pool" +
-        (d.limit_bytes != 0 ? " or fails at the limit" : "") +
-        ". Large requests of mixed lifetimes share segments; raising " + k_opt_large_segment +
-        " packs them into fewer, larger segments, and lowering " + k_opt_oversize +
-        " gives the biggest requests segments of their own, which return whole.");
+        (d.limit_bytes != 0 ? " or fails at the limit" : "") + ". ";
+    if (arena) // device pools with GMEM_ARENA=1 (the default): the fallback options do nothing
+      d.advice.push_back(
+          what +
+          "The arena already merges free space across growths: what splits it is live "
+          "blocks between free ranges (long-lived buffers allocated after short-lived ones). "
+          "Whole free arena pages go back to the driver with " +
+          std::string(k_opt_max_cached) + " (e.g. " + k_opt_max_cached + "=" +
+          size_spec(d.free_bytes / 2) + ") or gmem_empty_cache(); a smaller " +
+          k_opt_arena_page_mb +
+          " lets narrower gaps go back. Allocating long-lived buffers "
+          "first keeps them together.");
+    else
+      d.advice.push_back(what + "Large requests of mixed lifetimes share segments; raising " +
+                         k_opt_large_segment +
+                         " packs them into fewer, larger segments, and lowering " + k_opt_oversize +
+                         " gives the biggest requests segments of their own, which return "
+                         "whole (" +
+                         k_opt_arena + "=0: the fallback policy).");
   }
   if (d.ooms > 0) {
     d.advice.push_back(std::to_string(d.ooms) + " out-of-memory error(s) on " + dev +
@@ -189,7 +213,7 @@ frag_report build_frag_report(const gmem::trace::trace& trace) {
     d.largest_request_after_fence = d.largest_free / k_pool_rounding * k_pool_rounding;
     d.largest_request = (d.has_pool_counters ? d.pool_largest_free : d.largest_free) /
                         k_pool_rounding * k_pool_rounding;
-    advise(d);
+    advise(d, arena_policy(trace) && dev >= 0); // host pools never use the arena
     r.devices.push_back(std::move(d));
   }
   return r;

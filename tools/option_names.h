@@ -8,5 +8,7 @@ inline constexpr const char* k_opt_limit = "GMEM_LIMIT";
 inline constexpr const char* k_opt_max_cached = "GMEM_MAX_CACHED";
 inline constexpr const char* k_opt_large_segment = "GMEM_LARGE_SEGMENT";
 inline constexpr const char* k_opt_oversize = "GMEM_OVERSIZE";
+inline constexpr const char* k_opt_arena = "GMEM_ARENA";
+inline constexpr const char* k_opt_arena_page_mb = "GMEM_ARENA_PAGE_MB";
 
 } // namespace gmem::tools

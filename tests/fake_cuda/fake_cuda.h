@@ -28,6 +28,9 @@
   X(ctx_syncs)                                                                                     \
   X(stream_syncs)                                                                                  \
   X(event_records)                                                                                 \
+  X(capture_queries)                                                                               \
+  X(event_queries)                                                                                 \
+  X(stream_queries)                                                                                \
   X(stream_waits)                                                                                  \
   X(live_allocs)                                                                                   \
   X(vmm_creates)                                                                                   \

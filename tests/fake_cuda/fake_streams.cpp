@@ -51,11 +51,13 @@ FAKE_API CUresult cuStreamSynchronize_ptsz(CUstream s) {
   return cuStreamSynchronize(s);
 }
 FAKE_API CUresult cuStreamQuery(CUstream s) {
+  fake::get().count.stream_queries++;
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   return st->idle() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
+  fake::get().count.capture_queries++;
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *status = st->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
@@ -125,6 +127,7 @@ FAKE_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
   return cuEventRecord(e, s);
 }
 FAKE_API CUresult cuEventQuery(CUevent e) {
+  get().count.event_queries++;
   auto* ev = reinterpret_cast<fake::event*>(e);
   std::lock_guard lock(ev->mu);
   return ev->completed >= ev->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;

@@ -152,6 +152,26 @@ TEST_P(route_test, hazard_test_fails_without_reuse_safety) {
   }
 }
 
+// Eight threads on streams of their own, kernels in flight, blocks moving between streams under
+// a tight limit (seals, waits, barriers, fences): no check kernel ever sees another op's bytes;
+// without reuse safety it does (so the test can fail).
+TEST_P(route_test, reuse_is_safe_across_threads_and_streams) {
+  const probe_run r = run_probe(GetParam(), "hazard_threads", {{"GMEM_LIMIT", "64M"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("hazard_threads corrupted=0")) << r.child.output;
+  EXPECT_GT(r.pool_stat("device", "total_allocs"), 2000u) << r.child.output;
+  // Blocks did move between streams: through dependencies on sealed events, and barriers.
+  EXPECT_GT(r.counter("stream_waits"), 0u) << r.child.output;
+  EXPECT_GT(r.pool_stat("device", "barriers"), 0u) << r.child.output;
+}
+
+TEST(shim, thread_hazard_test_fails_without_reuse_safety) {
+  const probe_run r =
+      run_probe("dlsym", "hazard_threads", {{"GMEM_LIMIT", "64M"}, {"GMEM_REUSE_SAFETY", "0"}});
+  EXPECT_EQ(r.child.exit_code, 3) << r.child.output;
+  EXPECT_FALSE(r.has("hazard_threads corrupted=0")) << r.child.output;
+}
+
 TEST_P(route_test, eight_threads) {
   const probe_run r = run_probe(GetParam(), "stress");
   EXPECT_PROBE_OK(r);
@@ -162,12 +182,23 @@ TEST_P(route_test, limit_gives_out_of_memory_and_recovers) {
   EXPECT_PROBE_OK(run_probe(GetParam(), "limit", {{"GMEM_LIMIT", "64M"}}));
 }
 
+// Only the allocation made while the capture was open reaches the driver; the shim asked the
+// driver about capture only then (two hooks), not for the pooled pair after the end.
 TEST_P(route_test, capturing_streams_pass_through) {
   const probe_run r = run_probe(GetParam(), "capture");
   EXPECT_PROBE_OK(r);
   EXPECT_EQ(r.counter("async_alloc_calls"), 1u);
   EXPECT_EQ(r.counter("smallest_alloc"), 12345u);
   EXPECT_EQ(r.counter("async_free_calls"), 1u);
+  EXPECT_EQ(r.counter("capture_queries"), 2u);
+}
+
+// Without any capture, stream-ordered hooks never ask the driver whether the stream captures.
+TEST_P(route_test, no_capture_query_while_no_capture_is_open) {
+  const probe_run r = run_probe(GetParam(), "async");
+  EXPECT_PROBE_OK(r);
+  EXPECT_GT(r.pool_stat("device", "total_allocs"), 0u);
+  EXPECT_EQ(r.counter("capture_queries"), 0u);
 }
 
 TEST_P(route_test, context_teardown_drops_the_pool) {

@@ -119,6 +119,22 @@ TEST(options, arena_page_is_a_power_of_two_of_at_least_2_mib) {
   }
 }
 
+// The fallback policy's options (no arena) do nothing under the default arena: the user is
+// told, once, and they still parse (a device without VMM falls back and uses them).
+TEST(options, fallback_options_warn_while_the_arena_is_on) {
+  const parsed p = parse({{"GMEM_OVERSIZE", "64M"}, {"GMEM_LARGE_SEGMENT", "80M"}});
+  ASSERT_EQ(p.warnings.size(), 2u);
+  EXPECT_EQ(p.warnings[0], "gmem: warning: GMEM_LARGE_SEGMENT='80M' applies only without the "
+                           "arena (GMEM_ARENA=0, or a device without virtual memory "
+                           "management); the arena (GMEM_ARENA=1, the default) ignores it");
+  EXPECT_NE(p.warnings[1].find("GMEM_OVERSIZE='64M' applies only without the arena"),
+            std::string::npos);
+  EXPECT_EQ(p.o.oversize, 64ull << 20);
+  const parsed off =
+      parse({{"GMEM_ARENA", "0"}, {"GMEM_OVERSIZE", "64M"}, {"GMEM_LARGE_SEGMENT", "80M"}});
+  EXPECT_TRUE(off.warnings.empty());
+}
+
 TEST(options, table_rows_are_unique_and_named_gmem) {
   std::size_t n = 0;
   const gmem::option_row* rows = gmem::option_rows(&n);

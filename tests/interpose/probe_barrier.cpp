@@ -99,18 +99,23 @@ int scenario_barrier_capture(const std::string& capturing_kind) {
   const CUstream capturing =
       capturing_kind == "legacy" ? CU_STREAM_LEGACY : make_stream("nonblocking");
   const bool begin = capturing_kind == "begin";
+  // Otherwise a capture opened on `origin` through the driver, and the fake marks `capturing`:
+  // a stream that joined it (through an event of a capturing stream, which the shim does not
+  // see), or the legacy stream during a global capture.
+  const CUstream origin = begin ? capturing : make_stream("nonblocking");
   std::uint64_t records = 0;
   const reuse_result r = reuse(
       slow,
       [&] {
-        CHECK_CU(begin ? g.stream_begin_capture(capturing, CU_STREAM_CAPTURE_MODE_RELAXED)
-                       : g.set_capturing(capturing, 1));
+        CHECK_CU(g.stream_begin_capture(origin, CU_STREAM_CAPTURE_MODE_RELAXED));
+        if (!begin) CHECK_CU(g.set_capturing(capturing, 1));
         records = records_on(capturing);
       },
       [&] {
         records = records_on(capturing) - records;
         CUgraph graph = nullptr;
-        CHECK_CU(begin ? g.stream_end_capture(capturing, &graph) : g.set_capturing(capturing, 0));
+        if (!begin) CHECK_CU(g.set_capturing(capturing, 0));
+        CHECK_CU(g.stream_end_capture(origin, &graph));
         return other;
       });
   std::printf("barrier_capture %s reused=%d host_syncs=%llu capture_records=%llu corrupted=%d\n",

@@ -237,15 +237,20 @@ void scenario_stress() {
   CHECK(errors == 0, "%d errors", errors.load());
 }
 
-// Allocations on a capturing stream belong to the graph: they reach the driver unchanged.
+// Allocations on a capturing stream belong to the graph: they reach the driver unchanged. The
+// capture begins and ends through the driver's functions (the shim counts open captures and
+// asks the driver only while one is open); after its end the stream is pooled again.
 void scenario_capture() {
   CUstream s = nullptr;
   CHECK_CU(g.stream_create(&s, CU_STREAM_NON_BLOCKING));
-  CHECK_CU(g.set_capturing(s, 1));
+  CHECK_CU(g.stream_begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
   CUdeviceptr p = 0;
   CHECK_CU(g.mem_alloc_async(&p, 12345, s));
   CHECK_CU(g.mem_free_async(p, s));
-  CHECK_CU(g.set_capturing(s, 0));
+  CUgraph graph = nullptr;
+  CHECK_CU(g.stream_end_capture(s, &graph));
+  CHECK_CU(g.mem_alloc_async(&p, 23456, s));
+  CHECK_CU(g.mem_free_async(p, s));
   CHECK_CU(g.stream_synchronize(s));
 }
 

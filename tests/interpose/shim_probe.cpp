@@ -242,6 +242,8 @@ int main(int argc, char** argv) {
     rc = scenario_hazard(true);
   else if (s == "stress")
     scenario_stress();
+  else if (s == "hazard_threads")
+    rc = scenario_hazard_threads();
   else if (s == "fork")
     scenario_fork();
   else if (s == "exit_threads")

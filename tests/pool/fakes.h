@@ -239,6 +239,30 @@ public:
       if (events[w->second].stream == it->second.stream) return true;
     return false;
   }
+  // Sealing (pool_impl::seal_streams) records events after the frees they cover: did an event
+  // recorded on `stream` after logical time `t` complete?
+  bool completed_since(stream_handle stream, std::uint64_t t) {
+    std::lock_guard lock(mu_);
+    for (const auto& [id, e] : events)
+      if (e.stream == stream && e.recorded_at > t && e.complete) return true;
+    return false;
+  }
+  // Does future work on `s` wait for an event recorded on `stream` after `t`?
+  bool waited_since(stream_handle s, stream_handle stream, std::uint64_t t) {
+    std::lock_guard lock(mu_);
+    for (auto w = waits.lower_bound({s, 0}); w != waits.end() && w->first == s; ++w) {
+      const event_state& e = events[w->second];
+      if (e.stream == stream && e.recorded_at > t) return true;
+    }
+    return false;
+  }
+  std::size_t records_on(stream_handle s) {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    for (const auto& [id, e] : events)
+      n += e.stream == s ? 1 : 0;
+    return n;
+  }
   bool is_complete(event_handle e) {
     std::lock_guard lock(mu_);
     auto it = events.find(e);

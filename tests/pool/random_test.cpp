@@ -27,11 +27,10 @@ struct live_block {
   std::size_t size, requested;
   stream_handle stream;
 };
-// A freed range whose old work may still run: who freed it, when, and with which event.
+// A freed range whose old work may still run: who freed it, and when.
 struct hazard {
   std::size_t size;
   stream_handle stream; // k_no_stream: a pending (stream-less) free
-  event_handle event;
   std::uint64_t freed_at;
 };
 
@@ -131,8 +130,7 @@ private:
     stream_handle s = k_streams[rng_() % 4];
     std::uint64_t t = fe_.now();
     ASSERT_EQ(p_->deallocate(it->first, s), pool_status::ok);
-    event_handle e = s == k_no_stream ? 0 : fe_.last_event();
-    hazards_[it->first] = hazard{it->second.size, s, e, t};
+    hazards_[it->first] = hazard{it->second.size, s, t};
     live_bytes_ -= it->second.size;
     requested_ -= it->second.requested;
     ++total_frees_;
@@ -186,8 +184,10 @@ private:
       }
       bool safe = fe_.fenced_since(h.freed_at);
       if (h.stream != k_no_stream) {
-        safe = safe || h.stream == s || fe_.is_complete(h.event) ||
-               (s != k_no_stream && fe_.waited_covering(s, h.event));
+        // An event recorded on the freeing stream after the free covers it (the pool records
+        // them when it seals a stream, never at the free).
+        safe = safe || h.stream == s || fe_.completed_since(h.stream, h.freed_at) ||
+               (s != k_no_stream && fe_.waited_since(s, h.stream, h.freed_at));
         for (auto [ss, begin] : stream_syncs_)
           safe = safe || (ss == h.stream && begin > h.freed_at);
       }
@@ -196,10 +196,9 @@ private:
       // The new owner's work now follows the old; keep the parts outside the new block.
       std::uintptr_t h_start = it->first;
       it = hazards_.erase(it);
-      if (h_start < address)
-        hazards_[h_start] = hazard{address - h_start, h.stream, h.event, h.freed_at};
+      if (h_start < address) hazards_[h_start] = hazard{address - h_start, h.stream, h.freed_at};
       if (h_end > address + size)
-        hazards_[address + size] = hazard{h_end - address - size, h.stream, h.event, h.freed_at};
+        hazards_[address + size] = hazard{h_end - address - size, h.stream, h.freed_at};
     }
   }
 

@@ -166,13 +166,15 @@ TEST_F(reuse_test, other_stream_gets_it_only_through_a_dependency) {
   pool p(up, fe, tight());
   auto a = p.allocate(whole(), s1), b = p.allocate(whole(), s1);
   (void)b;
+  const std::uint64_t freed_at = fe.now();
   p.deallocate(a.address, s1);
-  event_handle e = fe.last_event();
+  EXPECT_EQ(fe.records_on(s1), 0u); // the free itself makes no driver call
   auto c = p.allocate(whole(), s2);
   ASSERT_EQ(c.status, pool_status::ok);
   EXPECT_EQ(c.address, a.address);
-  EXPECT_TRUE(fe.waited(s2, e)); // cuStreamWaitEvent(s2, e) before handing it out
-  EXPECT_FALSE(fe.is_complete(e));
+  // cuStreamWaitEvent(s2, e) before handing it out, e recorded on s1 after the free.
+  EXPECT_TRUE(fe.waited_since(s2, s1, freed_at));
+  EXPECT_FALSE(fe.completed_since(s1, freed_at));
   EXPECT_EQ(fe.syncs, 0u);
   EXPECT_TRUE(p.is_valid());
 }
@@ -231,17 +233,23 @@ TEST_F(reuse_test, stream_synchronized_makes_its_frees_safe) {
   EXPECT_TRUE(p.is_valid());
 }
 
-TEST_F(reuse_test, failed_event_record_falls_back_to_pending) {
+// No event can be recorded (a stream capturing a graph, a driver error): the block stays
+// unsealed, reusable on its stream, and for other streams only after a fence.
+TEST_F(reuse_test, failed_seal_leaves_the_block_to_a_fence) {
   pool p(up, fe, tight());
   auto a = p.allocate(whole(), s1), b = p.allocate(whole(), s1);
   (void)b;
   fe.record_ok = false;
   p.deallocate(a.address, s1);
-  EXPECT_EQ(p.stats().pending_blocks, 1u);
+  EXPECT_EQ(p.stats().stream_free_bytes, whole());
   fe.sync_ok = false;
-  EXPECT_EQ(p.allocate(whole(), s1).status, pool_status::out_of_memory);
+  EXPECT_EQ(p.allocate(whole(), s2).status, pool_status::out_of_memory);
+  EXPECT_TRUE(fe.waits.empty());
+  const std::uint64_t before = fe.now();
   fe.sync_ok = true;
-  EXPECT_EQ(p.allocate(whole(), s1).address, a.address);
+  EXPECT_EQ(p.allocate(whole(), s2).address, a.address);
+  EXPECT_TRUE(fe.fenced_since(before));
+  EXPECT_TRUE(p.is_valid());
 }
 
 TEST_F(reuse_test, oom_ladder_fences_then_trims_then_fails) {
@@ -300,40 +308,70 @@ TEST_F(reuse_test, without_reuse_safety_a_free_is_reused_at_once) {
   EXPECT_EQ(fe.events.size(), 0u);
 }
 
-TEST_F(reuse_test, one_threads_frees_on_a_stream_merge_under_the_later_event) {
+// Frees on a stream record nothing; neighbouring ones merge (the event a later seal records
+// on the stream covers both frees), whichever thread freed them.
+TEST_F(reuse_test, frees_on_a_stream_merge_and_record_no_event) {
   pool p(up, fe, tight());
   auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(4096, s1);
   (void)c;
   p.deallocate(a.address, s1);
-  event_handle ea = fe.last_event();
-  p.deallocate(b.address, s1);
-  event_handle eb = fe.last_event();
+  std::thread([&] { p.deallocate(b.address, s1); }).join();
   std::size_t pieces = 0;
   p.for_each_segment([&](const segment_view& v) {
     for (const auto& x : v.blocks)
       pieces += x.state == block_state::stream_free ? 1 : 0;
   });
-  EXPECT_EQ(pieces, 1u);           // merged
-  EXPECT_EQ(fe.live_events(), 1u); // a's event went back: b's, later, covers both frees
-  EXPECT_FALSE(fe.is_complete(ea));
-  EXPECT_FALSE(fe.is_complete(eb));
+  EXPECT_EQ(pieces, 1u); // merged
+  for (int i = 0; i < 1000; ++i)
+    p.deallocate(p.allocate(512, s1).address, s1);
+  EXPECT_EQ(fe.events.size(), 0u);                    // no event recorded by any free
   EXPECT_EQ(p.allocate(8192, s1).address, a.address); // one 8 KiB block now
   EXPECT_TRUE(p.is_valid());
 }
 
-TEST_F(reuse_test, frees_from_two_threads_on_a_stream_do_not_merge) {
+// A free next to a sealed block merges with it and unseals it: another stream then gets the
+// merged block only through an event recorded after the later free, not the old one.
+TEST_F(reuse_test, a_free_next_to_a_sealed_block_unseals_it) {
   pool p(up, fe, tight());
   auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(4096, s1);
+  const std::size_t fill = (pool_options{}.small_segment_bytes - 3 * 4096) / 2;
+  auto f1 = p.allocate(fill, s1), f2 = p.allocate(fill, s1); // the segment is full
+  ASSERT_EQ(f2.status, pool_status::ok);
   (void)c;
+  (void)f1;
+  fe.sync_ok = false;
+  fe.wait_ok = false;
   p.deallocate(a.address, s1);
-  std::thread([&] { p.deallocate(b.address, s1); }).join(); // which event is later is unknown
-  std::size_t pieces = 0;
-  p.for_each_segment([&](const segment_view& v) {
-    for (const auto& x : v.blocks)
-      pieces += x.state == block_state::stream_free ? 1 : 0;
-  });
-  EXPECT_EQ(pieces, 2u);
-  EXPECT_EQ(fe.live_events(), 2u);
+  EXPECT_EQ(p.allocate(4096, s2).status, pool_status::out_of_memory); // seals a; no wait
+  EXPECT_EQ(fe.records_on(s1), 1u);
+  const std::uint64_t freed_b = fe.now();
+  p.deallocate(b.address, s1);
+  EXPECT_EQ(fe.live_events(), 0u); // a's event went back with the merge
+  fe.wait_ok = true;
+  auto d = p.allocate(8192, s2);
+  ASSERT_EQ(d.status, pool_status::ok);
+  EXPECT_EQ(d.address, a.address);
+  EXPECT_TRUE(fe.waited_since(s2, s1, freed_b));
+  EXPECT_TRUE(p.is_valid());
+}
+
+// The slow path seals only streams holding a block that could serve the request: a seal is a
+// driver call.
+TEST_F(reuse_test, only_streams_that_could_serve_the_request_are_sealed) {
+  pool p(up, fe, tight());
+  constexpr stream_handle s3 = 0x300;
+  auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(65536, s3);
+  const std::size_t fill = (pool_options{}.small_segment_bytes - 2 * 4096 - 65536) / 2;
+  auto f1 = p.allocate(fill, s1), f2 = p.allocate(fill, s1); // the segment is full
+  ASSERT_EQ(f2.status, pool_status::ok);
+  (void)b;
+  (void)f1;
+  p.deallocate(a.address, s1);
+  p.deallocate(c.address, s3);
+  auto d = p.allocate(32768, s2); // only s3's block fits
+  ASSERT_EQ(d.status, pool_status::ok);
+  EXPECT_EQ(fe.records_on(s1), 0u);
+  EXPECT_EQ(fe.records_on(s3), 1u);
   EXPECT_TRUE(p.is_valid());
 }
 

@@ -82,6 +82,39 @@ TEST(frag_report, advice_names_options) {
   EXPECT_NE(all.find("2 out-of-memory"), std::string::npos) << all;
 }
 
+// One 256 MiB segment split by three live blocks into ~64 MiB gaps: fragmented. The advice
+// names the options of the policy the process ran under (its GMEM_ARENA at start).
+std::string fragmented_advice(std::vector<std::pair<std::string, std::string>> options) {
+  gmem::trace::trace t;
+  t.info.options = std::move(options);
+  constexpr std::uintptr_t base = 0x7f0000000000;
+  t.segments.push_back({base, 256u << 20, 0, 0});
+  for (std::uintptr_t at : {64u << 20, 128u << 20, 192u << 20})
+    t.live.push_back(
+        {base + at, 1u << 20, 1u << 20, 0, 0, gmem::trace::alloc_kind::device, 1, 0, 0});
+  const auto r = build_frag_report(t);
+  std::string all;
+  for (const auto& a : r.devices.at(0).advice)
+    all += a + "\n";
+  return all;
+}
+
+TEST(frag_report, fragmentation_advice_follows_the_active_policy) {
+  for (auto options : {std::vector<std::pair<std::string, std::string>>{},
+                       std::vector<std::pair<std::string, std::string>>{{"GMEM_ARENA", "1"}}}) {
+    const std::string arena = fragmented_advice(options);
+    EXPECT_NE(arena.find("fragmented"), std::string::npos) << arena;
+    EXPECT_NE(arena.find("GMEM_ARENA_PAGE_MB"), std::string::npos) << arena;
+    EXPECT_NE(arena.find("GMEM_MAX_CACHED="), std::string::npos) << arena;
+    EXPECT_EQ(arena.find("GMEM_OVERSIZE"), std::string::npos) << arena; // ignored by the arena
+    EXPECT_EQ(arena.find("GMEM_LARGE_SEGMENT"), std::string::npos) << arena;
+  }
+  const std::string fallback = fragmented_advice({{"GMEM_ARENA", "0"}});
+  EXPECT_NE(fallback.find("GMEM_OVERSIZE"), std::string::npos) << fallback;
+  EXPECT_NE(fallback.find("GMEM_LARGE_SEGMENT"), std::string::npos) << fallback;
+  EXPECT_EQ(fallback.find("GMEM_ARENA_PAGE_MB"), std::string::npos) << fallback;
+}
+
 TEST(frag_report, no_segments_no_advice_to_tune) {
   gmem::trace::trace t;
   const auto r = build_frag_report(t);

@@ -1,0 +1,285 @@
+// Allocation cost with kernels in flight, against the launch floor (DESIGN.md "Anchors").
+//   stream_alloc_bench --method floor|cudaMallocAsync|cudaMalloc|cub [--threads 1,4,16]
+//                      [--seconds 1] [--live 8] [--random-sizes 256,4M] [--label X] [--json F]
+// Each thread has a non-blocking stream of its own and keeps `live` blocks; one op frees its
+// oldest block, allocates a new one of a log-uniform random size and launches a fill and a
+// check kernel on it (the check counts words that are not what this op's fill wrote). The
+// floor is the same program on blocks of the largest size allocated up front: no allocation
+// in the loop, so an allocator's cost is its time per op above the floor's.
+// Run under LD_PRELOAD=libgmem.so (with --method cudaMallocAsync or cudaMalloc) for gmem.
+// Prints mean and p99 host time per op and ops per ms of all threads together; exit 3 when a
+// check kernel saw another op's data (a block handed out while old work could still touch
+// it), so the run doubles as a multi-thread reuse-hazard test.
+#include "alloc_harness.h"
+
+#include <cub/util_allocator.cuh>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace {
+
+__global__ void fill(unsigned* p, std::size_t words, unsigned tag) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words;
+       i += std::size_t(blockDim.x) * gridDim.x)
+    p[i] = tag;
+}
+
+__global__ void check(const unsigned* p, std::size_t words, unsigned tag,
+                      unsigned long long* bad) {
+  unsigned long long n = 0;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words;
+       i += std::size_t(blockDim.x) * gridDim.x)
+    n += p[i] != tag ? 1 : 0;
+  if (n != 0) atomicAdd(bad, n);
+}
+
+enum class method { floor, async, sync, cub };
+
+struct config {
+  method m = method::async;
+  std::string label;
+  std::vector<int> threads{1, 4, 16};
+  double seconds = 1.0;
+  std::size_t live = 8, min_bytes = 256, max_bytes = std::size_t{4} << 20;
+  std::string json;
+};
+
+struct thread_state {
+  cudaStream_t stream = nullptr;
+  std::vector<std::pair<void*, std::size_t>> ring; // (block, bytes), oldest at `next`
+  std::size_t next = 0;
+  std::vector<std::uint32_t> samples;
+  bool ok = true;
+};
+
+bool ok(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  std::fprintf(stderr, "stream_alloc_bench: %s failed: %s\n", what, cudaGetErrorString(e));
+  return false;
+}
+
+class runner {
+public:
+  runner(const config& c) : c_(c), cub_(2, 9, 28, std::size_t{64} << 30, true) {
+    ok(cudaMalloc(&bad_, sizeof *bad_), "cudaMalloc(counter)");
+    ok(cudaMemset(bad_, 0, sizeof *bad_), "cudaMemset(counter)");
+  }
+  unsigned long long mismatches() {
+    unsigned long long n = 0;
+    ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    ok(cudaMemcpy(&n, bad_, sizeof n, cudaMemcpyDeviceToHost), "cudaMemcpy(counter)");
+    return n;
+  }
+  void* allocate(thread_state& t, std::size_t bytes) {
+    void* p = nullptr;
+    cudaError_t e = cudaSuccess;
+    switch (c_.m) {
+    case method::floor:
+    case method::sync:
+      e = cudaMalloc(&p, bytes);
+      break;
+    case method::async:
+      e = cudaMallocAsync(&p, bytes, t.stream);
+      break;
+    case method::cub:
+      e = cub_.DeviceAllocate(&p, bytes, t.stream);
+      break;
+    }
+    return ok(e, "allocate") ? p : nullptr;
+  }
+  bool release(thread_state& t, void* p) {
+    switch (c_.m) {
+    case method::floor:
+    case method::sync:
+      return ok(cudaFree(p), "cudaFree");
+    case method::async:
+      return ok(cudaFreeAsync(p, t.stream), "cudaFreeAsync");
+    case method::cub:
+      return ok(cub_.DeviceFree(p), "DeviceFree");
+    }
+    return false;
+  }
+  // One op: [free the oldest, allocate a new size,] fill, check.
+  bool op(thread_state& t, std::size_t bytes, unsigned tag) {
+    auto& slot = t.ring[t.next];
+    t.next = (t.next + 1) % t.ring.size();
+    if (c_.m != method::floor) {
+      if (!release(t, slot.first)) return false;
+      slot = {allocate(t, bytes), bytes};
+      if (slot.first == nullptr) return false;
+    }
+    const std::size_t words = std::max<std::size_t>(1, slot.second / sizeof(unsigned));
+    const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((words + 255) / 256, 512));
+    auto* w = static_cast<unsigned*>(slot.first);
+    fill<<<grid, 256, 0, t.stream>>>(w, words, tag);
+    check<<<grid, 256, 0, t.stream>>>(w, words, tag, bad_);
+    return ok(cudaGetLastError(), "kernel launch");
+  }
+  gmem_bench::cell_result run(int threads, double& ops_per_ms) {
+    std::vector<thread_state> ts(static_cast<std::size_t>(threads));
+    const auto budget = static_cast<std::uint64_t>(c_.seconds * 1e9);
+    std::atomic<std::uint64_t> total_ops{0}, first{UINT64_MAX}, last{0};
+    const bool all_ok = gmem_bench::run_threads(threads, [&](int i) {
+      thread_state& t = ts[static_cast<std::size_t>(i)];
+      if (!ok(cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking), "stream create"))
+        return false;
+      std::mt19937_64 rng(0x51ed2701u + static_cast<std::uint64_t>(i));
+      std::uniform_real_distribution<double> u(std::log(double(c_.min_bytes)),
+                                               std::log(double(c_.max_bytes)));
+      auto draw = [&] { return static_cast<std::size_t>(std::exp(u(rng))); };
+      t.ring.resize(c_.live);
+      for (auto& b : t.ring) {
+        b.second = c_.m == method::floor ? c_.max_bytes : draw();
+        b.first = allocate(t, b.second); // the floor's blocks: up front, largest size
+        if (b.first == nullptr) return false;
+      }
+      unsigned tag = static_cast<unsigned>(i) << 24;
+      for (int w = 0; w < 50 && t.ok; ++w)
+        t.ok = op(t, draw(), ++tag);
+      t.ok = t.ok && ok(cudaStreamSynchronize(t.stream), "warm-up sync");
+      t.samples.reserve(200000);
+      const std::uint64_t start = gmem_bench::now_ns(), end = start + budget;
+      std::uint64_t now = start;
+      while (t.ok && now < end && t.samples.size() < 2000000) {
+        const std::size_t bytes = draw();
+        const std::uint64_t t0 = gmem_bench::now_ns();
+        t.ok = op(t, bytes, ++tag);
+        now = gmem_bench::now_ns();
+        t.samples.push_back(static_cast<std::uint32_t>(std::min<std::uint64_t>(now - t0, UINT32_MAX)));
+      }
+      t.ok = t.ok && ok(cudaStreamSynchronize(t.stream), "stream sync");
+      const std::uint64_t done = gmem_bench::now_ns();
+      total_ops.fetch_add(t.samples.size());
+      std::uint64_t f = first.load();
+      while (start < f && !first.compare_exchange_weak(f, start)) {
+      }
+      std::uint64_t l = last.load();
+      while (done > l && !last.compare_exchange_weak(l, done)) {
+      }
+      for (auto& b : t.ring)
+        if (b.first != nullptr) t.ok = release(t, b.first) && t.ok;
+      t.ok = ok(cudaStreamSynchronize(t.stream), "stream sync") && t.ok;
+      cudaStreamDestroy(t.stream);
+      return t.ok;
+    });
+    std::vector<std::vector<std::uint32_t>> samples;
+    for (auto& t : ts)
+      samples.push_back(std::move(t.samples));
+    gmem_bench::cell_result r = gmem_bench::summarize(samples);
+    r.test = "stream";
+    r.threads = threads;
+    r.failed = !all_ok;
+    const double wall_ms = double(last.load() - first.load()) / 1e6;
+    ops_per_ms = wall_ms > 0 ? double(total_ops.load()) / wall_ms : 0;
+    return r;
+  }
+
+private:
+  const config& c_;
+  cub::CachingDeviceAllocator cub_;
+  unsigned long long* bad_ = nullptr;
+};
+
+bool parse(config& c, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
+    if (v == nullptr) {
+      std::fprintf(stderr, "stream_alloc_bench: %s needs a value\n", a.c_str());
+      return false;
+    }
+    ++i;
+    if (a == "--method") {
+      const std::string m = v;
+      if (m == "floor")
+        c.m = method::floor;
+      else if (m == "cudaMallocAsync")
+        c.m = method::async;
+      else if (m == "cudaMalloc")
+        c.m = method::sync;
+      else if (m == "cub")
+        c.m = method::cub;
+      else {
+        std::fprintf(stderr, "stream_alloc_bench: unknown --method '%s' (floor, cudaMallocAsync, "
+                             "cudaMalloc, cub)\n", v);
+        return false;
+      }
+    } else if (a == "--threads") {
+      c.threads.clear();
+      for (auto n : gmem_bench::parse_list(v))
+        if (n >= 1 && n <= 64) c.threads.push_back(static_cast<int>(n));
+    } else if (a == "--seconds") {
+      c.seconds = std::atof(v);
+    } else if (a == "--live") {
+      c.live = std::max<std::size_t>(1, std::strtoull(v, nullptr, 10));
+    } else if (a == "--random-sizes") {
+      const auto s = gmem_bench::parse_list(v);
+      if (s.size() != 2 || s[0] < 4 || s[0] >= s[1]) {
+        std::fprintf(stderr, "stream_alloc_bench: --random-sizes wants MIN,MAX (MIN >= 4)\n");
+        return false;
+      }
+      c.min_bytes = s[0];
+      c.max_bytes = s[1];
+    } else if (a == "--label") {
+      c.label = v;
+    } else if (a == "--json") {
+      c.json = v;
+    } else {
+      std::fprintf(stderr, "stream_alloc_bench: unknown option '%s'\n", a.c_str());
+      return false;
+    }
+  }
+  if (c.threads.empty() || !(c.seconds > 0)) {
+    std::fprintf(stderr, "stream_alloc_bench: --threads wants 1..64, --seconds > 0\n");
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  config c;
+  if (!parse(c, argc, argv)) return 2;
+  if (cudaFree(nullptr) != cudaSuccess) {
+    std::fprintf(stderr, "stream_alloc_bench: no usable CUDA device; nothing measured\n");
+    return 2;
+  }
+  if (c.label.empty()) c.label = c.m == method::floor ? "floor" : "alloc";
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, 0) == cudaSuccess) {
+    std::uint64_t keep = UINT64_MAX; // cudaMallocAsync keeps what it cached
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
+  runner r(c);
+  bool failed = false;
+  for (int threads : c.threads) {
+    double per_ms = 0;
+    const gmem_bench::cell_result cell = r.run(threads, per_ms);
+    failed = failed || cell.failed;
+    std::printf("%-22s stream %2d thr  mean %8.0f ns/op  p99 %9.0f ns  %8.1f ops/ms all threads  "
+                "(%zu ops%s)\n",
+                c.label.c_str(), threads, cell.mean_ns, cell.p99_ns, per_ms, cell.samples,
+                cell.failed ? ", FAILED" : "");
+    std::fflush(stdout);
+    if (FILE* f = c.json.empty() ? nullptr : std::fopen(c.json.c_str(), "a")) {
+      std::fprintf(f,
+                   "{\"kind\":\"stream_alloc\",\"label\":\"%s\",\"threads\":%d,\"samples\":%zu,"
+                   "\"mean_ns\":%.1f,\"median_ns\":%.1f,\"p99_ns\":%.1f,\"ops_per_ms\":%.2f,"
+                   "\"failed\":%s}\n",
+                   c.label.c_str(), threads, cell.samples, cell.mean_ns, cell.median_ns,
+                   cell.p99_ns, per_ms, cell.failed ? "true" : "false");
+      std::fclose(f);
+    }
+  }
+  const unsigned long long bad = r.mismatches();
+  std::printf("%-22s mismatches=%llu\n", c.label.c_str(), bad);
+  if (bad != 0) return 3;
+  return failed ? 1 : 0;
+}
