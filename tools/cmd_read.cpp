@@ -38,6 +38,18 @@ bool write_output(const std::string& path, const std::string& data, bool replace
   return true;
 }
 
+void add_frame_view_flags(CLI::App& sub, bool& native, bool& all_frames) {
+  auto* n =
+      sub.add_flag("--native", native, "native frames only (folded), not the Python frames first");
+  sub.add_flag("--all-frames", all_frames,
+               "every frame: Python, then native with runtime and interpreter internals")
+      ->excludes(n);
+}
+
+frame_view frame_view_of(bool native, bool all_frames) {
+  return all_frames ? frame_view::all : native ? frame_view::native : frame_view::python_first;
+}
+
 namespace {
 
 const char* k_target_help = "PID, trace object (gmem.PID.TICKS) or saved trace FILE";
@@ -69,10 +81,19 @@ command_fn add_leaks(CLI::App& app) {
   struct args {
     std::string target, min_age, min_bytes;
     std::size_t top = 0, frames = 8;
-    bool json = false, full_paths = false;
+    bool json = false, full_paths = false, native = false, all_frames = false,
+         no_default_suppressions = false;
+    std::vector<std::string> suppressions;
   };
   auto a = std::make_shared<args>();
   sub->add_option("target", a->target, k_target_help)->required();
+  add_frame_view_flags(*sub, a->native, a->all_frames);
+  sub->add_option("--suppressions", a->suppressions,
+                  "file of leak:PATTERN lines (docs/tools.md); sites matching are listed apart "
+                  "and not counted by the exit status (repeatable)");
+  sub->add_flag("--no-default-suppressions", a->no_default_suppressions,
+                "do not apply the built-in list (cuBLAS, cuBLASLt, cuDNN, cuFFT, NCCL handles "
+                "and workspaces)");
   sub->add_option("--min-age", a->min_age, "only allocations at least this old (30s, 5m, 250ms)");
   sub->add_option("--min-bytes", a->min_bytes,
                   "only call sites holding at least this much (1M, 4K)");
@@ -96,6 +117,16 @@ command_fn add_leaks(CLI::App& app) {
         return fail(k_exit_usage, "--min-bytes '" + a->min_bytes + "' is not a size (e.g. 1M)");
       f.min_bytes = *b;
     }
+    f.view = frame_view_of(a->native, a->all_frames);
+    suppression_list supp;
+    if (!a->no_default_suppressions) supp = suppression_list::defaults();
+    for (const auto& path : a->suppressions) {
+      std::string error;
+      auto more = suppression_list::load(path, &error);
+      if (!more) return fail(k_exit_usage, error);
+      supp.append(*more);
+    }
+    f.suppressions = &supp;
     int status = 0;
     auto t = load(a->target, status, {.events = false, .samples = false});
     if (!t) return status;

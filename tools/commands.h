@@ -7,6 +7,8 @@
 #include <functional>
 #include <string>
 
+#include "tools/stack_view.h"
+
 namespace gmem::tools {
 
 using command_fn = std::function<int()>;
@@ -21,6 +23,10 @@ command_fn add_save(CLI::App& app);
 command_fn add_clean(CLI::App& app);
 command_fn add_report(CLI::App& app);
 command_fn add_export(CLI::App& app);
+
+// --native / --all-frames (mutually exclusive) and the view they select.
+void add_frame_view_flags(CLI::App& sub, bool& native, bool& all_frames);
+frame_view frame_view_of(bool native, bool all_frames);
 
 // "gmem: error: <message>" on stderr; returns `code`.
 int fail(int code, const std::string& message);
