@@ -40,7 +40,8 @@ namespace {
 
 std::string print_frames(const leak_site& s, const print_options& o) {
   std::string out;
-  if (s.frames.empty()) out += "    (no stack recorded: GMEM_STACK_DEPTH=0 or capture failed)\n";
+  if (s.frames.empty() && s.folded == 0)
+    out += "    (no stack recorded: GMEM_STACK_DEPTH=0 or capture failed)\n";
   for (std::size_t i = 0; i < s.frames.size() && i < o.frames; ++i) {
     const frame_info& f = s.frames[i];
     char idx[32];

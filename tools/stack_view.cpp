@@ -130,7 +130,9 @@ shown_stack show_stack(const gmem::trace::trace& t, std::uint32_t id, symbolizer
     }
     s.frames.push_back(std::move(native[i]));
   }
-  if (s.frames.empty() && !native.empty()) { // every frame was glue: keep them visible
+  // Every native frame was internals: --native shows them rather than nothing; the default
+  // view says so (the printer tells how many were folded and how to see them).
+  if (view == frame_view::native && s.frames.empty() && !native.empty()) {
     s.folded = 0;
     for (std::size_t i = first; i < native.size(); ++i)
       s.frames.push_back(std::move(native[i]));

@@ -3,7 +3,8 @@ reaches the fake driver through ctypes, under the shim). Line numbers are part o
 files: edit with care (tests/python/python_frames_test.sh).
 
 Leaks: 3 x 1 MiB from load_weights (line marked LEAK-A), 2 x 2 MiB from Cache.grow (LEAK-B,
-both through the same line, from two different callers), 1 x 4 MiB from a thread that does
+one line reached from two callers: two call sites, a site being its whole Python stack),
+1 x 512 KiB from a thread that does
 not hold the GIL (a ctypes call releases it: the allocation keeps its native stack only).
 Everything else is freed. With "--stress", threads keep allocating and freeing while the
 interpreter shuts down (the shutdown-safety test)."""
@@ -67,7 +68,7 @@ def refill(cache):
 
 def no_gil_worker(ctx, kept):
     check(cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    kept.append(alloc(4 << 20, lib=cuda))  # released GIL: native stack only
+    kept.append(alloc(512 << 10, lib=cuda))  # released GIL: native stack only
 
 
 def stress(ctx):
