@@ -29,6 +29,9 @@ struct cpython_api {
   void* (*frame_back)(void*);
   void* (*frame_code)(void*);
   int (*frame_line)(void*);
+  int (*frame_lasti)(void*); // 3.11+; nullptr before
+  int (*gc_disable)();       // PyGC_Disable / PyGC_Enable (3.10+): previous state
+  int (*gc_enable)();
   void (*incref)(void*);
   void (*decref)(void*);
   void* (*get_attr)(void*, const char*);
@@ -85,7 +88,9 @@ const cpython_api* load_api() {
       resolve(a->decref, "Py_DecRef") && resolve(a->get_attr, "PyObject_GetAttrString") &&
       resolve(a->as_utf8, "PyUnicode_AsUTF8AndSize") &&
       resolve(a->err_occurred, "PyErr_Occurred") && resolve(a->err_fetch, "PyErr_Fetch") &&
-      resolve(a->err_restore, "PyErr_Restore") && resolve(a->err_clear, "PyErr_Clear");
+      resolve(a->err_restore, "PyErr_Restore") && resolve(a->err_clear, "PyErr_Clear") &&
+      resolve(a->gc_disable, "PyGC_Disable") && resolve(a->gc_enable, "PyGC_Enable");
+  if (ok && minor >= 11) resolve(a->frame_lasti, "PyFrame_GetLasti");
   if (!ok) {
     delete a;
     return nullptr;
@@ -93,17 +98,23 @@ const cpython_api* load_api() {
   return a;
 }
 
-// Code object -> string id of "file\0function", for one string table (ctx). Open addressing,
-// never deleted from; each key holds a reference to its code object, so no other code object
-// can take its address while it is cached. Used only with the GIL held; the lock covers
-// several interpreters (each with its own GIL) in one process.
-class location_cache {
+// Code object -> string id of "file\0function", for one string table (ctx), and (code object,
+// instruction offset) -> line. Open addressing, never deleted from; each cached code object is
+// kept alive by a reference the cache holds, so no other code object can take its address:
+// lines are cached only for those. Used with the GIL held, by one capture at a time (the lock
+// covers several interpreters with their own GILs; a capture that finds it busy goes without).
+class frame_cache {
 public:
-  static constexpr std::uint32_t k_slots = 8192; // power of two
+  static constexpr unsigned k_bits = 13;
+  static constexpr std::uint32_t k_slots = 1u << k_bits;
   static constexpr std::uint32_t k_max_used = k_slots / 2;
+  static constexpr unsigned k_line_bits = 14;
 
-  std::uint32_t find(void* ctx, void* code) noexcept {
-    std::lock_guard lock(mu_);
+  bool try_lock() noexcept { return mu_.try_lock(); }
+  void unlock() noexcept { mu_.unlock(); }
+
+  // With the lock held: the id of a cached code object, 0 when not cached.
+  std::uint32_t find(void* ctx, void* code) const noexcept {
     if (ctx != ctx_) return 0;
     for (std::uint64_t i = index(code), n = 0; n < k_slots; i = (i + 1) & (k_slots - 1), ++n) {
       if (codes_[i] == code) return ids_[i];
@@ -111,12 +122,14 @@ public:
     }
     return 0;
   }
-  // Keeps `code` alive (incref) when it is cached; a full cache just does not cache.
+  // With the lock held. Keeps `code` alive (incref) when it is cached; a full cache just does
+  // not cache.
   void insert(const cpython_api& api, void* ctx, void* code, std::uint32_t id) noexcept {
-    std::lock_guard lock(mu_);
     if (ctx != ctx_) { // a new string table (tests make several writers): forget the old ids
       for (std::uint32_t i = 0; i < k_slots; ++i)
         if (codes_[i]) api.decref(codes_[i]), codes_[i] = nullptr;
+      for (auto& l : lines_)
+        l = {};
       used_ = 0;
       ctx_ = ctx;
     }
@@ -130,21 +143,39 @@ public:
     ids_[i] = id;
     ++used_;
   }
+  // With the lock held, for a code object find() returned: its line at `lasti`, 0 = unknown.
+  std::uint32_t line(void* code, int lasti) const noexcept {
+    const line_entry& e = lines_[line_index(code, lasti)];
+    return e.code == code && e.lasti == lasti ? e.line : 0;
+  }
+  void set_line(void* code, int lasti, std::uint32_t line) noexcept {
+    lines_[line_index(code, lasti)] = {code, lasti, line};
+  }
 
 private:
+  struct line_entry {
+    void* code = nullptr;
+    int lasti = 0;
+    std::uint32_t line = 0;
+  };
   static std::uint64_t index(void* code) noexcept {
-    return layout::hash_index(reinterpret_cast<std::uintptr_t>(code), 13);
+    return layout::hash_index(reinterpret_cast<std::uintptr_t>(code), k_bits);
+  }
+  static std::uint64_t line_index(void* code, int lasti) noexcept {
+    return layout::hash_index(reinterpret_cast<std::uintptr_t>(code) ^
+                                  (static_cast<std::uint64_t>(static_cast<unsigned>(lasti)) << 40),
+                              k_line_bits);
   }
   spin_mutex mu_;
   void* ctx_ = nullptr;
   std::uint32_t used_ = 0;
   void* codes_[k_slots] = {};
   std::uint32_t ids_[k_slots] = {};
+  line_entry lines_[1u << k_line_bits] = {};
 };
-static_assert(location_cache::k_slots == 1u << 13);
 
-location_cache& cache() {
-  static auto* c = new location_cache(); // leaked: see g_api
+frame_cache& cache() {
+  static auto* c = new frame_cache(); // leaked: see g_api
   return *c;
 }
 
@@ -160,8 +191,9 @@ std::string text_attr(const cpython_api& api, void* code, const char* name) {
   return out;
 }
 
-std::uint32_t location_of(const cpython_api& api, void* code, python_intern_fn intern, void* ctx) {
-  if (const std::uint32_t id = cache().find(ctx, code)) return id;
+// Interns "file\0function" of a code object not in the cache.
+std::uint32_t intern_location(const cpython_api& api, void* code, python_intern_fn intern,
+                              void* ctx) {
   std::string text = text_attr(api, code, "co_filename");
   if (text.empty()) text = "?";
   std::string function = api.minor >= 11 ? text_attr(api, code, "co_qualname") : std::string();
@@ -169,9 +201,36 @@ std::uint32_t location_of(const cpython_api& api, void* code, python_intern_fn i
   if (function.empty()) function = "?";
   text += '\0';
   text += function;
-  const std::uint32_t id = intern(ctx, text);
-  if (id != 0) cache().insert(api, ctx, code, id);
-  return id;
+  return intern(ctx, text);
+}
+
+// One frame's word. `locked`: this capture holds the cache lock.
+std::uint64_t frame_word(const cpython_api& api, void* frame, bool locked, python_intern_fn intern,
+                         void* ctx) {
+  void* code = api.frame_code(frame);
+  if (!code) return pw::frame(0, 0);
+  frame_cache& c = cache();
+  std::uint32_t id = locked ? c.find(ctx, code) : 0;
+  const bool cached = id != 0;
+  if (!cached) {
+    id = intern_location(api, code, intern, ctx);
+    if (locked && id != 0) c.insert(api, ctx, code, id);
+  }
+  // The line: computing it walks the code object's line table (the most costly step);
+  // cached by instruction offset for pinned code objects (3.11+: PyFrame_GetLasti).
+  std::uint32_t line = 0;
+  int lasti = -1;
+  if (cached && api.frame_lasti) {
+    lasti = api.frame_lasti(frame);
+    line = c.line(code, lasti);
+  }
+  if (line == 0) {
+    const int l = api.frame_line(frame);
+    line = l < 0 ? 0u : static_cast<std::uint32_t>(l);
+    if (cached && api.frame_lasti && line != 0) c.set_line(code, lasti, line);
+  }
+  api.decref(code); // the frame holds it
+  return pw::frame(id, line);
 }
 
 } // namespace
@@ -203,33 +262,33 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
   if (!api->is_initialized()) return python_capture::finalizing;
   if (!api->gil_check() || api->tstate_unchecked() == nullptr) return python_capture::no_gil;
   if (api->is_finalizing()) return python_capture::finalizing;
+  // The walk may create frame objects (3.11+): with the collector off, that cannot run a
+  // collection, hence no finalizer (no arbitrary code) inside the allocation hook. Keep the
+  // program's pending exception, if any, and leave none of ours behind.
+  const int gc_was_on = api->gc_disable();
+  void *type = nullptr, *value = nullptr, *tb = nullptr;
+  const bool pending = api->err_occurred() != nullptr;
+  if (pending) api->err_fetch(&type, &value, &tb);
+  const bool locked = cache().try_lock();
+  unsigned n = 0;
   try {
-    // The walk may create frame objects (3.11+) and fail for lack of memory: keep the
-    // program's pending exception, if any, and leave none of ours behind.
-    void *type = nullptr, *value = nullptr, *tb = nullptr;
-    const bool pending = api->err_occurred() != nullptr;
-    if (pending) api->err_fetch(&type, &value, &tb);
-    unsigned n = 0;
     void* frame = api->tstate_frame(api->tstate_unchecked());
     while (frame && n < max) {
-      void* code = api->frame_code(frame);
-      const int line = api->frame_line(frame);
-      const std::uint32_t id = code ? location_of(*api, code, intern, ctx) : 0;
-      if (code) api->decref(code);
-      out[n++] = pw::frame(id, line < 0 ? 0u : static_cast<std::uint32_t>(line));
+      out[n++] = frame_word(*api, frame, locked, intern, ctx);
       void* back = api->frame_back(frame);
-      api->decref(frame);
+      api->decref(frame); // the interpreter's frame keeps it
       frame = back;
     }
     if (frame) api->decref(frame);
-    if (pending)
-      api->err_restore(type, value, tb);
-    else if (api->err_occurred())
-      api->err_clear();
-    *written = n;
-  } catch (...) { // std::string in location_of: no memory; the frames so far are lost
-    *written = 0;
+  } catch (...) { // std::string in intern_location: no memory; keep the frames so far
   }
+  if (locked) cache().unlock();
+  if (pending)
+    api->err_restore(type, value, tb);
+  else if (api->err_occurred())
+    api->err_clear();
+  if (gc_was_on) api->gc_enable();
+  *written = n;
   return python_capture::frames;
 }
 
