@@ -191,10 +191,11 @@ command_fn add_report(CLI::App& app) {
                 "OOMs and fences, the segment map, leak and fragmentation tables.");
   struct args {
     std::string target, out = "gmem-report.html";
-    bool force = false;
+    bool force = false, native = false, all_frames = false;
   };
   auto a = std::make_shared<args>();
   sub->add_option("target", a->target, k_target_help)->required();
+  add_frame_view_flags(*sub, a->native, a->all_frames);
   sub->add_option("-o,--output", a->out,
                   "HTML file to write (default gmem-report.html; - = stdout)");
   sub->add_flag("--force", a->force, "replace the file if it exists");
@@ -203,7 +204,9 @@ command_fn add_report(CLI::App& app) {
     auto t = load(a->target, status);
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
-    if (!write_output(a->out, html_report(*t, symbols), a->force)) return k_exit_io;
+    if (!write_output(a->out, html_report(*t, symbols, frame_view_of(a->native, a->all_frames)),
+                      a->force))
+      return k_exit_io;
     if (a->out != "-") std::fprintf(stderr, "gmem: wrote %s\n", a->out.c_str());
     return k_exit_ok;
   };

@@ -72,7 +72,7 @@ std::string print_suppressed(const leak_report& r) {
                     "FILE adds patterns):\n";
   for (const auto& s : r.suppressed)
     out += "    " + format_bytes(s.bytes) + " in " + plural(s.count, "allocation", "allocations") +
-           ", " + escape_text(s.suppressed_by) + ": " + escape_text(site_summary(s.frames)) + "\n";
+           ", " + escape_text(s.suppressed_by) + ": " + escape_text(site_summary(s)) + "\n";
   return out + "\n";
 }
 

@@ -55,6 +55,13 @@ std::string site_summary(const std::vector<frame_info>& frames, std::size_t dept
   return s;
 }
 
+std::string site_summary(const leak_site& site, std::size_t depth) {
+  if (!site.frames.empty()) return site_summary(site.frames, depth);
+  if (site.note != gmem::trace::python_note::none) return "(" + describe(site.note) + ")";
+  if (site.folded > 0) return "(runtime and interpreter internals only: --all-frames)";
+  return site_summary(site.frames, depth);
+}
+
 leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbols,
                               const leak_filter& filter) {
   leak_report r;

@@ -63,5 +63,7 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
 // The innermost frame is often a shared helper (an allocator wrapper); its caller tells sites
 // apart.
 std::string site_summary(const std::vector<frame_info>& frames, std::size_t depth = 2);
+// The same for a site; a site whose frames were all folded, or that has a Python note, says so.
+std::string site_summary(const leak_site& site, std::size_t depth = 2);
 
 } // namespace gmem::tools

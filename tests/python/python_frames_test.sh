@@ -109,6 +109,33 @@ for seg in snap["segments"]:
 assert found, "no block names load_weights at the LEAK-A line"
 PY
 
+echo "== gmem report: flame graphs of mixed stacks, drawn by the page itself"
+"$GMEM" report "$PID" -o "$W/report.html" 2>/dev/null || fail "gmem report"
+python3 - "$W/report.html" "$LEAK_A" <<'PY' || fail "report HTML"
+import re, sys
+h = open(sys.argv[1]).read()
+assert "<script" not in h and "http://" not in h.replace("http://www.w3.org/2000/svg", ""), "network or script"
+flames = re.findall(r'<svg class="flame".*?</svg>', h, re.S)
+assert len(flames) == 2, f"{len(flames)} flame graphs, expected 2 (peak, outstanding)"
+for f in flames:
+    assert "load_weights (leaky_frames.py:%s)" % sys.argv[2] in f, "LEAK-A frame missing"
+    assert f.count("<rect") >= 10, "too few frames drawn"
+assert "alloc at leaky_frames.py:38 &lt; load_weights at leaky_frames.py:%s" % sys.argv[2] in h.replace("  <  ", " &lt; ") or \
+       "load_weights at leaky_frames.py:%s" % sys.argv[2] in h, "leak table lacks the Python site"
+PY
+CHROMIUM=$(command -v chromium || command -v chromium-browser || true)
+if [ -n "$CHROMIUM" ]; then
+  "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync \
+    --user-data-dir="$(mktemp -d "$W/chromium.XXXXXX")" --screenshot="$W/report.png" \
+    --window-size=1100,2600 "file://$(realpath "$W/report.html")" >"$W/chromium.log" 2>&1
+  read -r _ py _ native < <(python3 tests/python/flame_pixels.py "$W/report.png")
+  echo "screenshot: $py Python-frame pixels, $native native-frame pixels"
+  [ "${py:-0}" -gt 20000 ] && [ "${native:-0}" -gt 5000 ] || fail "the flame graphs were not painted"
+else
+  echo "note: no chromium; the flame graph screenshot check is skipped (scripts/install-deps.sh test)"
+fi
+
 echo "== a running process: gmem leaks PID names the Python line first"
 mkfifo "$W/in"
 "$GMEM" run -- python3 "$PROG" --wait <"$W/in" >"$W/wait.out" 2>"$W/wait.err" &

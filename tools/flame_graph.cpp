@@ -1,0 +1,184 @@
+#include "tools/flame_graph.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <unordered_map>
+
+#include "common/units.h"
+#include "tools/svg_charts.h"
+
+namespace gmem::tools {
+namespace {
+
+constexpr int k_row = 17;
+constexpr std::size_t k_max_depth = 64;
+
+struct node {
+  std::string label;
+  bool python = false;
+  std::uint64_t bytes = 0;
+  std::map<std::string, std::unique_ptr<node>> children; // by label: deterministic order
+};
+
+std::string label_of(const frame_info& f) {
+  return f.file.empty() ? f.name() : f.name() + " (" + f.location() + ")";
+}
+
+// Warm for native frames, cool for Python ones; the shade varies with the name so neighbours
+// differ, deterministically.
+std::string colour(const node& n) {
+  unsigned h = 2166136261u;
+  for (const char c : n.label)
+    h = (h ^ static_cast<unsigned char>(c)) * 16777619u;
+  char b[16];
+  if (n.python)
+    std::snprintf(b, sizeof b, "#%02x%02x%02x", 90 + h % 40, 150 + (h >> 8) % 50,
+                  200 + (h >> 16) % 40);
+  else
+    std::snprintf(b, sizeof b, "#%02x%02x%02x", 225 + h % 25, 110 + (h >> 8) % 80,
+                  50 + (h >> 16) % 30);
+  return b;
+}
+
+struct drawer {
+  std::string svg;
+  double scale = 0; // pixels per byte
+  std::uint64_t min_bytes = 0;
+  std::size_t drawn = 0;
+  int depth_max = 0;
+  int height = 0;
+
+  void draw(const node& n, double x, int depth) {
+    if (n.bytes < min_bytes || drawn >= k_max_flame_frames) return;
+    ++drawn;
+    const double w = static_cast<double>(n.bytes) * scale;
+    const int y = height - (depth + 1) * k_row;
+    char head[256];
+    std::snprintf(head, sizeof head,
+                  "<g><title>%s: %s</title><rect x=\"%.1f\" y=\"%d\" width=\"%.1f\" "
+                  "height=\"%d\" fill=\"%s\" rx=\"2\"/>",
+                  "%s", format_bytes(n.bytes).c_str(), x, y, std::max(w - 0.5, 0.5), k_row - 1,
+                  colour(n).c_str());
+    std::string g = head;
+    g.replace(g.find("%s"), 2, html_escape(n.label));
+    const std::size_t fits = w > 24 ? static_cast<std::size_t>((w - 6) / 6.6) : 0;
+    if (fits >= 3) {
+      std::string text = n.label.size() > fits ? n.label.substr(0, fits - 2) + ".." : n.label;
+      char t[64];
+      std::snprintf(t, sizeof t, "<text x=\"%.1f\" y=\"%d\">", x + 3, y + k_row - 5);
+      g += t + html_escape(text) + "</text>";
+    }
+    svg += g + "</g>\n";
+    double cx = x;
+    for (const auto& [label, c] : n.children) {
+      draw(*c, cx, depth + 1);
+      cx += static_cast<double>(c->bytes) * scale;
+    }
+  }
+};
+
+int depth_of(const node& n, int d) {
+  int m = d;
+  for (const auto& [label, c] : n.children)
+    m = std::max(m, depth_of(*c, d + 1));
+  return m;
+}
+
+} // namespace
+
+std::vector<stack_bytes> outstanding_by_stack(const gmem::trace::trace& t) {
+  std::unordered_map<std::uint32_t, std::uint64_t> by;
+  for (const auto& a : t.live)
+    by[a.stack_id] += a.requested;
+  std::vector<stack_bytes> out;
+  for (const auto& [id, b] : by)
+    out.push_back({id, b});
+  std::sort(out.begin(), out.end(),
+            [](const stack_bytes& a, const stack_bytes& b) { return a.stack_id < b.stack_id; });
+  return out;
+}
+
+std::vector<stack_bytes> live_at_peak_by_stack(const gmem::trace::trace& t, bool* complete,
+                                               std::uint64_t* peak_time_ns) {
+  using gmem::trace::event_type;
+  *complete = t.losses.lost_events == 0;
+  *peak_time_ns = 0;
+  struct held {
+    std::uint64_t bytes;
+    std::uint32_t stack;
+  };
+  // Two passes: find the peak's seq, then replay up to it (no copy of the live set per peak).
+  std::unordered_map<std::uintptr_t, held> live;
+  std::uint64_t now = 0, peak = 0, peak_seq = 0;
+  for (const auto& e : t.events) {
+    if (e.type == event_type::alloc) {
+      auto [it, fresh] = live.try_emplace(e.address, held{e.size, e.stack_id});
+      if (!fresh) now -= it->second.bytes, it->second = {e.size, e.stack_id};
+      now += e.size;
+      if (now > peak) peak = now, peak_seq = e.seq, *peak_time_ns = e.time_ns;
+    } else if (e.type == event_type::free) {
+      if (auto it = live.find(e.address); it != live.end()) {
+        now -= it->second.bytes;
+        live.erase(it);
+      }
+    }
+  }
+  live.clear();
+  for (const auto& e : t.events) {
+    if (e.seq > peak_seq) break;
+    if (e.type == event_type::alloc)
+      live[e.address] = {e.size, e.stack_id};
+    else if (e.type == event_type::free)
+      live.erase(e.address);
+  }
+  std::unordered_map<std::uint32_t, std::uint64_t> by;
+  for (const auto& [addr, h] : live)
+    by[h.stack] += h.bytes;
+  std::vector<stack_bytes> out;
+  for (const auto& [id, b] : by)
+    out.push_back({id, b});
+  std::sort(out.begin(), out.end(),
+            [](const stack_bytes& a, const stack_bytes& b) { return a.stack_id < b.stack_id; });
+  return out;
+}
+
+std::string flame_svg(const gmem::trace::trace& t, symbolizer& symbols,
+                      const std::vector<stack_bytes>& input, int width) {
+  node root;
+  root.label = "all";
+  for (const auto& s : input) {
+    if (s.bytes == 0) continue;
+    root.bytes += s.bytes;
+    std::vector<frame_info> frames;
+    if (s.stack_id != 0) frames = show_stack(t, s.stack_id, symbols, frame_view::mixed).frames;
+    node* at = &root;
+    std::size_t depth = 0;
+    for (auto f = frames.rbegin(); f != frames.rend() && depth < k_max_depth; ++f, ++depth) {
+      auto& child = at->children[label_of(*f)];
+      if (!child) {
+        child = std::make_unique<node>();
+        child->label = label_of(*f);
+        child->python = f->python;
+      }
+      child->bytes += s.bytes;
+      at = child.get();
+    }
+  }
+  if (root.bytes == 0) return {};
+  drawer d;
+  d.scale = static_cast<double>(width) / static_cast<double>(root.bytes);
+  d.min_bytes = static_cast<std::uint64_t>(0.5 / d.scale); // narrower than half a pixel
+  d.height = (depth_of(root, 0) + 1) * k_row;
+  d.draw(root, 0, 0);
+  char head[200];
+  std::snprintf(head, sizeof head,
+                "<svg class=\"flame\" xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
+                "height=\"%d\" viewBox=\"0 0 %d %d\" font-size=\"11\" "
+                "font-family=\"ui-monospace,Menlo,monospace\">\n",
+                width, d.height, width, d.height);
+  return head + d.svg + "</svg>\n";
+}
+
+} // namespace gmem::tools
