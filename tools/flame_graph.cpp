@@ -100,42 +100,62 @@ std::vector<stack_bytes> outstanding_by_stack(const gmem::trace::trace& t) {
   return out;
 }
 
-std::vector<stack_bytes> live_at_peak_by_stack(const gmem::trace::trace& t, bool* complete,
-                                               std::uint64_t* peak_time_ns) {
+std::vector<gmem::trace::live_allocation> live_at_peak(const gmem::trace::trace& t,
+                                                       std::uint64_t since_ns, bool* complete,
+                                                       std::uint64_t* peak_time_ns) {
   using gmem::trace::event_type;
   *complete = t.losses.lost_events == 0;
   *peak_time_ns = 0;
-  struct held {
-    std::uint64_t bytes;
-    std::uint32_t stack;
-  };
   // Two passes: find the peak's seq, then replay up to it (no copy of the live set per peak).
-  std::unordered_map<std::uintptr_t, held> live;
+  std::unordered_map<std::uintptr_t, std::uint64_t> sizes;
   std::uint64_t now = 0, peak = 0, peak_seq = 0;
   for (const auto& e : t.events) {
     if (e.type == event_type::alloc) {
-      auto [it, fresh] = live.try_emplace(e.address, held{e.size, e.stack_id});
-      if (!fresh) now -= it->second.bytes, it->second = {e.size, e.stack_id};
+      auto [it, fresh] = sizes.try_emplace(e.address, e.size);
+      if (!fresh) now -= it->second, it->second = e.size;
       now += e.size;
-      if (now > peak) peak = now, peak_seq = e.seq, *peak_time_ns = e.time_ns;
+      if (e.time_ns >= since_ns && now > peak)
+        peak = now, peak_seq = e.seq, *peak_time_ns = e.time_ns;
     } else if (e.type == event_type::free) {
-      if (auto it = live.find(e.address); it != live.end()) {
-        now -= it->second.bytes;
-        live.erase(it);
+      if (auto it = sizes.find(e.address); it != sizes.end()) {
+        now -= it->second;
+        sizes.erase(it);
       }
     }
   }
-  live.clear();
+  std::unordered_map<std::uintptr_t, gmem::trace::live_allocation> live;
   for (const auto& e : t.events) {
-    if (e.seq > peak_seq) break;
-    if (e.type == event_type::alloc)
-      live[e.address] = {e.size, e.stack_id};
-    else if (e.type == event_type::free)
+    if (peak_seq == 0 || e.seq > peak_seq) break;
+    if (e.type == event_type::alloc) {
+      gmem::trace::live_allocation a;
+      a.address = e.address;
+      a.requested = e.size;
+      a.rounded = std::max(e.size2, e.size);
+      a.device = e.device;
+      a.stream = e.stream;
+      a.kind = e.kind;
+      a.thread = e.thread;
+      a.time_ns = e.time_ns;
+      a.stack_id = e.stack_id;
+      live[e.address] = a;
+    } else if (e.type == event_type::free) {
       live.erase(e.address);
+    }
   }
+  std::vector<gmem::trace::live_allocation> out;
+  out.reserve(live.size());
+  for (auto& [addr, a] : live)
+    out.push_back(a);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.address < b.address; });
+  return out;
+}
+
+std::vector<stack_bytes> live_at_peak_by_stack(const gmem::trace::trace& t, bool* complete,
+                                               std::uint64_t* peak_time_ns) {
   std::unordered_map<std::uint32_t, std::uint64_t> by;
-  for (const auto& [addr, h] : live)
-    by[h.stack] += h.bytes;
+  for (const auto& a : live_at_peak(t, 0, complete, peak_time_ns))
+    by[a.stack_id] += a.requested;
   std::vector<stack_bytes> out;
   for (const auto& [id, b] : by)
     out.push_back({id, b});

@@ -28,6 +28,13 @@ std::vector<stack_bytes> outstanding_by_stack(const gmem::trace::trace& t);
 std::vector<stack_bytes> live_at_peak_by_stack(const gmem::trace::trace& t, bool* complete,
                                                std::uint64_t* peak_time_ns);
 
+// The allocations live when the most bytes were live among the events after `since_ns` (trace
+// time; 0 = the whole ring), replayed from the event ring, as live-table records (requested =
+// rounded = the event's size). `complete` and `peak_time_ns` as above.
+std::vector<gmem::trace::live_allocation> live_at_peak(const gmem::trace::trace& t,
+                                                       std::uint64_t since_ns, bool* complete,
+                                                       std::uint64_t* peak_time_ns);
+
 // At most k_max_flame_frames frames are drawn (the widest first), 64 levels deep; narrower ones
 // are merged into their parent's width.
 inline constexpr std::size_t k_max_flame_frames = 4000;

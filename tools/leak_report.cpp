@@ -75,7 +75,9 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
     r.all_bytes += a.requested;
     ++r.all_count;
     const std::uint64_t age = now > a.time_ns ? now - a.time_ns : 0;
-    if (age < filter.min_age_ns) continue;
+    if (age < filter.min_age_ns || (filter.max_age_ns != 0 && age > filter.max_age_ns) ||
+        a.time_ns < filter.min_time_ns)
+      continue;
     auto k = key_of_stack.find(a.stack_id);
     if (k == key_of_stack.end()) {
       shown_stack shown = show_stack(trace, a.stack_id, symbols, filter.view);

@@ -15,6 +15,8 @@ namespace gmem::tools {
 
 struct leak_filter {
   std::uint64_t min_age_ns = 0;                   // only allocations at least this old
+  std::uint64_t max_age_ns = 0;                   // only allocations at most this old (0 = any)
+  std::uint64_t min_time_ns = 0;                  // only allocations made at or after (trace time)
   std::uint64_t min_bytes = 0;                    // only sites whose total is at least this
   std::size_t top = 0;                            // at most this many sites (0 = all)
   frame_view view = frame_view::python_first;     // what a site shows and is grouped by
