@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "profiler/module_map.h"
+#include "profiler/python_frames.h"
 #include "profiler/recorder.h"
 
 namespace gmem::trace {
@@ -72,6 +73,7 @@ void sample_now() noexcept {
 
 void modules_changed() noexcept {
   if (trace_writer* w = recorder_writer_if_open()) {
+    if (w->config().python_depth > 0) python_init(); // an interpreter loaded by dlopen
     try {
       w->update_modules(scan_modules());
     } catch (...) { // out of memory: the module map stays as it was

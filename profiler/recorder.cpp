@@ -19,6 +19,7 @@
 
 #include "common/options.h"
 #include "common/units.h"
+#include "profiler/python_frames.h"
 #include "profiler/stack_capture.h"
 #include "profiler/trace_clock.h"
 #include "profiler/trace_reader.h"
@@ -202,9 +203,9 @@ trace_writer* create_locked() {
 
 recorder_options recorder_options::from_env() {
   static const char* const k_mine[] = {
-      "GMEM_TRACE",          "GMEM_TRACE_LIVE",      "GMEM_TRACE_EVENTS",  "GMEM_STACK_DEPTH",
-      "GMEM_TRACE_SAVE",     "GMEM_SAMPLE_MS",       "GMEM_TRACE_MAX",     "GMEM_TRACE_KEEP",
-      "GMEM_TRACE_KEEP_MAX", "GMEM_TRACE_KEEP_FREE", "GMEM_TRACE_KEEP_AGE"};
+      "GMEM_TRACE",        "GMEM_TRACE_LIVE",     "GMEM_TRACE_EVENTS",    "GMEM_STACK_DEPTH",
+      "GMEM_PYTHON_DEPTH", "GMEM_TRACE_SAVE",     "GMEM_SAMPLE_MS",       "GMEM_TRACE_MAX",
+      "GMEM_TRACE_KEEP",   "GMEM_TRACE_KEEP_MAX", "GMEM_TRACE_KEEP_FREE", "GMEM_TRACE_KEEP_AGE"};
   const options o = options::parse(
       [](const char* env) -> const char* {
         for (const char* m : k_mine)
@@ -217,6 +218,8 @@ recorder_options recorder_options::from_env() {
   r.config.live_slots = std::max<std::uint64_t>(o.trace_live, 1) * 2; // load factor <= 1/2
   r.config.events = o.trace_events;
   r.config.stack_depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.stack_depth, 256));
+  r.config.python_depth = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(o.python_depth, layout::k_max_python_depth));
   r.config.sample_interval_ns = std::clamp<std::uint64_t>(o.sample_ms, 1, 3'600'000) * 1'000'000;
   r.save_path = o.trace_save;
   r.max_bytes = o.trace_max;
@@ -263,6 +266,7 @@ trace_writer* recorder_writer() noexcept {
   trace_writer* w = nullptr;
   try {
     if (g_options->config.stack_depth > 0) init_unwinder();
+    if (g_options->config.python_depth > 0) python_init();
     w = create_locked();
     if (w) {
       w->update_modules(scan_modules());

@@ -108,7 +108,7 @@ struct header {
   std::uint32_t stat_count;              // 72: counters per stat record the writer filled
   std::uint32_t stat_slots;              // 76: value words per stat record (>= stat_count)
   std::uint32_t section_count;           // 80
-  std::uint32_t reserved0;               // 84
+  std::uint32_t python_depth;            // 84: Python frames captured per stack (format 3)
   std::uint64_t limit_bytes;             // 88: the most the writer lets total_bytes grow to
   std::uint64_t reserved1[4];            // 96
   section sections[k_section_slots];     // 128
@@ -167,6 +167,7 @@ static_assert(sizeof(header) == k_header_bytes);
 static_assert(offsetof(header, format_version) == 8);
 static_assert(offsetof(header, pid) == 24);
 static_assert(offsetof(header, cmdline_string) == 64);
+static_assert(offsetof(header, python_depth) == 84);
 static_assert(offsetof(header, limit_bytes) == 88);
 static_assert(offsetof(header, sections) == 128);
 static_assert(offsetof(header, stat_names) == 640);
@@ -260,6 +261,39 @@ constexpr std::uint64_t pack(std::uint64_t offset, std::uint64_t length, std::ui
 }
 } // namespace slot_word
 inline constexpr std::uint32_t k_max_stack_depth = 256;
+
+// Python frames in stack records (format 3). A stack record is the native return addresses,
+// innermost first, then tagged words: no user-space address has a nonzero top byte (x86-64
+// and AArch64 addresses fit in 57 bits), so a word whose top byte is a tag is not an ip.
+//   frame: tag 0xA5 | line (32..55) | string id (low 32) of "file\0function"; innermost first
+//   note:  tag 0xA6 | what (low 32): no_gil = an interpreter was there but the allocating
+//          thread did not hold its GIL; finalizing = it was shutting down or not started
+namespace python_word {
+inline constexpr unsigned k_tag_shift = 56;
+inline constexpr std::uint64_t k_frame_tag = 0xA5, k_note_tag = 0xA6;
+inline constexpr std::uint32_t k_max_line = 0xffffff;
+inline constexpr std::uint64_t k_note_no_gil = 1, k_note_finalizing = 2;
+constexpr std::uint64_t tag_of(std::uint64_t w) {
+  return w >> k_tag_shift;
+}
+constexpr std::uint64_t frame(std::uint32_t location, std::uint32_t line) {
+  return (k_frame_tag << k_tag_shift) |
+         (std::uint64_t{line < k_max_line ? line : k_max_line} << 32) | location;
+}
+constexpr std::uint64_t note(std::uint64_t what) {
+  return (k_note_tag << k_tag_shift) | what;
+}
+constexpr std::uint32_t location_of(std::uint64_t w) {
+  return static_cast<std::uint32_t>(w);
+}
+constexpr std::uint32_t line_of(std::uint64_t w) {
+  return static_cast<std::uint32_t>((w >> 32) & 0xffffff);
+}
+} // namespace python_word
+static_assert(python_word::frame(7, 42) == 0xA500002A00000007ull);
+static_assert(python_word::line_of(python_word::frame(7, 0x2000000)) == 0xffffff);
+static_assert(python_word::tag_of(python_word::note(python_word::k_note_no_gil)) == 0xA6);
+inline constexpr std::uint32_t k_max_python_depth = 128;
 inline constexpr std::uint32_t k_max_string_bytes = 65536;
 
 // Module record, 8 words. w0 seqlock counter (odd while writing, 0 unused).

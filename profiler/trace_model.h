@@ -17,8 +17,10 @@
 
 namespace gmem::trace {
 
-// The only trace format version this build reads and writes (docs/trace-format.md).
-inline constexpr std::uint32_t k_format_version = 2;
+// The trace format version this build writes (docs/trace-format.md). It also reads version 2
+// (k_oldest_format_version): the same layout without Python frames and python_depth.
+inline constexpr std::uint32_t k_format_version = 3;
+inline constexpr std::uint32_t k_oldest_format_version = 2;
 
 enum class trace_state : std::uint8_t {
   running, // the writer process is alive (same pid and start time)
@@ -38,9 +40,10 @@ struct trace_info {
   std::string command_line;                // argv joined with spaces
   std::vector<std::pair<std::string, std::string>> options; // GMEM_* variables at start
   std::uint32_t stack_depth = 0;                            // frames captured per stack; 0 = off
-  std::uint64_t sample_interval_ns = 0;                     // sampler period
-  std::string source;      // "shm gmem.<pid>.<ticks>.<nonce>" or the file's path
-  std::string object;      // the shared-memory object's name; "" for a file
+  std::uint32_t python_depth = 0;       // Python frames captured per stack; 0 = off (or format 2)
+  std::uint64_t sample_interval_ns = 0; // sampler period
+  std::string source;                   // "shm gmem.<pid>.<ticks>.<nonce>" or the file's path
+  std::string object;                   // the shared-memory object's name; "" for a file
   bool saved_file = false; // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
   trace_state state = trace_state::crashed;
   std::uint64_t total_bytes = 0;     // bytes in use (the object grows with what it records)
@@ -106,6 +109,28 @@ struct event {
   std::string label; // marker / option text, at most 256 bytes
 };
 
+// Where Python code lives: one per code object the writer saw, shared by the frames naming it
+// (a hostile trace naming one long string from every frame must not multiply it).
+struct python_location {
+  std::string file;     // co_filename as Python saw it
+  std::string function; // co_qualname (3.11+) or co_name
+};
+// A Python frame recorded with an allocation (the thread held the GIL).
+struct python_frame {
+  std::uint32_t location = 0; // key of trace::python_locations; unknown keys print as "?"
+  std::uint32_t line = 0;
+};
+// Why a stack of a Python process has no Python frames.
+enum class python_note : std::uint8_t {
+  none,       // frames recorded (or no interpreter: then the stack has no python entry)
+  no_gil,     // the allocating thread did not hold the GIL (e.g. PyTorch's autograd threads)
+  finalizing, // the interpreter was shutting down (or not initialized)
+};
+struct python_stack {
+  std::vector<python_frame> frames; // innermost first
+  python_note note = python_note::none;
+};
+
 // Counter samples for timelines (periodic), OOM snapshots and the final state.
 struct stat_sample {
   std::uint64_t seq = 0;
@@ -148,7 +173,10 @@ struct trace {
   std::vector<event> events;          // sorted by seq
   std::vector<stat_sample> samples;   // sorted by seq
   std::unordered_map<std::uint32_t, std::vector<std::uintptr_t>>
-      stacks; // id -> ips, innermost first
+      stacks; // id -> native ips, innermost first
+  // id -> Python frames, for the stacks recorded while an interpreter was loaded.
+  std::unordered_map<std::uint32_t, python_stack> python_stacks;
+  std::unordered_map<std::uint32_t, python_location> python_locations;
   std::vector<module> modules;
   trace_losses losses;
 
@@ -156,6 +184,16 @@ struct trace {
   const std::vector<std::uintptr_t>* stack(std::uint32_t id) const {
     auto it = stacks.find(id);
     return it == stacks.end() ? nullptr : &it->second;
+  }
+  // The Python part of a stack id, or nullptr when it has none.
+  const python_stack* python(std::uint32_t id) const {
+    auto it = python_stacks.find(id);
+    return it == python_stacks.end() ? nullptr : &it->second;
+  }
+  const python_location& location(const python_frame& f) const {
+    static const python_location unknown{"?", "?"};
+    auto it = python_locations.find(f.location);
+    return it == python_locations.end() ? unknown : it->second;
   }
   // The module holding `ip`, or nullptr.
   const module* module_of(std::uintptr_t ip) const {

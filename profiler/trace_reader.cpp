@@ -37,13 +37,16 @@ const char* to_string(trace_state state) noexcept {
 
 namespace {
 
+namespace pw = l::python_word;
+
 constexpr const char* k_stat_names[] = {
 #define GMEM_X_NAME(n, d) #n,
     GMEM_POOL_STATS(GMEM_X_NAME)
 #undef GMEM_X_NAME
 };
 constexpr std::size_t k_known_stats = std::size(k_stat_names);
-constexpr std::size_t k_max_label_bytes = 256; // marker and option labels in the model
+constexpr std::size_t k_max_label_bytes = 256;  // marker and option labels in the model
+constexpr std::size_t k_max_python_text = 4096; // a Python file name or function name
 
 struct failure {
   std::uint64_t offset;
@@ -81,6 +84,18 @@ private:
     auto it = strings_.find(id);
     return it == strings_.end() ? std::string() : it->second.substr(0, max);
   }
+  // "file\0function" strings named by Python frames, decoded once each.
+  void add_location(trace& t, std::uint32_t id) const {
+    if (t.python_locations.count(id) != 0) return;
+    auto it = strings_.find(id);
+    if (it == strings_.end()) return;
+    const std::string& s = it->second;
+    const auto nul = s.find('\0');
+    python_location loc;
+    loc.file = s.substr(0, std::min<std::size_t>(nul, k_max_python_text));
+    loc.function = nul == std::string::npos ? "?" : s.substr(nul + 1, k_max_python_text);
+    t.python_locations.emplace(id, std::move(loc));
+  }
   std::optional<failure> read_counters(trace& t);
   std::optional<failure> read_live(trace& t);
   std::optional<failure> read_events(trace& t);
@@ -98,6 +113,7 @@ private:
   std::vector<int> stat_field_; // writer's stat index -> our field index, -1 unknown
   std::vector<std::string> stat_name_;
   std::unordered_map<std::uint32_t, std::string> strings_;
+  std::uint32_t version_ = 0;
   std::uint64_t tick0_ = 0, mono0_ = 0, tick1_ = 0, mono1_ = 0, start_mono_ = 0;
 };
 
@@ -111,10 +127,12 @@ std::optional<failure> decoder::check_header() {
                       "starting)"};
   if (std::memcmp(base_, l::k_magic, 8) != 0) return failure{0, "not a gmem trace (bad magic)"};
   const std::uint32_t version = u32(offsetof(l::header, format_version));
-  if (version != k_format_version)
+  if (version < k_oldest_format_version || version > k_format_version)
     return failure{offsetof(l::header, format_version),
                    "trace format version " + std::to_string(version) +
-                       ", this gmem reads version " + std::to_string(k_format_version)};
+                       ", this gmem reads versions " + std::to_string(k_oldest_format_version) +
+                       " to " + std::to_string(k_format_version)};
+  version_ = version;
   if (u32(offsetof(l::header, header_bytes)) != l::k_header_bytes)
     return failure{offsetof(l::header, header_bytes),
                    "header size is not " + std::to_string(l::k_header_bytes)};
@@ -378,9 +396,10 @@ std::optional<failure> decoder::run(trace& t) {
     stat_name_.push_back(name.empty() ? "stat" + std::to_string(i) : name);
   }
   trace_info& info = t.info;
-  info.format_version = k_format_version;
+  info.format_version = version_;
   info.pid = u32(offsetof(l::header, pid));
   info.stack_depth = u32(offsetof(l::header, stack_depth));
+  info.python_depth = version_ >= 3 ? u32(offsetof(l::header, python_depth)) : 0;
   info.proc_start_ticks = u64(offsetof(l::header, proc_start_ticks));
   info.start_realtime_ns = u64(offsetof(l::header, start_realtime_ns));
   start_mono_ = u64(offsetof(l::header, start_monotonic_ns));
@@ -422,15 +441,34 @@ std::optional<failure> decoder::run(trace& t) {
     tick0_ = c[1], mono0_ = c[2], tick1_ = c[3], mono1_ = c[4];
   }
   {
-    t.losses.torn_records += read_intern_table(
-        base_, size_, sections_[l::k_stack_slots], dirs_[l::k_stack_slots],
-        sections_[l::k_stack_ips], dirs_[l::k_stack_ips], 8,
-        [&](std::uint32_t id, std::span<const std::byte> bytes) {
-          std::vector<std::uintptr_t> ips(bytes.size() / 8);
-          for (std::size_t k = 0; k < ips.size(); ++k)
-            ips[k] = l::load_word(reinterpret_cast<const std::uint64_t*>(bytes.data()) + k);
-          t.stacks.emplace(id, std::move(ips));
-        });
+    t.losses.torn_records +=
+        read_intern_table(base_, size_, sections_[l::k_stack_slots], dirs_[l::k_stack_slots],
+                          sections_[l::k_stack_ips], dirs_[l::k_stack_ips], 8,
+                          [&](std::uint32_t id, std::span<const std::byte> bytes) {
+                            std::vector<std::uintptr_t> ips;
+                            ips.reserve(bytes.size() / 8);
+                            python_stack py;
+                            bool python = false;
+                            for (std::size_t k = 0; k < bytes.size() / 8; ++k) {
+                              const std::uint64_t w = l::load_word(
+                                  reinterpret_cast<const std::uint64_t*>(bytes.data()) + k);
+                              if (version_ >= 3 && pw::tag_of(w) == pw::k_frame_tag) {
+                                python = true;
+                                py.frames.push_back({pw::location_of(w), pw::line_of(w)});
+                                add_location(t, pw::location_of(w));
+                              } else if (version_ >= 3 && pw::tag_of(w) == pw::k_note_tag) {
+                                python = true;
+                                const std::uint64_t what = w & 0xffffffffu;
+                                py.note = what == pw::k_note_no_gil       ? python_note::no_gil
+                                          : what == pw::k_note_finalizing ? python_note::finalizing
+                                                                          : py.note;
+                              } else {
+                                ips.push_back(w); // an unknown tag reads as an address in no module
+                              }
+                            }
+                            t.stacks.emplace(id, std::move(ips));
+                            if (python) t.python_stacks.emplace(id, std::move(py));
+                          });
   }
   if (auto f = read_counters(t)) return f;
   if (options_.live)

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "profiler/python_frames.h"
 #include "profiler/stack_capture.h"
 #include "profiler/trace_clock.h"
 
@@ -75,6 +76,7 @@ writer_config writer_config::normalized() const {
   c.module_slots = std::clamp<std::uint64_t>(module_slots, 16, 65536);
   c.device_slots = std::clamp<std::uint32_t>(device_slots, 1, 1024);
   c.stack_depth = std::min(stack_depth, l::k_max_stack_depth);
+  c.python_depth = std::min(python_depth, l::k_max_python_depth);
   return c;
 }
 
@@ -134,6 +136,7 @@ trace_writer::trace_writer(void* memory, std::uint64_t map_bytes, const writer_c
   h.limit_bytes = map_bytes;
   h.pid = who.pid;
   h.stack_depth = config_.stack_depth;
+  h.python_depth = config_.python_depth;
   h.proc_start_ticks = who.proc_start_ticks;
   h.start_realtime_ns = who.start_realtime_ns;
   h.start_monotonic_ns = who.start_monotonic_ns;
@@ -296,9 +299,24 @@ std::uint32_t trace_writer::intern_stack(const std::uintptr_t* ips, unsigned cou
 }
 
 std::uint32_t trace_writer::capture_stack(unsigned skip) noexcept {
-  if (config_.stack_depth == 0) return 0;
-  std::uintptr_t ips[l::k_max_stack_depth];
-  const unsigned n = capture_ips(ips, config_.stack_depth, skip + 1);
+  if (config_.stack_depth == 0 && config_.python_depth == 0) return 0;
+  std::uintptr_t ips[l::k_max_stack_depth + l::k_max_python_depth + 1];
+  unsigned n = capture_ips(ips, config_.stack_depth, skip + 1);
+  if (config_.python_depth > 0) {
+    static_assert(sizeof(std::uintptr_t) == sizeof(std::uint64_t));
+    unsigned py = 0;
+    const python_capture got = capture_python(
+        reinterpret_cast<std::uint64_t*>(ips + n), config_.python_depth, &py,
+        [](void* self, std::string_view text) noexcept {
+          return static_cast<trace_writer*>(self)->intern_string(text);
+        },
+        this);
+    n += py;
+    if (got == python_capture::no_gil || got == python_capture::finalizing)
+      ips[n++] =
+          l::python_word::note(got == python_capture::no_gil ? l::python_word::k_note_no_gil
+                                                             : l::python_word::k_note_finalizing);
+  }
   return intern_stack(ips, n);
 }
 

@@ -41,7 +41,8 @@ struct writer_config {
   std::uint64_t string_bytes = std::uint64_t{1} << 21;
   std::uint64_t module_slots = 1024;
   std::uint32_t device_slots = 64;
-  std::uint32_t stack_depth = 16; // 0 = no stacks
+  std::uint32_t stack_depth = 16;  // 0 = no native frames
+  std::uint32_t python_depth = 16; // Python frames (profiler/python_frames.h); 0 = none
   std::uint64_t sample_interval_ns = 100'000'000;
 
   // Powers of two, minimums and maximums applied.
@@ -90,7 +91,8 @@ public:
 
   // Stores a stack (ips innermost first); returns its id, 0 if none or no room.
   std::uint32_t intern_stack(const std::uintptr_t* ips, unsigned count) noexcept;
-  // Captures the caller's stack at the configured depth, skipping `skip` more frames.
+  // Captures the caller's stack at the configured depth, skipping `skip` more frames, and the
+  // Python frames of a thread holding the GIL (python_frames.h) after the native ones.
   std::uint32_t capture_stack(unsigned skip) noexcept;
   std::uint32_t intern_string(std::string_view text) noexcept;
 

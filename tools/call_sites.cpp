@@ -4,6 +4,7 @@
 
 #include "common/escape.h"
 #include "tools/leak_report.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 namespace {
@@ -57,13 +58,6 @@ std::string site_label(const std::vector<frame_info>& frames, std::string* calle
   return text(frames[pick]);
 }
 
-std::string site_key(const std::vector<frame_info>& frames) {
-  std::string key;
-  for (const auto& f : frames)
-    key += f.name() + '\x1f' + f.location() + '\x1e';
-  return key;
-}
-
 std::string site_id(const std::string& key) {
   std::uint64_t h = 14695981039346656037ull; // FNV-1a, 64 bits
   for (const char c : key) {
@@ -77,9 +71,11 @@ std::string site_id(const std::string& key) {
 
 std::size_t site_resolver::site_of(const gmem::trace::trace& t, std::uint32_t stack_id) {
   if (auto it = by_stack_.find(stack_id); it != by_stack_.end()) return it->second;
-  std::vector<frame_info> frames;
-  if (const auto* ips = t.stack(stack_id)) frames = visible_frames(*ips, symbols_);
-  std::string key = site_key(frames);
+  // The leak report's identity of a site (Python frames first, internals folded), so the
+  // exporter, growth, diff and oom name the sites `gmem leaks` names.
+  shown_stack shown = show_stack(t, stack_id, symbols_, frame_view::python_first);
+  std::string key = stack_key(shown);
+  std::vector<frame_info> frames = std::move(shown.frames);
   auto k = by_key_.find(key);
   if (k == by_key_.end()) {
     call_site s;

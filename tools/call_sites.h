@@ -37,7 +37,7 @@ bool is_allocator_frame(const frame_info& f);
 // frame is often the program's own allocation helper, and its caller tells sites apart.
 std::string site_label(const std::vector<frame_info>& frames, std::string* caller = nullptr);
 
-std::string site_key(const std::vector<frame_info>& frames);
+// 12 hex digits of a hash of a site's key (stack_key() of its shown stack).
 std::string site_id(const std::string& key);
 
 // Stack id -> call site for one trace, cached: a stack id names the same stack for the whole

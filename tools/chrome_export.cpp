@@ -1,5 +1,7 @@
 #include "tools/chrome_export.h"
 
+#include "tools/stack_view.h"
+
 #include "common/units.h"
 #include "tools/json_output.h"
 #include "tools/leak_report.h"
@@ -65,10 +67,10 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols) {
       break;
     case event_type::oom: {
       json args{{"requested", e.size}, {"device", e.device}};
-      if (const auto* ips = t.stack(e.stack_id)) {
+      if (e.stack_id != 0) {
         json frames = json::array();
-        for (const auto& f : visible_frames(*ips, symbols))
-          frames.push_back(f.name());
+        for (const auto& f : show_stack(t, e.stack_id, symbols, frame_view::mixed).frames)
+          frames.push_back(f.file.empty() ? f.name() : f.name() + " (" + f.location() + ")");
         args["stack"] = frames;
       }
       ev.push_back(json{{"ph", "i"},

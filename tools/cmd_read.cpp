@@ -11,6 +11,7 @@
 #include "tools/analysis_printers.h"
 #include "tools/chrome_export.h"
 #include "tools/commands.h"
+#include "tools/flame_graph.h"
 #include "tools/frag_report.h"
 #include "tools/growth_report.h"
 #include "tools/html_report.h"
@@ -18,6 +19,7 @@
 #include "tools/leak_report.h"
 #include "tools/printers.h"
 #include "tools/pytorch_export.h"
+#include "tools/trace_facts.h"
 #include "tools/trace_source.h"
 
 namespace gmem::tools {
@@ -38,6 +40,18 @@ bool write_output(const std::string& path, const std::string& data, bool replace
     return false;
   }
   return true;
+}
+
+void add_frame_view_flags(CLI::App& sub, bool& native, bool& all_frames) {
+  auto* n =
+      sub.add_flag("--native", native, "native frames only (folded), not the Python frames first");
+  sub.add_flag("--all-frames", all_frames,
+               "every frame: Python, then native with runtime and interpreter internals")
+      ->excludes(n);
+}
+
+frame_view frame_view_of(bool native, bool all_frames) {
+  return all_frames ? frame_view::all : native ? frame_view::native : frame_view::python_first;
 }
 
 namespace {
@@ -89,9 +103,11 @@ command_fn add_leaks(CLI::App& app) {
       "leaks", "Outstanding allocations grouped by call site, largest first. Exits 1 when any is "
                "reported (like LeakSanitizer), so CI can fail on leaks.");
   struct args {
-    std::string target, min_age, min_bytes, growth;
+    std::string target, min_age, max_age, min_bytes, since_marker, growth;
     std::size_t top = 0, frames = 8;
-    bool json = false, full_paths = false;
+    bool json = false, full_paths = false, native = false, all_frames = false,
+         no_default_suppressions = false, at_peak = false;
+    std::vector<std::string> suppressions;
   };
   auto a = std::make_shared<args>();
   sub->add_option("target", a->target, k_target_help);
@@ -101,7 +117,22 @@ command_fn add_leaks(CLI::App& app) {
                       "WINDOW (default 10m) instead of by size; exits 1 when a site grew")
           ->expected(0, 1)
           ->type_name("WINDOW");
+  add_frame_view_flags(*sub, a->native, a->all_frames);
+  sub->add_option("--since-marker", a->since_marker,
+                  "only allocations made after the last marker with this label (gmem.mark(), "
+                  "gmem_mark(); found in the event ring)");
+  sub->add_flag("--at-peak", a->at_peak,
+                "the allocations live when the most bytes were live (replayed from the event "
+                "ring; with --since-marker, the peak after the marker) instead of those live now");
+  sub->add_option("--suppressions", a->suppressions,
+                  "file of leak:PATTERN lines (docs/tools.md); sites matching are listed apart "
+                  "and not counted by the exit status (repeatable)");
+  sub->add_flag("--no-default-suppressions", a->no_default_suppressions,
+                "do not apply the built-in list (cuBLAS, cuBLASLt, cuDNN, cuFFT, NCCL handles "
+                "and workspaces)");
   sub->add_option("--min-age", a->min_age, "only allocations at least this old (30s, 5m, 250ms)");
+  sub->add_option("--max-age", a->max_age,
+                  "only allocations at most this old (made in the last 30s, 5m, 250ms)");
   sub->add_option("--min-bytes", a->min_bytes,
                   "only call sites holding at least this much (1M, 4K)");
   sub->add_option("--top", a->top, "at most N call sites (default: all)");
@@ -124,15 +155,50 @@ command_fn add_leaks(CLI::App& app) {
                     "--min-age '" + a->min_age + "' is not a duration (e.g. 30s, 5m)");
       f.min_age_ns = *ns;
     }
+    if (!a->max_age.empty()) {
+      auto ns = parse_duration_ns(a->max_age);
+      if (!ns || *ns == 0)
+        return fail(k_exit_usage,
+                    "--max-age '" + a->max_age + "' is not a positive duration (e.g. 30s, 5m)");
+      f.max_age_ns = *ns;
+    }
     if (!a->min_bytes.empty()) {
       auto b = parse_size(a->min_bytes);
       if (!b)
         return fail(k_exit_usage, "--min-bytes '" + a->min_bytes + "' is not a size (e.g. 1M)");
       f.min_bytes = *b;
     }
+    f.view = frame_view_of(a->native, a->all_frames);
+    suppression_list supp;
+    if (!a->no_default_suppressions) supp = suppression_list::defaults();
+    for (const auto& path : a->suppressions) {
+      std::string error;
+      auto more = suppression_list::load(path, &error);
+      if (!more) return fail(k_exit_usage, error);
+      supp.append(*more);
+    }
+    f.suppressions = &supp;
     int status = 0;
-    auto t = load(a->target, status, {.events = false, .samples = false});
+    auto t = load(a->target, status,
+                  {.events = a->at_peak || !a->since_marker.empty(), .samples = false});
     if (!t) return status;
+    if (!a->since_marker.empty()) {
+      bool found = false;
+      for (const auto& e : t->events)
+        if (e.type == gmem::trace::event_type::marker && e.label == a->since_marker)
+          found = true, f.min_time_ns = e.time_ns;
+      if (!found)
+        return fail(k_exit_not_found, "no marker '" + a->since_marker +
+                                          "' in the trace's event ring (never set, or lapped)");
+    }
+    if (a->at_peak) {
+      bool complete = true;
+      std::uint64_t peak_ns = 0;
+      t->live = live_at_peak(*t, f.min_time_ns, &complete, &peak_ns);
+      std::fprintf(stderr, "gmem: allocations live at the peak, %s after start%s\n",
+                   format_duration_ns(peak_ns).c_str(),
+                   complete ? "" : " (the event ring lost its oldest events: some are missing)");
+    }
     symbolizer symbols(module_ranges(*t));
     const leak_report r = build_leak_report(*t, symbols, f);
     print_options o;
@@ -194,10 +260,11 @@ command_fn add_report(CLI::App& app) {
                 "OOMs and fences, the segment map, leak and fragmentation tables.");
   struct args {
     std::string target, out = "gmem-report.html";
-    bool force = false;
+    bool force = false, native = false, all_frames = false;
   };
   auto a = std::make_shared<args>();
   sub->add_option("target", a->target, k_target_help)->required();
+  add_frame_view_flags(*sub, a->native, a->all_frames);
   sub->add_option("-o,--output", a->out,
                   "HTML file to write (default gmem-report.html; - = stdout)");
   sub->add_flag("--force", a->force, "replace the file if it exists");
@@ -206,7 +273,9 @@ command_fn add_report(CLI::App& app) {
     auto t = load(a->target, status);
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
-    if (!write_output(a->out, html_report(*t, symbols), a->force)) return k_exit_io;
+    if (!write_output(a->out, html_report(*t, symbols, frame_view_of(a->native, a->all_frames)),
+                      a->force))
+      return k_exit_io;
     if (a->out != "-") std::fprintf(stderr, "gmem: wrote %s\n", a->out.c_str());
     return k_exit_ok;
   };

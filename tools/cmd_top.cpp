@@ -22,7 +22,7 @@ command_fn add_top(CLI::App& app) {
              "limit, allocation rate, cache hit rate, pending bytes, top call sites.");
   struct args {
     std::string target, interval = "1s";
-    bool once = false, json = false;
+    bool once = false, json = false, native = false, all_frames = false;
     std::size_t iterations = 0, sites = 10;
   };
   auto a = std::make_shared<args>();
@@ -32,6 +32,7 @@ command_fn add_top(CLI::App& app) {
   sub->add_option("-d,--interval", a->interval, "time between frames (default 1s)");
   sub->add_option("--sites", a->sites, "call sites shown (default 10)");
   sub->add_flag("--json", a->json, "one JSON object per frame and line (counters and top sites)");
+  add_frame_view_flags(*sub, a->native, a->all_frames);
   return [a]() -> int {
     const auto interval = parse_duration_ns(a->interval);
     if (!interval || *interval == 0)
@@ -47,11 +48,13 @@ command_fn add_top(CLI::App& app) {
       if (a->json) {
         leak_filter f;
         f.top = a->sites;
+        f.view = frame_view_of(a->native, a->all_frames);
         nlohmann::json j = stats_json(r.value);
         j["top_sites"] = leaks_json(r.value, build_leak_report(r.value, symbols, f))["sites"];
         frame = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
       } else {
-        frame = render_top(r.value, symbols, previous.get(), a->sites);
+        frame = render_top(r.value, symbols, previous.get(), a->sites,
+                           frame_view_of(a->native, a->all_frames));
       }
       if (tty && i > 0 && !a->json)
         std::fputs("\033[H\033[2J", stdout); // home, clear: refresh in place

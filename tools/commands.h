@@ -11,6 +11,7 @@
 #include <string>
 
 #include "profiler/trace_reader.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 
@@ -29,6 +30,10 @@ command_fn add_export(CLI::App& app);
 command_fn add_exporter(CLI::App& app);
 command_fn add_diff(CLI::App& app);
 command_fn add_oom(CLI::App& app);
+
+// --native / --all-frames (mutually exclusive) and the view they select.
+void add_frame_view_flags(CLI::App& sub, bool& native, bool& all_frames);
+frame_view frame_view_of(bool native, bool all_frames);
 
 // "gmem: error: <message>" on stderr; returns `code`.
 int fail(int code, const std::string& message);

@@ -1,11 +1,8 @@
-// Flame graphs of bytes by call stack for the HTML report: the outstanding (leaked) bytes, and
-// the bytes live at the trace's peak, rebuilt from the event ring. Drawn as inline SVG with a
-// <title> per box (the browser's tooltip), so the report still needs no script.
-//
-// A trace is hostile input: the tree is bounded (at most k_max_flame_stacks stacks, the rest
-// summed into one "other stacks" box; at most k_max_flame_depth frames each) and so is the
-// drawing (boxes narrower than a pixel are summed into their parent, at most
-// k_max_flame_boxes boxes).
+// Flame graphs of the HTML report, drawn as inline SVG by gmem itself (no script, no network):
+// bytes by mixed call stack (Python frames, then native frames with internals folded), root at
+// the bottom, callees above, each frame as wide as the bytes allocated through it. Frames show
+// their name when wide enough and a tooltip (<title>) always; Python frames are drawn in a
+// cooler colour than native ones.
 #pragma once
 
 #include <cstdint>
@@ -13,51 +10,36 @@
 #include <vector>
 
 #include "profiler/trace_model.h"
-#include "tools/symbolizer.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 
-inline constexpr std::size_t k_max_flame_stacks = 4000;
-inline constexpr std::size_t k_max_flame_depth = 64;
-inline constexpr std::size_t k_max_flame_boxes = 3000;
-
-// One stack's bytes. Frames outermost first (the root's side).
-struct flame_stack {
-  std::vector<std::string> frames;
+// Bytes held per stack id.
+struct stack_bytes {
+  std::uint32_t stack_id = 0;
   std::uint64_t bytes = 0;
 };
 
-// Invariant (is_valid): a node's bytes are at least the sum of its children's; children are
-// sorted by label, unique.
-struct flame_node {
-  std::string label;
-  std::uint64_t bytes = 0;
-  std::vector<flame_node> children;
-  bool is_valid() const;
-};
+// Outstanding allocations now (the live table).
+std::vector<stack_bytes> outstanding_by_stack(const gmem::trace::trace& t);
+// Allocations live at the moment the most bytes were live. `complete` is false when the ring
+// lost events (the peak may lie before its window); `peak_time_ns` receives when.
+std::vector<stack_bytes> live_at_peak_by_stack(const gmem::trace::trace& t, bool* complete,
+                                               std::uint64_t* peak_time_ns);
 
-// Merges stacks into a tree under a root labelled `root_label`. Stacks beyond the
-// k_max_flame_stacks largest are summed into one child "(N more stacks)"; frames beyond
-// k_max_flame_depth are cut (the stack's bytes stay on the last kept frame).
-flame_node build_flame(std::vector<flame_stack> stacks, const std::string& root_label);
+// The allocations live when the most bytes were live at or after `since_ns` (trace time; 0 =
+// any time the ring covers), as live-table records. Replayed backwards from the live table
+// through the event ring, so allocations older than the ring's window still count: one that a
+// later free re-adds but whose allocating event the ring no longer holds has stack 0 and time
+// 0. Invariant: the result's requested bytes are the peak.
+std::vector<gmem::trace::live_allocation> live_at_peak(const gmem::trace::trace& t,
+                                                       std::uint64_t since_ns, bool* complete,
+                                                       std::uint64_t* peak_time_ns);
 
-// The live allocations at the moment their requested bytes peaked, by stack id, replayed back
-// from the live table through the event ring. Bytes whose stack is unknown (allocated before
-// the ring's oldest event) are under stack id 0.
-struct peak_live_set {
-  std::uint64_t time_ns = 0;
-  std::uint64_t bytes = 0;
-  std::vector<std::pair<std::uint32_t, std::uint64_t>> bytes_by_stack; // sorted by stack id
-  bool complete = true; // false: the ring lost events, so the peak may be older than it shows
-};
-peak_live_set live_at_peak(const gmem::trace::trace& t);
-
-// The flame_stacks of (stack id, bytes) pairs, symbolized as the leak report shows them.
-std::vector<flame_stack>
-flame_stacks_of(const gmem::trace::trace& t, symbolizer& symbols,
-                const std::vector<std::pair<std::uint32_t, std::uint64_t>>& bytes_by_stack);
-
-// SVG of the tree, root at the bottom, `width` pixels wide; "" when the root has no bytes.
-std::string flame_svg(const flame_node& root, int width);
+// At most k_max_flame_frames frames are drawn (the widest first), 64 levels deep; narrower ones
+// are merged into their parent's width.
+inline constexpr std::size_t k_max_flame_frames = 4000;
+std::string flame_svg(const gmem::trace::trace& t, symbolizer& symbols,
+                      const std::vector<stack_bytes>& input, int width);
 
 } // namespace gmem::tools

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <ctime>
 #include <set>
-#include <unordered_map>
 
 #include "common/units.h"
 #include "tools/flame_graph.h"
@@ -34,7 +33,6 @@ code,pre{font:12px/1.4 ui-monospace,Menlo,Consolas,monospace}pre{margin:4px 0;wh
 .ax{font-size:11px;fill:#5a6275}.mk{font-size:11px;fill:#6b4fa0}
 .note{color:#5a6275;font-size:12px}.warn{color:#a0522d}
 ul.advice li{margin:4px 0}
-.flame text{font:11px ui-monospace,Menlo,Consolas,monospace;fill:#1d2330;pointer-events:none}
 )";
 
 constexpr std::size_t k_max_charts = 64; // timeline charts and segment maps per report
@@ -63,38 +61,16 @@ std::string wall_time(std::uint64_t unix_ns) {
   return b;
 }
 
-// Outstanding bytes and the bytes live at the peak, each as a flame graph by call stack.
-std::string flame_section(const gmem::trace::trace& t, symbolizer& symbols) {
-  std::string h = "<h2>Flame graphs</h2>\n<p class=\"note\">Bytes by call stack, the program's "
-                  "outermost frame at the bottom; a box's width is its share of the bytes (hover "
-                  "for the frame and its bytes).</p>\n";
-  std::unordered_map<std::uint32_t, std::uint64_t> outstanding;
-  for (const auto& a : t.live)
-    outstanding[a.stack_id] += a.requested;
-  std::vector<std::pair<std::uint32_t, std::uint64_t>> by_stack(outstanding.begin(),
-                                                                outstanding.end());
-  std::sort(by_stack.begin(), by_stack.end());
-  const flame_node left = build_flame(flame_stacks_of(t, symbols, by_stack), "outstanding");
-  h += "<h3>Outstanding: " + format_bytes(left.bytes) + "</h3>\n";
-  h += left.bytes ? flame_svg(left, 1040) : "<p class=\"note\">None.</p>\n";
-  const peak_live_set peak = live_at_peak(t);
-  const flame_node at_peak =
-      build_flame(flame_stacks_of(t, symbols, peak.bytes_by_stack), "live at the peak");
-  h += "<h3>Live at the peak: " + format_bytes(at_peak.bytes) + " at " +
-       format_duration_ns(peak.time_ns) + "</h3>\n";
-  if (!peak.complete)
-    h += "<p class=\"note\">The event ring lost its oldest events: this is the peak of what it "
-         "still holds.</p>\n";
-  h += at_peak.bytes ? flame_svg(at_peak, 1040) : "<p class=\"note\">Nothing was live.</p>\n";
-  return h;
-}
-
 } // namespace
 
-std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
+std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_view view) {
   const timeline tl = build_timeline(t);
   const frag_report fr = build_frag_report(t);
-  const leak_report lr = build_leak_report(t, symbols, leak_filter{});
+  const suppression_list supp = suppression_list::defaults();
+  leak_filter filter;
+  filter.view = view;
+  filter.suppressions = &supp;
+  const leak_report lr = build_leak_report(t, symbols, filter);
   gmem::pool_stats sum;
   for (const auto& d : t.devices) {
     sum.peak_live_bytes += d.stats.peak_live_bytes;
@@ -127,16 +103,6 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
             "cache hit rate");
   h += card(std::to_string(sum.fences), "fences");
   h += card(std::to_string(sum.ooms), "out-of-memory errors", sum.ooms > 0);
-  std::uint64_t peak_graph = 0, graph_now = 0, graph_count = 0;
-  for (const auto& d : tl.devices)
-    peak_graph = std::max(peak_graph, d.peak_graph);
-  for (const auto& d : fr.devices) {
-    graph_now += d.graph_bytes;
-    graph_count += d.graph_allocations;
-  }
-  if (peak_graph != 0 || graph_count != 0)
-    h += card(format_bytes(std::max(peak_graph, graph_now)),
-              "peak graph memory (not pooled; " + std::to_string(graph_count) + " live now)");
   h += "</div>\n";
   if (t.losses.lost_events || t.losses.live_overflow || t.losses.stack_overflow)
     h += "<p class=\"warn\">Not everything was recorded: " + std::to_string(t.losses.lost_events) +
@@ -165,10 +131,7 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
     }
     ++charts;
     h += "<h3>" + pool_title(d.device) + ": peak live " + format_bytes(d.peak_live) +
-         ", peak reserved " + format_bytes(d.peak_reserved) +
-         (d.peak_graph != 0 ? ", peak graph memory " + format_bytes(d.peak_graph) + " (not pooled)"
-                            : std::string()) +
-         "</h3>\n";
+         ", peak reserved " + format_bytes(d.peak_reserved) + "</h3>\n";
     std::size_t not_drawn = 0;
     h += timeline_svg(tl, d, 1040, 320, &not_drawn);
     if (not_drawn != 0)
@@ -224,7 +187,7 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
     std::size_t n = 0;
     for (const auto& s : lr.sites) {
       if (++n > 50) break;
-      const std::string top = site_summary(s.frames);
+      const std::string top = site_summary(s);
       std::string stack;
       for (const auto& f : s.frames)
         stack += f.name() + (f.file.empty() ? "" : "  " + f.location()) + "\n";
@@ -239,7 +202,29 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols) {
       h += "<p class=\"note\">" + std::to_string(lr.sites.size() - 50) +
            " more sites: see gmem leaks.</p>\n";
   }
-  h += flame_section(t, symbols);
+  if (!lr.suppressed.empty())
+    h += "<p class=\"note\">Suppressed (library-lifetime allocations, not leaks): " +
+         format_bytes(lr.suppressed_bytes) + " in " + std::to_string(lr.suppressed_count) +
+         " allocations from " + std::to_string(lr.suppressed.size()) +
+         " call sites (CUDA library handles and workspaces; see gmem leaks).</p>\n";
+
+  h += "<h2>Flame graphs</h2>\n<p class=\"legend\"><span><i class=\"sw\" "
+       "style=\"background:#78b0e0\"></i>Python frame</span><span><i class=\"sw\" "
+       "style=\"background:#ea8a40\"></i>native frame</span> (callers below callees; width: "
+       "bytes; hover a frame for its name and bytes)</p>\n";
+  bool complete = true;
+  std::uint64_t peak_ns = 0;
+  const std::string peak_svg =
+      flame_svg(t, symbols, live_at_peak_by_stack(t, &complete, &peak_ns), 1040);
+  h += "<h3>Live at the peak (" + format_duration_ns(peak_ns) + " after start)</h3>\n";
+  h += peak_svg.empty() ? "<p class=\"note\">No allocation in the event ring.</p>\n" : peak_svg;
+  if (!complete)
+    h += "<p class=\"note\">The event ring lost its oldest events: allocations made before its "
+         "window are missing here.</p>\n";
+  const std::string leak_svg = flame_svg(t, symbols, outstanding_by_stack(t), 1040);
+  h += std::string("<h3>") +
+       (lr.process_alive ? "Outstanding now" : "Leaked (outstanding at exit)") + "</h3>\n";
+  h += leak_svg.empty() ? "<p class=\"note\">None.</p>\n" : leak_svg;
   h += "<p class=\"note\">Generated by <code>gmem report</code> from " +
        html_escape(t.info.source) + " (trace format " + std::to_string(t.info.format_version) +
        ").</p>\n</main></body></html>\n";

@@ -22,6 +22,8 @@ json source_json(const gmem::trace::trace& t) {
 }
 
 json frame_json(const frame_info& f) {
+  if (f.python)
+    return json{{"python", true}, {"function", f.function}, {"file", f.file}, {"line", f.line}};
   json j{{"ip", f.ip}, {"function", f.name()}, {"module", f.module}};
   if (!f.file.empty()) {
     j["file"] = f.file;
@@ -33,21 +35,35 @@ json frame_json(const frame_info& f) {
   return j;
 }
 
+namespace {
+
+json site_json(const leak_site& s) {
+  json frames = json::array();
+  for (const auto& f : s.frames)
+    frames.push_back(frame_json(f));
+  json j{{"bytes", s.bytes},
+         {"rounded_bytes", s.rounded_bytes},
+         {"count", s.count},
+         {"oldest_age_ns", s.oldest_age_ns},
+         {"youngest_age_ns", s.youngest_age_ns},
+         {"devices", s.devices},
+         {"kinds", s.kinds},
+         {"python_frames", s.python_frames},
+         {"folded_frames", s.folded},
+         {"frames", frames}};
+  if (s.note != gmem::trace::python_note::none) j["python_note"] = describe(s.note);
+  if (!s.suppressed_by.empty()) j["suppressed_by"] = s.suppressed_by;
+  return j;
+}
+
+} // namespace
+
 json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
-  json sites = json::array();
-  for (const auto& s : r.sites) {
-    json frames = json::array();
-    for (const auto& f : s.frames)
-      frames.push_back(frame_json(f));
-    sites.push_back(json{{"bytes", s.bytes},
-                         {"rounded_bytes", s.rounded_bytes},
-                         {"count", s.count},
-                         {"oldest_age_ns", s.oldest_age_ns},
-                         {"youngest_age_ns", s.youngest_age_ns},
-                         {"devices", s.devices},
-                         {"kinds", s.kinds},
-                         {"frames", frames}});
-  }
+  json sites = json::array(), suppressed = json::array();
+  for (const auto& s : r.sites)
+    sites.push_back(site_json(s));
+  for (const auto& s : r.suppressed)
+    suppressed.push_back(site_json(s));
   return json{{"trace", source_json(t)},
               {"process_running", r.process_alive},
               {"incomplete", r.incomplete},
@@ -56,7 +72,10 @@ json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
               {"all_bytes", r.all_bytes},
               {"all_count", r.all_count},
               {"hidden_sites", r.hidden_sites},
-              {"sites", sites}};
+              {"sites", sites},
+              {"suppressed_bytes", r.suppressed_bytes},
+              {"suppressed_count", r.suppressed_count},
+              {"suppressed", suppressed}};
 }
 
 json frag_json(const gmem::trace::trace& t, const frag_report& r) {

@@ -36,6 +36,48 @@ std::string describe_source(const gmem::trace::trace& t) {
   return s;
 }
 
+namespace {
+
+std::string print_frames(const leak_site& s, const print_options& o) {
+  std::string out;
+  if (s.frames.empty() && s.folded == 0)
+    out += "    (no stack recorded: GMEM_STACK_DEPTH=0 or capture failed)\n";
+  for (std::size_t i = 0; i < s.frames.size() && i < o.frames; ++i) {
+    const frame_info& f = s.frames[i];
+    char idx[32];
+    std::snprintf(idx, sizeof idx, "    #%-2zu ", i);
+    out += idx + escape_text(f.name());
+    if (!f.file.empty())
+      out +=
+          " at " + escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
+    out += " (" + escape_text(o.full_paths ? f.module : basename_of(f.module)) +
+           (f.note.empty() ? "" : ", " + f.note) + ")\n";
+  }
+  if (s.frames.size() > o.frames)
+    out += "    ... " + plural(s.frames.size() - o.frames, "more frame", "more frames") +
+           " (--frames)\n";
+  if (s.python_frames == 0 && s.note != gmem::trace::python_note::none)
+    out += "    (" + describe(s.note) + ")\n";
+  if (s.folded > 0)
+    out += "    (" + plural(s.folded, "native frame", "native frames") +
+           " of runtime and interpreter internals folded: --native, --all-frames)\n";
+  return out;
+}
+
+std::string print_suppressed(const leak_report& r) {
+  if (r.suppressed.empty()) return {};
+  std::string out = "Suppressed: " + format_bytes(r.suppressed_bytes) + " in " +
+                    plural(r.suppressed_count, "allocation", "allocations") +
+                    " that live as long as the process by design (not leaks; --suppressions "
+                    "FILE adds patterns):\n";
+  for (const auto& s : r.suppressed)
+    out += "    " + format_bytes(s.bytes) + " in " + plural(s.count, "allocation", "allocations") +
+           ", " + escape_text(s.suppressed_by) + ": " + escape_text(site_summary(s)) + "\n";
+  return out + "\n";
+}
+
+} // namespace
+
 std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const print_options& o) {
   std::string out = "gmem leaks: " + describe_source(t) + "\n";
   if (r.process_alive)
@@ -45,9 +87,12 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
            " allocations not recorded); totals are a lower bound.\n";
   if (r.sites.empty()) {
     out += r.all_count == 0 ? "No outstanding allocations.\n"
-                            : "No call site passes the filters (" +
-                                  plural(r.all_count, "allocation", "allocations") + ", " +
-                                  format_bytes(r.all_bytes) + " outstanding in all).\n";
+           : r.all_count == r.suppressed_count
+               ? "No leaks: every outstanding allocation is suppressed.\n"
+               : "No call site passes the filters (" +
+                     plural(r.all_count, "allocation", "allocations") + ", " +
+                     format_bytes(r.all_bytes) + " outstanding in all).\n";
+    if (!r.suppressed.empty()) out += "\n" + print_suppressed(r);
     return out;
   }
   out += "\n";
@@ -68,23 +113,10 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
       out += ")";
     }
     out += "\n";
-    if (s.frames.empty()) out += "    (no stack recorded: GMEM_STACK_DEPTH=0 or capture failed)\n";
-    for (std::size_t i = 0; i < s.frames.size() && i < o.frames; ++i) {
-      const frame_info& f = s.frames[i];
-      char idx[32];
-      std::snprintf(idx, sizeof idx, "    #%-2zu ", i);
-      out += idx + escape_text(f.name());
-      if (!f.file.empty())
-        out += " at " +
-               escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
-      out += " (" + escape_text(o.full_paths ? f.module : basename_of(f.module)) +
-             (f.note.empty() ? "" : ", " + f.note) + ")\n";
-    }
-    if (s.frames.size() > o.frames)
-      out += "    ... " + plural(s.frames.size() - o.frames, "more frame", "more frames") +
-             " (--frames)\n";
+    out += print_frames(s, o);
     out += "\n";
   }
+  out += print_suppressed(r);
   out += "SUMMARY: " + format_bytes(r.total_bytes) + " in " +
          plural(r.total_count, "allocation", "allocations") + " from " +
          plural(r.sites.size(), "call site", "call sites");
@@ -92,6 +124,9 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
     out += "; " + plural(r.hidden_sites, "more site", "more sites") + " hidden by filters (" +
            format_bytes(r.all_bytes) + " in " + plural(r.all_count, "allocation", "allocations") +
            " in all)";
+  if (r.suppressed_count > 0)
+    out += "; " + format_bytes(r.suppressed_bytes) + " in " +
+           plural(r.suppressed_count, "allocation", "allocations") + " suppressed";
   out += ".\n";
   return out;
 }

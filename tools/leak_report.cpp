@@ -8,38 +8,27 @@
 namespace gmem::tools {
 namespace {
 
-bool is_shim_frame(const frame_info& f) {
-  const auto slash = f.module.rfind('/');
-  const std::string base = slash == std::string::npos ? f.module : f.module.substr(slash + 1);
-  return base.rfind("libgmem", 0) == 0 || base.rfind("libunwind", 0) == 0;
-}
-
-// Symbolized identity of a stack: two stack ids that print the same are one call site.
-std::string site_key(const std::vector<frame_info>& frames) {
-  std::string key;
-  for (const auto& f : frames)
-    key += f.name() + '\x1f' + f.location() + '\x1e';
-  return key;
-}
-
 template <typename T> void add_unique(std::vector<T>& v, const T& x) {
   if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
 }
 
-} // namespace
-
-std::vector<frame_info> visible_frames(const std::vector<std::uint64_t>& ips, symbolizer& symbols) {
-  std::vector<frame_info> frames;
-  frames.reserve(ips.size());
-  for (const auto ip : ips)
-    frames.push_back(symbols.resolve(ip));
-  std::size_t skip = 0;
-  while (skip < frames.size() && is_shim_frame(frames[skip]))
-    ++skip;
-  if (skip == frames.size()) skip = 0; // nothing else recorded: show what there is
-  frames.erase(frames.begin(), frames.begin() + static_cast<std::ptrdiff_t>(skip));
-  return frames;
+std::string print_key(const leak_site& s) {
+  std::string key;
+  for (const auto& f : s.frames)
+    key += f.name() + '\x1f' + f.location() + '\x1e';
+  return key;
 }
+
+void sort_sites(std::vector<leak_site>& sites) {
+  // Deterministic order: bytes, then count, then the printed stack.
+  std::sort(sites.begin(), sites.end(), [](const leak_site& a, const leak_site& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    if (a.count != b.count) return a.count > b.count;
+    return print_key(a) < print_key(b);
+  });
+}
+
+} // namespace
 
 bool leak_report::is_valid() const {
   std::uint64_t b = 0, c = 0;
@@ -66,6 +55,13 @@ std::string site_summary(const std::vector<frame_info>& frames, std::size_t dept
   return s;
 }
 
+std::string site_summary(const leak_site& site, std::size_t depth) {
+  if (!site.frames.empty()) return site_summary(site.frames, depth);
+  if (site.note != gmem::trace::python_note::none) return "(" + describe(site.note) + ")";
+  if (site.folded > 0) return "(runtime and interpreter internals only: --all-frames)";
+  return site_summary(site.frames, depth);
+}
+
 leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbols,
                               const leak_filter& filter) {
   leak_report r;
@@ -74,18 +70,30 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
   const std::uint64_t now = trace_now_ns(trace);
   std::map<std::uint32_t, std::string> key_of_stack; // stack id -> site key (cached)
   std::map<std::string, leak_site> by_key;
+  std::map<std::string, std::string> suppressed_by; // site key -> suppression
   for (const auto& a : trace.live) {
     r.all_bytes += a.requested;
     ++r.all_count;
     const std::uint64_t age = now > a.time_ns ? now - a.time_ns : 0;
-    if (age < filter.min_age_ns) continue;
+    if (age < filter.min_age_ns || (filter.max_age_ns != 0 && age > filter.max_age_ns) ||
+        a.time_ns < filter.min_time_ns)
+      continue;
     auto k = key_of_stack.find(a.stack_id);
     if (k == key_of_stack.end()) {
-      std::vector<frame_info> frames;
-      if (const auto* ips = trace.stack(a.stack_id)) frames = visible_frames(*ips, symbols);
-      std::string key = site_key(frames);
+      shown_stack shown = show_stack(trace, a.stack_id, symbols, filter.view);
+      std::string key = stack_key(shown);
+      const suppression* why =
+          filter.suppressions ? filter.suppressions->match(all_frames(trace, a.stack_id, symbols))
+                              : nullptr;
+      if (why) key.insert(0, "S"); // one Python line may hold both a leak and a workspace
       k = key_of_stack.emplace(a.stack_id, key).first;
-      by_key.try_emplace(key).first->second.frames = std::move(frames);
+      if (auto [it, fresh] = by_key.try_emplace(key); fresh) {
+        it->second.frames = std::move(shown.frames);
+        it->second.python_frames = shown.python_frames;
+        it->second.folded = shown.folded;
+        it->second.note = shown.note;
+        if (why) it->second.suppressed_by = "leak:" + why->pattern + " (" + why->origin + ")";
+      }
     }
     leak_site& s = by_key[k->second];
     if (s.count == 0 || age > s.oldest_age_ns) s.oldest_age_ns = age;
@@ -99,18 +107,20 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
   for (auto& [key, s] : by_key) {
     if (s.count == 0) continue;
     std::sort(s.devices.begin(), s.devices.end());
+    if (!s.suppressed_by.empty()) {
+      r.suppressed_bytes += s.bytes;
+      r.suppressed_count += s.count;
+      r.suppressed.push_back(std::move(s));
+      continue;
+    }
     if (s.bytes < filter.min_bytes) {
       ++r.hidden_sites;
       continue;
     }
     r.sites.push_back(std::move(s));
   }
-  // Deterministic order: bytes, then count, then the printed stack.
-  std::sort(r.sites.begin(), r.sites.end(), [](const leak_site& a, const leak_site& b) {
-    if (a.bytes != b.bytes) return a.bytes > b.bytes;
-    if (a.count != b.count) return a.count > b.count;
-    return site_key(a.frames) < site_key(b.frames);
-  });
+  sort_sites(r.sites);
+  sort_sites(r.suppressed);
   if (filter.top != 0 && r.sites.size() > filter.top) {
     r.hidden_sites += r.sites.size() - filter.top;
     r.sites.resize(filter.top);

@@ -7,20 +7,30 @@
 #include <vector>
 
 #include "profiler/trace_model.h"
+#include "tools/stack_view.h"
+#include "tools/suppressions.h"
 #include "tools/symbolizer.h"
 
 namespace gmem::tools {
 
 struct leak_filter {
-  std::uint64_t min_age_ns = 0; // only allocations at least this old
-  std::uint64_t min_bytes = 0;  // only sites whose total is at least this
-  std::size_t top = 0;          // at most this many sites (0 = all)
+  std::uint64_t min_age_ns = 0;                   // only allocations at least this old
+  std::uint64_t max_age_ns = 0;                   // only allocations at most this old (0 = any)
+  std::uint64_t min_time_ns = 0;                  // only allocations made at or after (trace time)
+  std::uint64_t min_bytes = 0;                    // only sites whose total is at least this
+  std::size_t top = 0;                            // at most this many sites (0 = all)
+  frame_view view = frame_view::python_first;     // what a site shows and is grouped by
+  const suppression_list* suppressions = nullptr; // sites matching are listed apart
 };
 
 // One call site. Invariant: bytes = sum of the requested sizes of its `count` allocations;
 // oldest_age_ns >= youngest_age_ns.
 struct leak_site {
-  std::vector<frame_info> frames;  // innermost first, the shim's own frames removed
+  std::vector<frame_info> frames; // innermost first: Python frames, then native (stack_view.h)
+  std::size_t python_frames = 0;  // how many of `frames` are Python frames
+  std::size_t folded = 0;         // native frames folded away (of the first stack seen)
+  gmem::trace::python_note note = gmem::trace::python_note::none;
+  std::string suppressed_by;       // "leak:PATTERN (ORIGIN)" when suppressed
   std::uint64_t bytes = 0;         // requested
   std::uint64_t rounded_bytes = 0; // as served by the pool
   std::uint64_t count = 0;
@@ -37,8 +47,13 @@ struct leak_report {
   std::uint64_t all_bytes = 0; // of every outstanding allocation, before filtering
   std::uint64_t all_count = 0;
   std::size_t hidden_sites = 0; // filtered out
-  bool process_alive = false;   // a live process's "leaks" may still be freed
-  bool incomplete = false;      // the live table overflowed: some allocations are missing
+  // Suppressed sites (library-lifetime allocations), sorted like `sites`; not filtered, not in
+  // the totals above, not counted by the exit status.
+  std::vector<leak_site> suppressed;
+  std::uint64_t suppressed_bytes = 0;
+  std::uint64_t suppressed_count = 0;
+  bool process_alive = false; // a live process's "leaks" may still be freed
+  bool incomplete = false;    // the live table overflowed: some allocations are missing
   // Sites sorted by bytes, each site's invariant, totals equal to the sums over sites.
   bool is_valid() const;
 };
@@ -46,13 +61,11 @@ struct leak_report {
 leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbols,
                               const leak_filter& filter);
 
-// The frames shown for a stack: the shim's own frames (libgmem.so) and the unwinder's are
-// dropped from the innermost end; everything else is kept, unknown frames included.
 // A call site on one line: the innermost `depth` frames, "f at file:line  <  caller at ...".
 // The innermost frame is often a shared helper (an allocator wrapper); its caller tells sites
 // apart.
 std::string site_summary(const std::vector<frame_info>& frames, std::size_t depth = 2);
-
-std::vector<frame_info> visible_frames(const std::vector<std::uint64_t>& ips, symbolizer& symbols);
+// The same for a site; a site whose frames were all folded, or that has a Python note, says so.
+std::string site_summary(const leak_site& site, std::size_t depth = 2);
 
 } // namespace gmem::tools

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "tools/leak_report.h"
+#include "tools/stack_view.h"
 #include "tools/timeline.h"
 
 namespace gmem::tools {
@@ -21,11 +22,11 @@ public:
     auto it = cache_.find(stack_id);
     if (it != cache_.end()) return it->second;
     py_list frames;
-    if (const auto* ips = t_.stack(stack_id))
-      for (const auto& f : visible_frames(*ips, symbols_))
-        frames.push_back(py_dict{{"filename", f.file.empty() ? f.module : f.file},
-                                 {"line", f.line},
-                                 {"name", f.name()}});
+    // Like PyTorch's own snapshots: Python frames (filename = the .py file) first, innermost
+    // first, then the native frames.
+    for (const auto& f : show_stack(t_, stack_id, symbols_, frame_view::mixed).frames)
+      frames.push_back(py_dict{
+          {"filename", f.file.empty() ? f.module : f.file}, {"line", f.line}, {"name", f.name()}});
     return cache_.emplace(stack_id, py_value(std::move(frames))).first->second;
   }
 

@@ -6,10 +6,10 @@
 
 #include <cstdio>
 #include <cstring>
-#include <set>
 
 #include "common/escape.h"
 #include "common/units.h"
+#include "tools/leak_report.h"
 #include "tools/trace_source.h"
 
 namespace gmem::tools {
@@ -52,12 +52,13 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
            format_bytes(s.live_bytes) + " live in " + std::to_string(s.live_blocks) + " blocks\n";
   }
   if (t->devices.empty()) out += "gmem: no pooled allocation was made\n";
-  std::uint64_t live_bytes = 0;
-  std::set<std::uint32_t> sites;
-  for (const auto& a : t->live) {
-    live_bytes += a.requested;
-    sites.insert(a.stack_id);
-  }
+  // Leaks as `gmem leaks` counts them: by call site (Python first), the default suppressions
+  // (library-lifetime CUDA library allocations) listed apart.
+  symbolizer symbols(module_ranges(*t));
+  const suppression_list supp = suppression_list::defaults();
+  leak_filter filter;
+  filter.suppressions = &supp;
+  const leak_report leaks = build_leak_report(*t, symbols, filter);
   char rate[32];
   std::snprintf(rate, sizeof rate, "%.1f%%",
                 allocs ? 100.0 * static_cast<double>(hits) / static_cast<double>(allocs) : 0.0);
@@ -65,10 +66,19 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
          std::to_string(fences) + " fences, " + std::to_string(ooms) + " out-of-memory errors\n";
   if (t->live.empty())
     out += "gmem: no leaks: every allocation was freed\n";
+  else if (leaks.sites.empty())
+    out += "gmem: no leaks: every allocation was freed or is suppressed\n";
   else
-    out += "gmem: LEAKS: " + format_bytes(live_bytes) + " in " + std::to_string(t->live.size()) +
-           " allocations from " + std::to_string(sites.size()) +
-           " call sites were never freed: gmem leaks " + p + "\n";
+    out += "gmem: LEAKS: " + format_bytes(leaks.total_bytes) + " in " +
+           std::to_string(leaks.total_count) + " allocations from " +
+           std::to_string(leaks.sites.size()) + " call sites were never freed: gmem leaks " + p +
+           "\n";
+  if (leaks.suppressed_count > 0)
+    out += "gmem: suppressed: " + format_bytes(leaks.suppressed_bytes) + " in " +
+           std::to_string(leaks.suppressed_count) + " allocations from " +
+           std::to_string(leaks.suppressed.size()) +
+           " call sites that live as long as the process by design (CUDA library handles and "
+           "workspaces; gmem leaks lists them)\n";
   if (t->losses.lost_events || t->losses.live_overflow)
     out += "gmem: note: " + std::to_string(t->losses.lost_events) + " events lost, " +
            std::to_string(t->losses.live_overflow) + " allocations not in the live table\n";

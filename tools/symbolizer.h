@@ -31,6 +31,7 @@ struct frame_info {
   std::uint64_t module_offset = 0; // ip - module start, for unknown frames
   bool stale = false;              // the module's file was rebuilt since the run: not symbolized
   std::string note;                // why the module's file was not used ("" when it was)
+  bool python = false;             // a Python frame (file, function, line; module "python")
 
   // "main.cpp:42" or "" ; "function" or "libfoo.so+0x1234".
   std::string location() const;

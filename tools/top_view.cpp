@@ -19,7 +19,7 @@ top_sample take_top_sample(const gmem::trace::trace& t) {
 }
 
 std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const top_sample* previous,
-                       std::size_t sites) {
+                       std::size_t sites, frame_view view) {
   const top_sample now = take_top_sample(t);
   std::string out =
       "gmem top: " + describe_source(t) + ", up " + format_duration_ns(now.now_ns) + "\n\n";
@@ -56,12 +56,13 @@ std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const t
   }
   if (t.devices.empty()) out += "(no pool counters yet)\n";
   leak_filter f;
+  f.view = view;
   f.top = sites;
   const leak_report r = build_leak_report(t, symbols, f);
   out += "\nTOP CALL SITES BY LIVE BYTES (" + std::to_string(r.all_count) + " live allocations, " +
          format_bytes(r.all_bytes) + ")\n";
   for (const auto& s : r.sites) {
-    const std::string where = site_summary(s.frames);
+    const std::string where = site_summary(s);
     std::snprintf(line, sizeof line, "%11s %7llu  ", format_bytes(s.bytes).c_str(),
                   static_cast<unsigned long long>(s.count));
     out += line + escape_text(where) + "\n";

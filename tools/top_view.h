@@ -6,6 +6,7 @@
 #include <string>
 
 #include "profiler/trace_model.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 
@@ -20,6 +21,6 @@ top_sample take_top_sample(const gmem::trace::trace& t);
 
 // `previous` (may be null) gives the rates; without it they are averages since start.
 std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const top_sample* previous,
-                       std::size_t sites);
+                       std::size_t sites, frame_view view = frame_view::python_first);
 
 } // namespace gmem::tools

@@ -1,20 +1,39 @@
 """pytest plugin, registered by the gmem wheel (entry point `pytest11`: gmem).
 
-It adds one line to pytest's header, saying whether libgmem.so is preloaded into the test
-process (for example by `gmem run -- python -m pytest`), and a fixture:
+Always: one line in pytest's header saying whether libgmem.so is preloaded, the
+`gmem_available` fixture, and the markers below (registered, so `--strict-markers` accepts
+them).
 
-    def test_pool(gmem_available):
-        if not gmem_available:
-            pytest.skip("not running under gmem")
+With `pytest --gmem` the tests run under gmem and each test's GPU memory is measured: its peak
+above what was live when it started, and what it left outstanding. The terminal summary lists
+them, and two markers fail a test:
 
-`gmem_available` is gmem.available(): True when the preloaded libgmem.so answers, False when
-only the client library (driver figures) or no gmem library is there. Nothing here loads a
-library or touches the GPU unless a test asks for the fixture.
+    @pytest.mark.gmem_limit("2 GiB")         # peak above the start > 2 GiB: fail
+    def test_forward(): ...
+
+    @pytest.mark.gmem_no_leaks(warmups=1)    # run once first (caches fill), then measure:
+    def test_step(): ...                     # anything it allocated still live: fail
+
+A failure lists the test's outstanding allocations by Python call site (`gmem leaks --max-age`
+on the test process's own trace), so it names the lines.
+
+How it tracks: when pytest was started under the shim (`gmem run -- pytest --gmem`, or
+LD_PRELOAD), it reads the pool's counters through the client API (gmem.api). When it was not,
+`--gmem` re-executes pytest with libgmem.so in LD_PRELOAD (the wheel's, an installed one, the
+build tree's, or $GMEM_SHIM), before any test runs. When that is impossible (no libgmem.so, or
+the preload did not take), it says so in the header and the summary: the figures then come
+from the driver (device memory in use, cuMemGetInfo through libgmem_client.so) and the markers
+are not enforced.
 """
 
 import os
+import subprocess
+import sys
+import warnings
 
 import pytest
+
+_REEXEC = "GMEM_PYTEST_REEXEC"  # set in the re-executed pytest: never re-exec twice
 
 
 def _preloaded():
@@ -26,10 +45,227 @@ def _preloaded():
         return "libgmem.so" in os.environ.get("LD_PRELOAD", "")
 
 
-def pytest_report_header(config):  # noqa: ARG001 - pytest's hook signature
+def _native_candidates(*parts):
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    build = os.environ.get("GMEM_BUILD", os.path.join(repo, "build"))
+    return [
+        os.path.join(here, "_native", *parts),                       # the wheel
+        os.path.join(here, "..", "..", "..", "..", *parts),           # PREFIX/share/gmem/python
+        os.path.join(build, *parts),                                  # a build tree
+    ]
+
+
+def find_shim():
+    """Path of libgmem.so to preload, or None."""
+    env = os.environ.get("GMEM_SHIM")
+    for path in ([env] if env else []) + _native_candidates("lib", "libgmem.so"):
+        if path and os.path.isfile(path):
+            return os.path.realpath(path)
+    return None
+
+
+def find_tool():
+    """Path of the gmem executable, or None."""
+    env = os.environ.get("GMEM_TOOL")
+    for path in ([env] if env else []) + _native_candidates("bin", "gmem"):
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return os.path.realpath(path)
+    for d in os.environ.get("PATH", "").split(os.pathsep):
+        path = os.path.join(d, "gmem")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20,
+          "mb": 1 << 20, "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30,
+          "t": 1 << 40, "tb": 1 << 40, "tib": 1 << 40}
+
+
+def parse_size(value):
+    """2 GiB, 512M, 4096 -> bytes (binary units, as everywhere in gmem); ValueError if not."""
+    if isinstance(value, int) and value >= 0:
+        return value
+    text = str(value).strip().lower().replace(" ", "")
+    num = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(num):]
+    if not num or unit not in _UNITS:
+        raise ValueError(f"{value!r} is not a size (e.g. 2 GiB, 512M, 4096)")
+    return int(float(num) * _UNITS[unit])
+
+
+def format_bytes(n):
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n} B"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("gmem", "GPU memory (gmem)")
+    group.addoption("--gmem", action="store_true", default=False,
+                    help="run the tests under gmem: per-test GPU peak and outstanding bytes, "
+                         "gmem_limit / gmem_no_leaks markers enforced (re-executes pytest under "
+                         "libgmem.so when it is not preloaded)")
+    group.addoption("--gmem-sites", type=int, default=5, metavar="N",
+                    help="call sites listed per failing test (default 5)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "gmem_limit(limit): with --gmem, fail the test when its GPU memory peak "
+                   "above what was live when it started exceeds LIMIT (bytes or '2 GiB')")
+    config.addinivalue_line(
+        "markers", "gmem_no_leaks(warmups=0): with --gmem, run the test WARMUPS times first, "
+                   "then fail it when GPU memory it allocated is still live after it")
+    if not config.getoption("gmem"):
+        return
+    why = None
+    if not _preloaded():
+        shim = find_shim()
+        if os.environ.get(_REEXEC):
+            why = "pytest was re-executed under libgmem.so but the preload did not take"
+        elif shim is None:
+            why = ("no libgmem.so found (install the gmem wheel, set GMEM_SHIM, or run "
+                   "`gmem run -- pytest --gmem`)")
+        else:
+            _reexec(config, shim)  # does not return
+    config.pluginmanager.register(_Tracker(config, why), "gmem-tracker")
+
+
+def _reexec(config, shim):
+    capman = config.pluginmanager.getplugin("capturemanager")
+    if capman is not None:
+        capman.suspend_global_capture(in_=True)
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = shim + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+    env[_REEXEC] = "1"
+    args = [sys.executable, "-m", "pytest"] + list(config.invocation_params.args)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    sys.stderr.write(f"gmem: re-running pytest with LD_PRELOAD={shim}\n")
+    sys.stderr.flush()
+    os.chdir(str(config.invocation_params.dir))
+    os.execve(sys.executable, args, env)
+
+
+def pytest_report_header(config):
+    tracker = config.pluginmanager.get_plugin("gmem-tracker")
+    if tracker is not None and tracker.why:
+        return (f"gmem: CANNOT TRACK GPU allocations: {tracker.why}; figures come from the "
+                "driver and gmem markers are not enforced")
     if _preloaded():
         return "gmem: libgmem.so is preloaded (allocations pooled and traced)"
-    return "gmem: not preloaded (run the tests under `gmem run -- python -m pytest`)"
+    return "gmem: not preloaded (pytest --gmem, or `gmem run -- python -m pytest`)"
+
+
+class _Tracker:
+    """Measures each test through the client API; fails tests over their markers."""
+
+    def __init__(self, config, why):
+        self.config = config
+        self.why = why  # None: tracking through the shim; else why not
+        self.results = []  # (nodeid, peak above start, outstanding)
+        self.failures = {}  # nodeid -> message
+        self._count = 0
+
+    # -- measurements ------------------------------------------------------------------
+    def _devices(self):
+        from . import api
+
+        out = []
+        for device in range(64):
+            try:
+                out.append(api.stats(device))
+            except Exception:  # noqa: BLE001 - no such device, or no library: stop there
+                break
+        return out
+
+    def _live(self):
+        stats = self._devices()
+        if self.why:  # driver figures: memory in use on the devices
+            return sum(s.device_total_bytes - s.device_free_bytes for s in stats), 0
+        return sum(s.live_bytes for s in stats), sum(s.peak_live_bytes for s in stats)
+
+    def _sites(self, marker, at_peak):
+        tool = find_tool()
+        if tool is None:
+            return "    (no gmem executable found to list call sites: set GMEM_TOOL)\n"
+        cmd = [tool, "leaks", str(os.getpid()), "--since-marker", marker,
+               "--top", str(self.config.getoption("gmem_sites")), "--frames", "6"]
+        if at_peak:
+            cmd.append("--at-peak")
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            return f"    (gmem leaks failed: {e})\n"
+        lines = [ln for ln in r.stdout.splitlines()[1:]
+                 if not ln.startswith("The process is still running")]
+        return "\n".join(lines).strip("\n") + "\n"
+
+    # -- hooks ---------------------------------------------------------------------------
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item):
+        limit_mark = item.get_closest_marker("gmem_limit")
+        leak_mark = item.get_closest_marker("gmem_no_leaks")
+        limit = None
+        if limit_mark is not None:
+            if not limit_mark.args:
+                raise pytest.UsageError(f"{item.nodeid}: gmem_limit needs a size, e.g. "
+                                        "gmem_limit('2 GiB')")
+            limit = parse_size(limit_mark.args[0])
+        warmups = int(leak_mark.kwargs.get("warmups", 0)) if leak_mark is not None else 0
+        if self.why and (limit_mark or leak_mark):
+            warnings.warn(pytest.PytestWarning(
+                f"gmem markers not enforced: {self.why}"), stacklevel=1)
+        for _ in range(warmups):
+            item.runtest()
+        from . import api
+
+        if not self.why:
+            api.reset_peak()
+        before, _ = self._live()
+        self._count += 1
+        start = f"pytest {self._count} {item.nodeid}"[:200]  # the test's window in the trace
+        if not self.why:
+            api.mark(start)
+        outcome = yield
+        after, peak = self._live()
+        peak_above = max(peak, after) - before if not self.why else max(after - before, 0)
+        outstanding = after - before
+        self.results.append((item.nodeid, peak_above, outstanding))
+        if self.why or outcome.excinfo is not None:
+            return
+        msg = ""
+        if limit is not None and peak_above > limit:
+            msg += (f"gmem: GPU memory peak {format_bytes(peak_above)} above the start exceeds "
+                    f"gmem_limit {format_bytes(limit)}. Allocations made by the test and live "
+                    f"at its peak, by call site:\n" + self._sites(start, at_peak=True))
+        if leak_mark is not None and outstanding > 0:
+            msg += (f"gmem: {format_bytes(outstanding)} of GPU memory allocated by the test is "
+                    f"still live after it (gmem_no_leaks, {warmups} warm-up runs), by call "
+                    f"site:\n" + self._sites(start, at_peak=False))
+        if msg:
+            self.failures[item.nodeid] = msg
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        outcome = yield
+        report = outcome.get_result()
+        if call.when == "call" and report.passed and item.nodeid in self.failures:
+            report.outcome = "failed"
+            report.longrepr = self.failures[item.nodeid]
+
+    def pytest_terminal_summary(self, terminalreporter):
+        tr = terminalreporter
+        tr.section("gmem: GPU memory per test")
+        if self.why:
+            tr.write_line(f"CANNOT TRACK GPU allocations: {self.why}.")
+            tr.write_line("Figures below are device memory in use (driver), markers not enforced.")
+        tr.write_line(f"{'peak':>12} {'outstanding':>12}  test")
+        for nodeid, peak, outstanding in self.results:
+            tr.write_line(f"{format_bytes(peak):>12} {format_bytes(outstanding):>12}  {nodeid}")
 
 
 @pytest.fixture

@@ -121,6 +121,19 @@ int main(int argc, char** argv) {
     save(dir, "valid_exited", im);
   }
   {
+    // Format 3: stacks with Python frames (one naming no string), and a no-GIL note.
+    namespace pw = gmem::trace::layout::python_word;
+    image im;
+    fill(*im.w, 5);
+    const std::uint32_t where = im.w->intern_string(std::string("/app/train.py") + '\0' + "step");
+    const std::uintptr_t mixed[] = {0x401000, pw::frame(where, 88), pw::frame(77777, 3)};
+    const std::uintptr_t no_gil[] = {0x401000, pw::note(pw::k_note_no_gil)};
+    const std::uint32_t s1 = im.w->intern_stack(mixed, 3);
+    im.w->intern_stack(no_gil, 2);
+    im.w->alloc(0x9000, 64, 512, 0, 0, gmem::trace::alloc_kind::device, s1);
+    save(dir, "valid_python", im);
+  }
+  {
     image im;
     fill(*im.w, 5);
     save(dir, "truncated_body", im, 9000);
@@ -131,7 +144,7 @@ int main(int argc, char** argv) {
   }
   {
     image im;
-    im.h().format_version = 3;
+    im.h().format_version = 4;
     save(dir, "other_version", im);
   }
   {

@@ -21,9 +21,9 @@ read_result seed(const std::string& name) {
 }
 
 TEST(corpus, valid_seeds_decode) {
-  for (const char* name :
-       {"valid_empty", "valid_every_kind", "valid_exited", "valid_wrapped_and_overflowed",
-        "valid_grown", "hostile_heads", "hostile_refs", "hostile_extents", "torn_records"}) {
+  for (const char* name : {"valid_empty", "valid_every_kind", "valid_exited",
+                           "valid_wrapped_and_overflowed", "valid_grown", "valid_python",
+                           "hostile_heads", "hostile_refs", "hostile_extents", "torn_records"}) {
     const read_result r = seed(name);
     EXPECT_TRUE(r) << name << ": " << r.error.to_string();
   }
@@ -36,6 +36,13 @@ TEST(corpus, valid_seeds_decode) {
   EXPECT_EQ(wrapped.value.events.size(), 64u);
   EXPECT_EQ(wrapped.value.losses.live_overflow, 16u);
   EXPECT_EQ(seed("valid_exited").value.info.state, trace_state::exited);
+  const read_result py = seed("valid_python");
+  ASSERT_EQ(py.value.python_stacks.size(), 2u);
+  bool named = false; // the live allocation made with the Python stack
+  for (const auto& a : py.value.live)
+    if (const auto* p = py.value.python(a.stack_id); p && !p->frames.empty())
+      named = py.value.location(p->frames[0]).function == "step" && p->frames[0].line == 88;
+  EXPECT_TRUE(named);
   const read_result grown = seed("valid_grown");
   EXPECT_EQ(grown.value.live.size(), 149u);
   EXPECT_EQ(grown.value.losses.live_overflow, 0u);
@@ -75,7 +82,7 @@ TEST(corpus, damaged_seeds_fail_at_the_right_byte) {
   for (const want& w :
        {want{"truncated_body", 16, "truncated"},
         want{"truncated_header", 100, "shorter than its 8192-byte header"},
-        want{"other_version", 8, "trace format version 3, this gmem reads version 2"},
+        want{"other_version", 8, "trace format version 4, this gmem reads versions 2 to 3"},
         want{"unwritten_header", 0, "not written yet"},
         want{"hostile_capacity", 128 + 3 * 32, "capacity"},
         want{"hostile_offset", 4096, "not inside the trace"},

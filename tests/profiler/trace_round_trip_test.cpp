@@ -249,12 +249,69 @@ TEST(trace_round_trip, saved_file_reads_back) {
 TEST(trace_round_trip, rejects_other_versions_by_name) {
   trace_buffer b;
   std::vector<std::byte> copy(b.bytes().begin(), b.bytes().end());
-  const std::uint32_t three = 3;
-  std::memcpy(copy.data() + 8, &three, 4);
+  for (const std::uint32_t v : {1u, 4u}) {
+    std::memcpy(copy.data() + 8, &v, 4);
+    const read_result r = decode(copy);
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error.offset, 8u);
+    EXPECT_EQ(r.error.message,
+              "trace format version " + std::to_string(v) + ", this gmem reads versions 2 to 3");
+  }
+}
+
+// Format 3: Python frames are tagged words after the native ips of a stack record.
+TEST(trace_round_trip, python_frames_and_notes) {
+  namespace pw = gmem::trace::layout::python_word;
+  trace_buffer b;
+  const std::string loc = std::string("/app/train.py") + '\0' + "Model.step";
+  const std::uint32_t where = b.writer->intern_string(loc);
+  ASSERT_NE(where, 0u);
+  const std::uintptr_t mixed[] = {0x401000, 0x402000, pw::frame(where, 88), pw::frame(where, 12),
+                                  pw::frame(999999, 7)};
+  const std::uintptr_t no_gil[] = {0x401000, pw::note(pw::k_note_no_gil)};
+  const std::uint32_t a = b.writer->intern_stack(mixed, 5), c = b.writer->intern_stack(no_gil, 2);
+  const std::uintptr_t native[] = {0x403000};
+  const std::uint32_t n = b.writer->intern_stack(native, 1);
+  b.writer->alloc(0x7000, 64, 512, 0, 0, alloc_kind::device, a);
+  const read_result r = decode(b.bytes());
+  ASSERT_TRUE(r) << r.error.to_string();
+  const auto& t = r.value;
+  EXPECT_EQ(t.info.format_version, 3u);
+  EXPECT_EQ(t.info.python_depth, 16u);
+  ASSERT_NE(t.stack(a), nullptr);
+  EXPECT_EQ(*t.stack(a), (std::vector<std::uintptr_t>{0x401000, 0x402000}));
+  const auto* py = t.python(a);
+  ASSERT_NE(py, nullptr);
+  ASSERT_EQ(py->frames.size(), 3u);
+  EXPECT_EQ(t.location(py->frames[0]).file, "/app/train.py");
+  EXPECT_EQ(t.location(py->frames[0]).function, "Model.step");
+  EXPECT_EQ(py->frames[0].line, 88u);
+  EXPECT_EQ(py->frames[1].line, 12u);
+  EXPECT_EQ(t.location(py->frames[2]).file, "?"); // unknown string id: named, not dropped
+  EXPECT_EQ(py->note, gmem::trace::python_note::none);
+  ASSERT_NE(t.python(c), nullptr);
+  EXPECT_TRUE(t.python(c)->frames.empty());
+  EXPECT_EQ(t.python(c)->note, gmem::trace::python_note::no_gil);
+  EXPECT_EQ(t.python(n), nullptr);
+  ASSERT_EQ(t.live.size(), 1u);
+  EXPECT_EQ(t.live[0].stack_id, a);
+}
+
+// Format 2 traces (before Python frames) still read: no python_depth, no tagged words.
+TEST(trace_round_trip, reads_format_2) {
+  trace_buffer b;
+  const std::uintptr_t ips[] = {0x401000, 0x402000};
+  const std::uint32_t id = b.writer->intern_stack(ips, 2);
+  std::vector<std::byte> copy(b.bytes().begin(), b.bytes().end());
+  const std::uint32_t two = 2;
+  std::memcpy(copy.data() + 8, &two, 4);
   const read_result r = decode(copy);
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error.offset, 8u);
-  EXPECT_EQ(r.error.message, "trace format version 3, this gmem reads version 2");
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.info.format_version, 2u);
+  EXPECT_EQ(r.value.info.python_depth, 0u);
+  ASSERT_NE(r.value.stack(id), nullptr);
+  EXPECT_EQ(r.value.stack(id)->size(), 2u);
+  EXPECT_TRUE(r.value.python_stacks.empty());
 }
 
 TEST(trace_round_trip, malformed_inputs_name_the_offset) {

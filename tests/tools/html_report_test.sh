@@ -49,7 +49,7 @@ assert len(flames) == 2, "expected the outstanding and the peak flame graphs"
 for f in flames:
     titles = re.findall(r"<title>([^<]*)</title>", f)
     assert any("leak_workspace" in x for x in titles), "flame graph lacks the leak_workspace frame"
-    assert any(x.startswith("main at leak_sites.cpp") for x in titles), "flame graph lacks main"
+    assert any(x.startswith("main (leak_sites.cpp") for x in titles), "flame graph lacks main"
 print("html: timeline path with %d points, %d segment-map rects" % (len(live[0].split("L")), rects[0].count("<rect")))
 PY
 

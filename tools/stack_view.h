@@ -1,0 +1,51 @@
+// What a reader is shown of a recorded stack: Python frames first (when the allocating thread
+// held the GIL), then native frames with the shim's own, the CUDA runtime's internals and the
+// interpreter's and bindings' glue folded away, so the first frame shown is the program's.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_model.h"
+#include "tools/symbolizer.h"
+
+namespace gmem::tools {
+
+enum class frame_view : std::uint8_t {
+  python_first, // Python frames, then the first native frame that is the program's (default);
+                // a stack without Python frames shows its native frames folded
+  mixed,        // Python frames, then every native frame folded (exports)
+  native,       // native frames only, folded (--native)
+  all,          // Python frames, then every native frame unfolded (--all-frames)
+};
+
+struct shown_stack {
+  std::vector<frame_info> frames; // innermost first
+  std::size_t python_frames = 0;  // how many of `frames` are Python frames (they come first)
+  std::size_t folded = 0;         // native frames left out (runtime internals, glue)
+  gmem::trace::python_note note = gmem::trace::python_note::none;
+};
+
+shown_stack show_stack(const gmem::trace::trace& t, std::uint32_t stack_id, symbolizer& symbols,
+                       frame_view view);
+
+// Every frame of a stack, Python first then native, nothing folded but the shim's own frames:
+// what suppressions are matched against.
+std::vector<frame_info> all_frames(const gmem::trace::trace& t, std::uint32_t stack_id,
+                                   symbolizer& symbols);
+
+// Frame classes used for folding (exposed for tests).
+bool is_shim_frame(const frame_info& f);
+bool is_runtime_internal(const frame_info& f); // CUDA runtime/driver internals, cuda* API
+bool is_cuda_api(const frame_info& f);         // cudaMalloc, cuMemAlloc_v2, ...
+bool is_glue_frame(const frame_info& f);       // libpython eval loop, ctypes/libffi, pybind11
+
+// A call site's identity: two stacks with the same key are one site. With Python frames (and a
+// view that shows them) the Python frames alone: two native paths from one Python line are
+// one site.
+std::string stack_key(const shown_stack& s);
+
+std::string describe(gmem::trace::python_note note); // "" for none
+
+} // namespace gmem::tools
