@@ -28,5 +28,18 @@ wait
 nv tests/gpu/reuse_hazard.cu -o "$DEST/tests/gpu/reuse_hazard" &
 nv tests/gpu/alloc_bench.cu -o "$DEST/tests/gpu/alloc_bench" &
 wait
-nv bench/trace_cost.cu -o "$DEST/bench/trace_cost"
+nv bench/trace_cost.cu -o "$DEST/bench/trace_cost" &
+nv -I. bench/stream_alloc_bench.cu -o "$DEST/tests/gpu/stream_alloc_bench" &
+wait
+# The programs the GPU tests build with build_cu (tests/gpu/lib.sh), prebuilt so a run spends
+# its device time on the tests, two at a time (the build machine has two cores).
+nv tests/gpu/graph_memory.cu -o "$DEST/tests/gpu/graph_memory" &
+nv tests/gpu/ipc_pair.cu -o "$DEST/tests/gpu/ipc_pair" &
+wait
+nv tests/gpu/private_context.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/tests/gpu/private_context" &
+nv tests/gpu/strict_barrier.cu -o "$DEST/tests/gpu/strict_barrier" &
+wait
+nv tests/gpu/thirdparty_mix.cu -o "$DEST/tests/gpu/thirdparty_mix" &
+nv tests/gpu/thirdparty_mix.cu -cudart shared -o "$DEST/tests/gpu/thirdparty_mix_shared" &
+wait
 du -sh "$DEST"

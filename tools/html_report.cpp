@@ -103,6 +103,16 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
             "cache hit rate");
   h += card(std::to_string(sum.fences), "fences");
   h += card(std::to_string(sum.ooms), "out-of-memory errors", sum.ooms > 0);
+  std::uint64_t peak_graph = 0, graph_now = 0, graph_count = 0;
+  for (const auto& d : tl.devices)
+    peak_graph = std::max(peak_graph, d.peak_graph);
+  for (const auto& d : fr.devices) {
+    graph_now += d.graph_bytes;
+    graph_count += d.graph_allocations;
+  }
+  if (peak_graph != 0 || graph_count != 0)
+    h += card(format_bytes(std::max(peak_graph, graph_now)),
+              "peak graph memory (not pooled; " + std::to_string(graph_count) + " live now)");
   h += "</div>\n";
   if (t.losses.lost_events || t.losses.live_overflow || t.losses.stack_overflow)
     h += "<p class=\"warn\">Not everything was recorded: " + std::to_string(t.losses.lost_events) +
@@ -131,7 +141,10 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
     }
     ++charts;
     h += "<h3>" + pool_title(d.device) + ": peak live " + format_bytes(d.peak_live) +
-         ", peak reserved " + format_bytes(d.peak_reserved) + "</h3>\n";
+         ", peak reserved " + format_bytes(d.peak_reserved) +
+         (d.peak_graph != 0 ? ", peak graph memory " + format_bytes(d.peak_graph) + " (not pooled)"
+                            : std::string()) +
+         "</h3>\n";
     std::size_t not_drawn = 0;
     h += timeline_svg(tl, d, 1040, 320, &not_drawn);
     if (not_drawn != 0)
