@@ -10,6 +10,7 @@
 #                                             directories the install created, if empty
 # The tree (PREFIX/...):
 #   bin/gmem                       RPATH $ORIGIN/../lib/gmem
+#   bin/gmem-exporter              install only, when built (prometheus-cpp); system libraries
 #   lib/libgmem.so                 the shim; RUNPATH $ORIGIN:$ORIGIN/gmem (it dlopen()s libunwind)
 #   lib/libgmem_client.so          the client API (C ABI, include/gmem/gmem.h)
 #   lib/gmem/*.so.*                private helper libraries (elfutils, libunwind and what they
@@ -103,6 +104,12 @@ mkdir -p "$root"
 
 put "$BUILD/bin/gmem" bin/gmem 755
 patchelf --force-rpath --set-rpath '$ORIGIN/../lib/gmem' "$root/bin/gmem"
+# `gmem exporter` runs it from beside gmem; built only with prometheus-cpp, whose runtime
+# libraries (and elfutils' and libstdc++) it loads from the system: installed on this host
+# only, never in the relocatable tarball or the wheel, which need nothing but glibc.
+if [ "$mode" = install ] && [ -x "$BUILD/bin/gmem-exporter" ]; then
+  put "$BUILD/bin/gmem-exporter" bin/gmem-exporter 755
+fi
 put "$BUILD/lib/libgmem.so" lib/libgmem.so 755
 patchelf --set-rpath '$ORIGIN:$ORIGIN/gmem' "$root/lib/libgmem.so"
 put "$BUILD/lib/libgmem_client.so" lib/libgmem_client.so 755

@@ -78,6 +78,7 @@ $(EXPORTER_TEST): $(BUILD)/tests/exporter/fleet_metrics_test.o $(BUILD)/tests/to
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(EXPORTER_LIBS) $(TOOLS_LIBS) $(GTEST_LIBS)
 UNIT_TESTS += $(EXPORTER_TEST)
+SAN_TESTS += $(EXPORTER_TEST)
 TEST_SCRIPT_DEPS += $(GMEM_EXPORTER)
 endif
 TEST_SCRIPTS += $(wildcard tests/exporter/*_test.sh)

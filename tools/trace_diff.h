@@ -2,7 +2,7 @@
 // snapshots of one service an hour apart, or the traces of two runs of one job.
 //
 // An allocation is the same one in A and B when both traces are of the same process (pid and
-// start time) and it has the same address, stack and size and (within 1 ms or 0.1% of its age:
+// start time) and it has the same address, stack and size and (within 50 ms or 2% of its age:
 // the writer refines its clock calibration as it runs) the same allocation time; then
 //   added = live in B, not in A;  freed = live in A, not in B;  net = B - A.
 // Traces of different processes share no allocation: added is all of B's, freed all of A's,
