@@ -315,9 +315,13 @@ inline std::vector<int> parse_args(harness_options& o, int argc, char** argv) {
       if (v.size() == 2 && v[0] >= 1 && v[0] < v[1]) {
         o.random_min = v[0];
         o.random_max = v[1];
+      } else {
+        std::fprintf(stderr,
+                     "--random-sizes wants MIN,MAX with 1 <= MIN < MAX (e.g. 256,4M); "
+                     "keeping %zu,%zu\n",
+                     o.random_min, o.random_max);
       }
-    }
-    else if (a == "--threads") {
+    } else if (a == "--threads") {
       o.threads.clear();
       for (auto v : parse_list(next()))
         o.threads.push_back(static_cast<int>(v));

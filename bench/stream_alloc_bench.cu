@@ -30,8 +30,7 @@ __global__ void fill(unsigned* p, std::size_t words, unsigned tag) {
     p[i] = tag;
 }
 
-__global__ void check(const unsigned* p, std::size_t words, unsigned tag,
-                      unsigned long long* bad) {
+__global__ void check(const unsigned* p, std::size_t words, unsigned tag, unsigned long long* bad) {
   unsigned long long n = 0;
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words;
        i += std::size_t(blockDim.x) * gridDim.x)
@@ -151,7 +150,8 @@ public:
         const std::uint64_t t0 = gmem_bench::now_ns();
         t.ok = op(t, bytes, ++tag);
         now = gmem_bench::now_ns();
-        t.samples.push_back(static_cast<std::uint32_t>(std::min<std::uint64_t>(now - t0, UINT32_MAX)));
+        t.samples.push_back(
+            static_cast<std::uint32_t>(std::min<std::uint64_t>(now - t0, UINT32_MAX)));
       }
       t.ok = t.ok && ok(cudaStreamSynchronize(t.stream), "stream sync");
       const std::uint64_t done = gmem_bench::now_ns();
@@ -206,8 +206,10 @@ bool parse(config& c, int argc, char** argv) {
       else if (m == "cub")
         c.m = method::cub;
       else {
-        std::fprintf(stderr, "stream_alloc_bench: unknown --method '%s' (floor, cudaMallocAsync, "
-                             "cudaMalloc, cub)\n", v);
+        std::fprintf(stderr,
+                     "stream_alloc_bench: unknown --method '%s' (floor, cudaMallocAsync, "
+                     "cudaMalloc, cub)\n",
+                     v);
         return false;
       }
     } else if (a == "--threads") {

@@ -56,6 +56,8 @@ public:
     if (!untracked_.exchange(true)) open_.fetch_add(1, std::memory_order_seq_cst);
   }
   std::uint64_t open() const { return open_.load(std::memory_order_relaxed); }
+  // false once untracked() ran: every check asks the driver (GMEM_VERBOSE prints it).
+  bool tracked() const { return !untracked_.load(std::memory_order_relaxed); }
 
 private:
   // A stream handle; the per-thread default stream is a different stream on every thread.

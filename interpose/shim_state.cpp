@@ -5,6 +5,7 @@
 #include <mutex>
 #include <pthread.h>
 
+#include "interpose/capture_tracker.h"
 #include "interpose/context_pools.h"
 #include "interpose/hook_support.h"
 #include "interpose/ipc_sharing.h"
@@ -76,6 +77,10 @@ void print_counters() {
   std::fprintf(stderr, "gmem: substitutions dlsym=%llu cuGetProcAddress=%llu\n",
                static_cast<unsigned long long>(c.by_dlsym),
                static_cast<unsigned long long>(c.by_proc_address));
+  // tracked=0: a capture begin the shim cannot see was handed out, so every stream-ordered
+  // hook asks the driver whether its stream captures (interpose/capture_tracker.h).
+  std::fprintf(stderr, "gmem: captures open=%llu tracked=%d\n",
+               static_cast<unsigned long long>(captures().open()), captures().tracked() ? 1 : 0);
 }
 
 // Runs when exit() reaches the handler registered at start-up (late: handlers registered

@@ -32,6 +32,7 @@ std::size_t pool_impl::pending_or_stream_bytes_locked(unsigned cls, stream_handl
 alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, stream_handle s) {
   const unsigned cls = class_of_size(size);
   bool queried = false, waited = false, fenced = false, trimmed = false, limit_trimmed = false;
+  bool own_sealed = false;
   bool grown = false; // the arena grew for this request: the fit below is no cache hit
   for (;;) {
     deferred d;
@@ -75,6 +76,18 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       lock.unlock();
       fence_now();
       continue;
+    }
+    // Before growing: the stream's own unsealed blocks get their event, so that those already
+    // done become free for all and merge with free neighbours (as they did when every free
+    // recorded its event). Growing costs a driver allocation; this, one record.
+    if (!own_sealed && s != k_no_stream) {
+      own_sealed = true;
+      const stream_cache* own = find_stream_locked(s);
+      if (own != nullptr && own->unsealed != 0) {
+        lock.unlock();
+        if (seal_streams(s, 0, cls, true)) refresh_events();
+        continue;
+      }
     }
     // 4. Grow, within the limit: the arena where it ends, or a new segment.
     const bool arena = cls == k_large && page_ != 0;
@@ -163,7 +176,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
   }
 }
 
-bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cls) {
+bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cls, bool only) {
   struct seal {
     stream_handle stream;
     std::uint64_t cut; // blocks freed up to here (block::freed_seq) are covered
@@ -173,7 +186,11 @@ bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cl
   {
     std::lock_guard lock(mu_);
     for (const auto& sc : streams_) {
-      if (sc->unsealed == 0 || sc->stream == except) continue;
+      if (sc->unsealed == 0 || (sc->stream == except) != only) continue;
+      if (only) {
+        seals.push_back({sc->stream, free_seq_, 0});
+        break;
+      }
       // Only streams with a block that could serve the request: a seal is a driver call.
       const bool fits = sc->index[cls].find_fit(size) != nullptr ||
                         (cls == k_oversize && sc->index[k_large].find_fit(size) != nullptr);

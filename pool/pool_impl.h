@@ -166,8 +166,8 @@ private:
   alloc_result allocate_slow(std::size_t size, std::size_t requested, stream_handle s);
   // Records one event on each stream (other than `except`) that has unsealed blocks and a
   // block that could serve `size` of class `cls`, without the lock, and gives it to the
-  // blocks freed before the record; true if any was sealed.
-  bool seal_streams(stream_handle except, std::size_t size, unsigned cls);
+  // blocks freed before the record; true if any was sealed. only: seals `except` alone.
+  bool seal_streams(stream_handle except, std::size_t size, unsigned cls, bool only = false);
   bool refresh_events(); // queries stream-free events without the lock; true if any completed
   bool try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
                                  alloc_result& out);

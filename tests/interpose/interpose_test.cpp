@@ -199,6 +199,7 @@ TEST_P(route_test, no_capture_query_while_no_capture_is_open) {
   EXPECT_PROBE_OK(r);
   EXPECT_GT(r.pool_stat("device", "total_allocs"), 0u);
   EXPECT_EQ(r.counter("capture_queries"), 0u);
+  EXPECT_TRUE(r.has("gmem: captures open=0 tracked=1")) << r.child.output;
 }
 
 TEST_P(route_test, context_teardown_drops_the_pool) {

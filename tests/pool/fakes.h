@@ -7,11 +7,13 @@
 #include "pool/pool.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 #include <vector>
 
 namespace gmem::testing {
@@ -165,6 +167,9 @@ public:
     return true;
   }
   event_handle record(stream_handle s) noexcept override {
+    // A slow driver call (tests widen race windows with it): the record happens at its end.
+    for (int i = 0; i < record_yields.load(std::memory_order_relaxed); ++i)
+      std::this_thread::yield();
     std::lock_guard lock(mu_);
     if (!record_ok) return 0;
     event_handle id = ++next_event_;
@@ -287,6 +292,7 @@ public:
     bool released = false;
   };
   bool sync_ok = true, record_ok = true, wait_ok = true, auto_complete = false, barrier_ok = true;
+  std::atomic<int> record_yields{0};
   std::map<event_handle, event_state> events;
   std::set<std::pair<stream_handle, event_handle>> waits;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> fence_log;
