@@ -1,5 +1,7 @@
 #include "tools/chrome_export.h"
 
+#include <map>
+
 #include "tools/stack_view.h"
 
 #include "common/units.h"
@@ -19,6 +21,41 @@ double us(std::uint64_t ns) {
 std::string pool_name(int device) {
   return device < 0 ? std::string("host pool") : "device " + std::to_string(device);
 }
+
+// The trace format's "stackFrames" table: one node per (parent, frame), so allocations from one
+// call site share their frames; events name their innermost node with "sf". Python frames
+// (mixed view) come first, like PyTorch's own snapshots.
+class stack_frames {
+public:
+  stack_frames(const gmem::trace::trace& t, symbolizer& s) : t_(t), symbols_(s) {}
+  // The node id of a stack's innermost frame, "" when it has none.
+  std::string leaf(std::uint32_t stack_id) {
+    if (stack_id == 0) return {};
+    if (auto it = leaf_.find(stack_id); it != leaf_.end()) return it->second;
+    const auto frames = show_stack(t_, stack_id, symbols_, frame_view::mixed).frames;
+    std::string parent;
+    for (auto f = frames.rbegin(); f != frames.rend(); ++f) { // outermost first
+      const std::string name = f->file.empty() ? f->name() : f->name() + " (" + f->location() + ")";
+      const std::string key = parent + '\x1f' + name;
+      auto [it, fresh] = nodes_.try_emplace(key, std::to_string(nodes_.size() + 1));
+      if (fresh) {
+        json node{{"name", name}, {"category", f->python ? "python" : "native"}};
+        if (!parent.empty()) node["parent"] = parent;
+        table_[it->second] = node;
+      }
+      parent = it->second;
+    }
+    return leaf_.emplace(stack_id, parent).first->second;
+  }
+  json table() const { return table_; }
+
+private:
+  const gmem::trace::trace& t_;
+  symbolizer& symbols_;
+  std::map<std::uint32_t, std::string> leaf_;
+  std::map<std::string, std::string> nodes_;
+  json table_ = json::object();
+};
 
 } // namespace
 
@@ -52,10 +89,24 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols) {
                        {{"pending", s.stats.pending_bytes},
                         {"free", s.stats.free_bytes},
                         {"largest_free_block", s.stats.largest_free_block}}}});
+  stack_frames sf(t, symbols);
   for (const auto& e : t.events) {
     using gmem::trace::event_type;
     const int tid = static_cast<int>(e.thread);
     switch (e.type) {
+    case event_type::alloc: {
+      json a{{"ph", "i"},
+             {"s", "t"},
+             {"pid", pid},
+             {"tid", tid},
+             {"name", "alloc " + format_bytes(e.size)},
+             {"cat", "alloc"},
+             {"ts", us(e.time_ns)},
+             {"args", {{"bytes", e.size}, {"address", e.address}, {"device", e.device}}}};
+      if (const std::string leaf = sf.leaf(e.stack_id); !leaf.empty()) a["sf"] = leaf;
+      ev.push_back(std::move(a));
+      break;
+    }
     case event_type::marker:
       ev.push_back(json{{"ph", "i"},
                         {"s", "p"},
@@ -107,6 +158,7 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols) {
     }
   }
   return json{{"traceEvents", ev},
+              {"stackFrames", sf.table()},
               {"displayTimeUnit", "ms"},
               {"otherData",
                {{"generator", "gmem export"},

@@ -31,6 +31,7 @@ leak:at::native::detail::CuFFTConfig
 leak:libnccl
 leak:ncclCommInit
 leak:ncclCommSplit
+leak:at::cuda::*getNewWorkspace
 )";
 
 // Glob with `*` at position p of pattern against text from t, anchored at both ends.

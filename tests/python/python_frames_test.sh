@@ -109,6 +109,25 @@ for seg in snap["segments"]:
 assert found, "no block names load_weights at the LEAK-A line"
 PY
 
+echo "== gmem export --format chrome: allocation events name their mixed stack"
+"$GMEM" export "$PID" --format chrome -o "$W/chrome.json" 2>/dev/null || fail "export chrome"
+python3 - "$W/chrome.json" "$LEAK_A" <<'PY' || fail "chrome export frames"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+frames = doc["stackFrames"]
+want = "load_weights (leaky_frames.py:%s)" % sys.argv[2]
+hits = 0
+for e in doc["traceEvents"]:
+    if e.get("cat") != "alloc" or "sf" not in e:
+        continue
+    node, chain = e["sf"], []
+    while node:
+        chain.append(frames[node]["name"])
+        node = frames[node].get("parent")
+    hits += want in chain
+assert hits == 3, f"{hits} allocations name {want}, expected 3"
+PY
+
 echo "== gmem report: flame graphs of mixed stacks, drawn by the page itself"
 "$GMEM" report "$PID" -o "$W/report.html" 2>/dev/null || fail "gmem report"
 python3 - "$W/report.html" "$LEAK_A" <<'PY' || fail "report HTML"

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
+#include "tools/chrome_export.h"
 #include "tools/json_output.h"
 #include "tools/leak_report.h"
 #include "tools/printers.h"
@@ -169,6 +170,29 @@ TEST(pytorch_export, python_frames_come_first_like_pytorchs_own) {
   EXPECT_EQ(std::get<std::string>(field(frames[0], "name").get()), "Model.forward");
   EXPECT_EQ(std::get<std::int64_t>(field(frames[0], "line").get()), 42);
   EXPECT_EQ(std::get<std::string>(field(frames[3], "name").get()), "libcublas.so.12+0x50");
+}
+
+TEST(chrome_export, allocations_name_their_mixed_stack) {
+  const auto t = python_trace();
+  symbolizer symbols(module_ranges(t));
+  const auto j = chrome_trace(t, symbols);
+  const auto& frames = j["stackFrames"];
+  std::size_t allocs = 0, named = 0;
+  for (const auto& e : j["traceEvents"]) {
+    if (e.value("cat", "") != "alloc") continue;
+    ++allocs;
+    if (!e.contains("sf")) continue;
+    // Walk from the innermost node to the root: Python frames are the callers' side.
+    std::vector<std::string> chain;
+    for (std::string id = e["sf"]; !id.empty();) {
+      const auto& node = frames.at(id);
+      chain.push_back(node["name"]);
+      id = node.contains("parent") ? node["parent"].get<std::string>() : "";
+    }
+    if (std::find(chain.begin(), chain.end(), "Trainer.step (train.py:88)") != chain.end()) ++named;
+  }
+  EXPECT_GT(allocs, 0u);
+  EXPECT_GT(named, 0u);
 }
 
 TEST(suppressions, patterns) {
