@@ -14,23 +14,12 @@ namespace {
 
 using nlohmann::json;
 
-std::string plural(std::uint64_t n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 // The frames of a site, indented, as gmem leaks prints them.
 std::string frames_text(const call_site& s, const print_options& o) {
   if (s.frames.empty()) return "    (no stack recorded)\n";
   std::string out;
   for (std::size_t i = 0; i < s.frames.size() && i < o.frames; ++i) {
-    const frame_info& f = s.frames[i];
-    char idx[32];
-    std::snprintf(idx, sizeof idx, "    #%-2zu ", i);
-    out += idx + escape_text(f.name());
-    if (!f.file.empty())
-      out +=
-          " at " + escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
-    out += "\n";
+    out += frame_head(s.frames[i], i, o) + "\n";
   }
   if (s.frames.size() > o.frames)
     out += "    ... " + plural(s.frames.size() - o.frames, "more frame", "more frames") + "\n";

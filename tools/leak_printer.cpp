@@ -20,11 +20,21 @@ std::string join_ints(const std::vector<int>& v) {
   return s;
 }
 
+} // namespace
+
 std::string plural(std::uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-} // namespace
+std::string frame_head(const frame_info& f, std::size_t index, const print_options& o) {
+  char idx[32];
+  std::snprintf(idx, sizeof idx, "    #%-2zu ", index);
+  std::string out = idx + escape_text(f.name());
+  if (!f.file.empty())
+    out +=
+        " at " + escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
+  return out;
+}
 
 std::string describe_source(const gmem::trace::trace& t) {
   std::string s = "pid " + std::to_string(t.info.pid);
@@ -44,13 +54,8 @@ std::string print_frames(const leak_site& s, const print_options& o) {
     out += "    (no stack recorded: GMEM_STACK_DEPTH=0 or capture failed)\n";
   for (std::size_t i = 0; i < s.frames.size() && i < o.frames; ++i) {
     const frame_info& f = s.frames[i];
-    char idx[32];
-    std::snprintf(idx, sizeof idx, "    #%-2zu ", i);
-    out += idx + escape_text(f.name());
-    if (!f.file.empty())
-      out +=
-          " at " + escape_text(o.full_paths ? f.file + ":" + std::to_string(f.line) : f.location());
-    out += " (" + escape_text(o.full_paths ? f.module : basename_of(f.module)) +
+    out += frame_head(f, i, o) + " (" +
+           escape_text(o.full_paths ? f.module : basename_of(f.module)) +
            (f.note.empty() ? "" : ", " + f.note) + ")\n";
   }
   if (s.frames.size() > o.frames)

@@ -9,6 +9,7 @@
 
 namespace gmem::tools {
 
+struct frame_info;
 struct leak_report;
 struct leak_filter;
 struct frag_report;
@@ -19,6 +20,12 @@ struct print_options {
   std::size_t map_width = 64; // characters per segment map line
   bool full_paths = false;    // source and module paths in full
 };
+
+// "1 allocation", "3 allocations".
+std::string plural(std::uint64_t n, const char* one, const char* many);
+// A frame as the read commands print it, without a newline: "    #2  f() at file.cpp:12"
+// (escaped; full source path with o.full_paths).
+std::string frame_head(const frame_info& f, std::size_t index, const print_options& o);
 
 // One line naming the trace: "pid 1234 (./app --x), running, shm gmem.1234.5678".
 std::string describe_source(const gmem::trace::trace& t);
