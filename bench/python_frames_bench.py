@@ -1,13 +1,14 @@
 """Cost of recording Python frames per allocation (docs/trace-format.md, "Python frames").
 
 Allocates and frees one 4 KiB block N times through the CUDA driver API with the GIL held
-(ctypes.PyDLL), from a Python stack DEPTH frames deep, and prints ns per alloc+free pair (best
+(ctypes.PyDLL; with --released through ctypes.CDLL, which releases the GIL around the call as
+PyTorch and CuPy do), from a Python stack DEPTH frames deep, and prints ns per alloc+free pair (best
 of ROUNDS). Run it under the shim with GMEM_PYTHON_DEPTH=0 and =16 (and GMEM_STACK_DEPTH=0 for
 no stacks at all): the difference is the Python frames' price. `import torch` first with
 --torch (on the GPU machine: the interpreter then holds torch's modules, as in real use).
 
   LD_PRELOAD=build/lib/libgmem.so LD_LIBRARY_PATH=build/tests/fake_cuda \\
-      GMEM_PYTHON_DEPTH=16 python3 bench/python_frames_bench.py [--torch] [N] [DEPTH]
+      GMEM_PYTHON_DEPTH=16 python3 bench/python_frames_bench.py [--torch] [--released] [N] [DEPTH]
 """
 
 import ctypes
@@ -22,7 +23,7 @@ if "--torch" in sys.argv:
     import torch  # noqa: F401  (the interpreter as a PyTorch program has it)
 
     torch.cuda.init()
-cuda = ctypes.PyDLL("libcuda.so.1")
+cuda = (ctypes.CDLL if "--released" in sys.argv else ctypes.PyDLL)("libcuda.so.1")
 assert cuda.cuInit(0) == 0
 dev = ctypes.c_int()
 assert cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
@@ -52,4 +53,4 @@ def nest(n):
 
 
 print(f"{nest(DEPTH - 2):.0f} ns per alloc+free pair (best of {ROUNDS} x {N}, "
-      f"Python depth {DEPTH})")
+      f"Python depth {DEPTH}, GIL {'released' if '--released' in sys.argv else 'held'})")

@@ -1,19 +1,29 @@
-// Python frames of an allocation: when the allocating thread holds the GIL of a CPython
-// interpreter (3.10 to 3.13) loaded in the process, the writer appends the Python stack (file,
-// function, line; innermost first) to the native stack, as tagged words of the same stack
-// record (layout::python_word), so stacks stay deduplicated by one id.
+// Python frames of an allocation: when a CPython interpreter (3.10 to 3.13) is loaded in the
+// process and the allocating thread runs Python code, the writer appends that thread's Python
+// stack (file, function, line; innermost first) to the native stack, as tagged words of the
+// same stack record (layout::python_word), so stacks stay deduplicated by one id.
 //
-// Safety: the CPython API is resolved with dlsym(RTLD_DEFAULT) (no link-time dependency), and
-// called only when, in this order, the interpreter is initialized, this thread holds the GIL
-// (PyGILState_Check and a current thread state), and the interpreter is not finalizing: with
-// the GIL held, finalization cannot start under us. Nothing runs in a forked child (the
-// recorder stops there too). Free-threaded builds (no GIL) are not supported: no Python frames.
+// Without the GIL: PyTorch and CuPy release the GIL before they allocate, so the frames are
+// read without calling the interpreter, the way debuggers and sampling profilers (py-spy,
+// Austin) read them, from the thread's own thread state (PyGILState_GetThisThreadState) and
+// the frame structures of each supported version (docs/trace-format.md, "Python frames").
+// Why that is safe: the frames walked are the calling thread's own; while it is inside the
+// allocation hook it cannot pop them, and each frame holds a reference to its code object, so
+// nothing read can be freed under us. Other threads only ever add frame objects to them
+// (sys._current_frames). No reference count is touched and nothing is allocated by Python.
+// What is checked before anything is dereferenced: the interpreter is initialized and not
+// finalizing (finalization frees other threads' states), the thread state names the main
+// interpreter, every code object has PyCode_Type's type, every string PyUnicode_Type's, the
+// instruction offset lies inside its code; a frame that fails a check ends the walk. Nothing
+// runs in a forked child (the recorder stops there too). Free-threaded builds (no GIL, other
+// layouts) and other versions: no Python frames.
 //
-// Cost: frames are walked at each allocation (PyThreadState_GetFrame / PyFrame_GetBack), not
-// kept in a shadow stack by a profiling hook: GPU allocations are rare next to Python calls,
-// so paying per allocation beats paying per call (docs/trace-format.md, "Python frames").
-// A code object's "file\0function" string is interned once and cached by the code object's
-// address, holding a reference so the address is never reused by another code object.
+// Cost: frames are walked at each allocation, not kept in a shadow stack by a profiling hook:
+// GPU allocations are rare next to Python calls, so paying per allocation beats paying per
+// call. A code object's "file\0function" string is interned once and cached by the code
+// object's address, checked against its file, name and line-table objects (a dead code object
+// whose address is reused by another one has other ones); lines are cached the same way by
+// (code object, instruction offset).
 #pragma once
 
 #include <cstdint>
@@ -21,14 +31,15 @@
 
 namespace gmem::trace {
 
-// Looks for the CPython API in the process (idempotent; call again after a dlopen: an
-// interpreter embedded later is found then). Returns whether a supported one is there.
+// Looks for CPython in the process (idempotent; call again after a dlopen: an interpreter
+// embedded later is found then). Returns whether a supported one is there.
 bool python_init() noexcept;
 
 enum class python_capture : std::uint8_t {
   absent,     // no supported interpreter in the process, or Python frames are off
-  frames,     // wrote the frames of a thread holding the GIL
-  no_gil,     // an interpreter is there but this thread does not hold its GIL
+  frames,     // wrote the calling thread's frames
+  no_gil,     // an interpreter is there but this thread runs no Python code (no thread state,
+              // or no frame: a thread the program's native code started)
   finalizing, // the interpreter is shutting down (or not initialized yet)
 };
 

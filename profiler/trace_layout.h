@@ -267,7 +267,8 @@ inline constexpr std::uint32_t k_max_stack_depth = 256;
 // and AArch64 addresses fit in 57 bits), so a word whose top byte is a tag is not an ip.
 //   frame: tag 0xA5 | line (32..55) | string id (low 32) of "file\0function"; innermost first
 //   note:  tag 0xA6 | what (low 32): no_gil = an interpreter was there but the allocating
-//          thread did not hold its GIL; finalizing = it was shutting down or not started
+//          thread ran no Python code (no thread state or no frame; the name is format 3's);
+//          finalizing = it was shutting down or not started
 namespace python_word {
 inline constexpr unsigned k_tag_shift = 56;
 inline constexpr std::uint64_t k_frame_tag = 0xA5, k_note_tag = 0xA6;

@@ -123,7 +123,7 @@ struct python_frame {
 // Why a stack of a Python process has no Python frames.
 enum class python_note : std::uint8_t {
   none,       // frames recorded (or no interpreter: then the stack has no python entry)
-  no_gil,     // the allocating thread did not hold the GIL (e.g. PyTorch's autograd threads)
+  no_gil,     // the allocating thread ran no Python code (e.g. PyTorch's autograd threads)
   finalizing, // the interpreter was shutting down (or not initialized)
 };
 struct python_stack {

@@ -156,7 +156,7 @@ std::string describe(gmem::trace::python_note note) {
   case python_note::none:
     return {};
   case python_note::no_gil:
-    return "no Python frames: the allocating thread did not hold the GIL";
+    return "no Python frames: the allocating thread was not running Python code";
   case python_note::finalizing:
     return "no Python frames: the interpreter was shutting down";
   }

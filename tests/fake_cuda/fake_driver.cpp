@@ -5,6 +5,8 @@
 // released under work still queued.
 #include <cstdlib>
 #include <cstring>
+#include <dlfcn.h>
+#include <thread>
 #include <unistd.h>
 
 #include "tests/fake_cuda/fake_state.h"
@@ -372,4 +374,21 @@ FAKE_API CUresult cuPointerGetAttributes(unsigned int n, CUpointer_attribute* at
     if (CUresult r = cuPointerGetAttribute(data[i], attributes[i], p); r != CUDA_SUCCESS) return r;
   }
   return CUDA_SUCCESS;
+}
+
+// Not a CUDA function, a test hook: allocates `bytes` in `ctx` on a thread the library starts
+// and joins, which runs no Python code (as PyTorch's autograd threads do not), through the
+// cuMemAlloc_v2 the process resolves globally (the shim's when it is preloaded), else this one.
+FAKE_API CUresult fake_cuda_alloc_on_native_thread(CUcontext ctx, std::size_t bytes,
+                                                   CUdeviceptr* out) {
+  using alloc_fn = CUresult (*)(CUdeviceptr*, std::size_t);
+  auto alloc = reinterpret_cast<alloc_fn>(dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"));
+  if (alloc == nullptr) alloc = &cuMemAlloc_v2;
+  CUresult r = CUDA_ERROR_UNKNOWN;
+  std::thread t([&] {
+    r = cuCtxSetCurrent(ctx);
+    if (r == CUDA_SUCCESS) r = alloc(out, bytes);
+  });
+  t.join();
+  return r;
 }

@@ -4,8 +4,10 @@ files: edit with care (tests/python/python_frames_test.sh).
 
 Leaks: 3 x 1 MiB from load_weights (line marked LEAK-A), 2 x 2 MiB from Cache.grow (LEAK-B,
 one line reached from two callers: two call sites, a site being its whole Python stack),
-1 x 512 KiB from a thread that does
-not hold the GIL (a ctypes call releases it: the allocation keeps its native stack only).
+1 x 512 KiB from a Python thread whose ctypes call
+releases the GIL (LEAK-C: PyTorch and CuPy allocate so; its frames are read all the same), and
+1 x 256 KiB from a thread the fake driver starts, which runs no Python code (its native stack
+only, and a note saying why).
 Everything else is freed. With "--stress", threads keep allocating and freeing while the
 interpreter shuts down (the shutdown-safety test)."""
 
@@ -66,9 +68,16 @@ def refill(cache):
     cache.grow()
 
 
-def no_gil_worker(ctx, kept):
+def released_gil_worker(ctx, kept):
     check(cuda.cuCtxSetCurrent(ctx), "cuCtxSetCurrent")
-    kept.append(alloc(512 << 10, lib=cuda))  # released GIL: native stack only
+    kept.append(alloc(512 << 10, lib=cuda))  # LEAK-C: the call releases the GIL
+
+
+def native_thread_alloc(ctx, kept):
+    p = ctypes.c_uint64()
+    check(cuda.fake_cuda_alloc_on_native_thread(ctx, ctypes.c_size_t(256 << 10), ctypes.byref(p)),
+          "fake_cuda_alloc_on_native_thread")
+    kept.append(p.value)
 
 
 def stress(ctx):
@@ -97,9 +106,10 @@ def main():
     cache = Cache()
     warm(cache)
     refill(cache)
-    t = threading.Thread(target=no_gil_worker, args=(ctx, kept))
+    t = threading.Thread(target=released_gil_worker, args=(ctx, kept))
     t.start()
     t.join()
+    native_thread_alloc(ctx, kept)
     if "--wait" in sys.argv:
         print("leaky_frames: ready", flush=True)
         sys.stdin.readline()
