@@ -28,7 +28,10 @@ namespace gmem::shim {
 CUresult ipc_get_handle(CUipcMemHandle* handle, CUdeviceptr p);
 CUresult ipc_open(CUdeviceptr* out, const CUipcMemHandle& handle, unsigned flags);
 CUresult ipc_close(CUdeviceptr p);
-// At exit: removes this process's registry (handles it gave out no longer open).
+// At exit: removes this process's registry and stops serving (handles it gave out no longer
+// open).
 void ipc_at_exit();
+// In a forked child (the shim is off there): closes the child's copy of the socket.
+void ipc_at_fork_child();
 
 } // namespace gmem::shim
