@@ -23,11 +23,11 @@ namespace {
 constexpr char k_request_magic[8] = {'g', 'm', 'e', 'm', 'I', 'P', 'C', 'q'};
 constexpr char k_reply_magic[8] = {'g', 'm', 'e', 'm', 'I', 'P', 'C', 'a'};
 constexpr std::uint32_t k_version = 1;
-constexpr std::size_t k_batch = 200;                  // descriptors per message (SCM_MAX_FD 253)
-constexpr std::size_t k_max_slots = 65536;            // published blocks at a time
-constexpr std::uint64_t k_max_pieces = 1u << 22;      // 64 TiB of 16 MiB pages
-constexpr std::uint64_t k_max_bytes = 1ull << 50;     // sanity bound on a block's mapping
-constexpr int k_timeout_s = 5;                        // per send / receive, both sides
+constexpr std::size_t k_batch = 200;              // descriptors per message (SCM_MAX_FD 253)
+constexpr std::size_t k_max_slots = 65536;        // published blocks at a time
+constexpr std::uint64_t k_max_pieces = 1u << 22;  // 64 TiB of 16 MiB pages
+constexpr std::uint64_t k_max_bytes = 1ull << 50; // sanity bound on a block's mapping
+constexpr int k_timeout_s = 5;                    // per send / receive, both sides
 
 struct request {
   char magic[8];
@@ -487,8 +487,7 @@ CUresult fetch_and_map(std::uint32_t pid, const published& p, std::uint64_t size
   const bool stray = !fds.empty();
   close_all(fds);
   if (n != static_cast<ssize_t>(sizeof head) || stray ||
-      std::memcmp(head.magic, k_reply_magic, sizeof head.magic) != 0 ||
-      head.version != k_version) {
+      std::memcmp(head.magic, k_reply_magic, sizeof head.magic) != 0 || head.version != k_version) {
     *why = n == 0 ? "the exporter closed the connection without an answer"
                   : "no valid answer from the exporter";
     return CUDA_ERROR_INVALID_HANDLE;
@@ -506,9 +505,9 @@ CUresult fetch_and_map(std::uint32_t pid, const published& p, std::uint64_t size
            std::to_string(head.status) + ")";
     return static_cast<CUresult>(head.status);
   }
-  if (head.count == 0 || head.count > k_max_pieces || head.total == 0 ||
-      head.total > k_max_bytes || head.offset != p.offset || head.size != size ||
-      head.offset > head.total || head.size > head.total - head.offset) {
+  if (head.count == 0 || head.count > k_max_pieces || head.total == 0 || head.total > k_max_bytes ||
+      head.offset != p.offset || head.size != size || head.offset > head.total ||
+      head.size > head.total - head.offset) {
     *why = "the exporter's answer does not match the handle";
     return CUDA_ERROR_INVALID_HANDLE;
   }
@@ -549,8 +548,8 @@ CUresult fetch_and_map(std::uint32_t pid, const published& p, std::uint64_t size
       ::close(fds[i]);
       fds[i] = -1;
       if (drv != CUDA_SUCCESS) {
-        return fail(drv, "cuMemImportFromShareableHandle failed (CUresult " +
-                             std::to_string(drv) + ")");
+        return fail(drv,
+                    "cuMemImportFromShareableHandle failed (CUresult " + std::to_string(drv) + ")");
       }
       drv = r.cuMemMap(m.base + offset, bytes, 0, h, 0);
       (void)r.cuMemRelease(h); // the mapping keeps the memory
@@ -562,14 +561,15 @@ CUresult fetch_and_map(std::uint32_t pid, const published& p, std::uint64_t size
     }
     fds.clear(); // all closed above
   }
-  if (offset != m.total) return fail(CUDA_ERROR_INVALID_HANDLE, "the exporter's pieces do not add up");
+  if (offset != m.total)
+    return fail(CUDA_ERROR_INVALID_HANDLE, "the exporter's pieces do not add up");
   CUmemAccessDesc access{};
   access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
   access.location.id = device;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   if ((drv = r.cuMemSetAccess(m.base, m.total, &access, 1)) != CUDA_SUCCESS) {
-    return fail(drv, "cuMemSetAccess for device " + std::to_string(device) +
-                         " failed (CUresult " + std::to_string(drv) + ")");
+    return fail(drv, "cuMemSetAccess for device " + std::to_string(device) + " failed (CUresult " +
+                         std::to_string(drv) + ")");
   }
   *out = std::move(m);
   return CUDA_SUCCESS;
