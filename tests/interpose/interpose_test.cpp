@@ -505,6 +505,19 @@ TEST(ipc, the_probe_passes_without_gmem) {
   EXPECT_TRUE(r.has("ipc import done failures=0")) << r.child.output;
 }
 
+// A block of 225 arena pages (2 MiB each): its descriptors take two messages, and the importer
+// maps the pages in order (a marker every page).
+TEST(ipc, a_block_of_many_pages_is_mapped_in_order) {
+  const probe_run r = run_ipc(std::vector<std::string>{"export-big"},
+                              {{"GMEM_ARENA_PAGE_MB", "2"}, {"FAKE_CUDA_REPORT", "1"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("ipc export-big rc=0")) << r.child.output;
+  EXPECT_TRUE(r.has("ipc import-big markers_wrong=0")) << r.child.output;
+  const auto at = r.child.output.find("fake_cuda: vmm_imports=");
+  ASSERT_NE(at, std::string::npos) << r.child.output;
+  EXPECT_GE(std::stoull(r.child.output.substr(at + 23)), 225u) << r.child.output; // the pages
+}
+
 // The handles of an arena block outlive their exporter: opening one fails loudly, whether the
 // exporter's socket is gone or another process took its name (the importer checks that the
 // peer is the exporter's pid and uid).

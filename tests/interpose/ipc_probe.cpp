@@ -16,6 +16,10 @@
 //     or the socket is not the exporter's).
 //   ipc_probe squat FILE: binds the socket name of the (exited) exporter of FILE itself, then
 //     runs `import-gone FILE` (under gmem if preloaded): the importer must refuse this peer.
+//   ipc_probe export-big: one 450 MiB block (run with GMEM_ARENA_PAGE_MB=2: 225 arena pages,
+//     more than one message of descriptors), a marker byte every 2 MiB, exported to
+//     `import-big FILE`, which checks every marker (pieces mapped in order) and writes its
+//     own at the end.
 // Prints "ipc ..." lines; exit 0 ok, 1 a check failed, 2 setup.
 #include <cstddef>
 #include <cstdint>
@@ -23,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cuda.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <string>
 #include <sys/socket.h>
@@ -167,6 +172,13 @@ int run_export_only(const char* path) {
   return 0; // the blocks stay allocated: the exporter exits with them
 }
 
+int open_fds() {
+  int n = 0;
+  for (int fd = 0; fd < 4096; ++fd)
+    n += fcntl(fd, F_GETFD) != -1 ? 1 : 0;
+  return n;
+}
+
 bool opens_right(int i, CUdeviceptr q) {
   return byte_at(q, 0) == k_fill[i] && byte_at(q, k_sizes[i] - 1) == k_fill[i];
 }
@@ -175,6 +187,7 @@ int run_import(const char* path, const char* mode) {
   CUipcMemHandle h[k_blocks] = {};
   if (!read_file(path, h)) return 2;
   const bool plain = std::strcmp(mode, "plain") == 0; // gmem or native: every block opens
+  const int fds_before = open_fds();
   CUdeviceptr p[k_blocks] = {};
   for (int i = 0; i < k_blocks; ++i) {
     const CUresult r = cuIpcOpenMemHandle(&p[i], h[i], CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
@@ -233,6 +246,10 @@ int run_import(const char* path, const char* mode) {
     for (int i = 0; i < k_blocks; ++i)
       if (p[i] != 0) CHECK(cuIpcCloseMemHandle(p[i]) == CUDA_SUCCESS, "close block %d", i);
   }
+  const int fds_after = open_fds();
+  std::printf("ipc import fds_before=%d fds_after=%d\n", fds_before, fds_after);
+  CHECK(fds_after == fds_before, "descriptors left open: %d before, %d after", fds_before,
+        fds_after);
   std::printf("ipc import done failures=%d\n", g_failures);
   return g_failures == 0 ? 0 : 1;
 }
@@ -276,6 +293,53 @@ int run_squat(const char* path, const char* self) {
   return g_failures == 0 ? 0 : 1;
 }
 
+constexpr std::size_t k_big = std::size_t{450} << 20;
+constexpr std::size_t k_stride = std::size_t{2} << 20;
+
+unsigned char marker(std::size_t k) {
+  return static_cast<unsigned char>((k * 37 + 11) & 0xff);
+}
+
+int run_export_big(const char* self) {
+  CUdeviceptr p = 0;
+  if (cuMemAlloc(&p, k_big) != CUDA_SUCCESS) return 2;
+  for (std::size_t k = 0; k < k_big / k_stride; ++k)
+    CHECK(cuMemsetD8(p + k * k_stride, marker(k), 1) == CUDA_SUCCESS, "marker %zu", k);
+  CUipcMemHandle h[k_blocks] = {};
+  const CUresult r = cuIpcGetMemHandle(&h[0], p);
+  std::printf("ipc export-big rc=%d\n", r);
+  CHECK(r == CUDA_SUCCESS, "cuIpcGetMemHandle of the big block: %d", r);
+  char path[] = "/tmp/gmem-ipc-probe.XXXXXX";
+  const int fd = mkstemp(path);
+  if (fd < 0) return 2;
+  close(fd);
+  if (!write_file(path, h)) return 2;
+  const int status = spawn(self, {"import-big", path}, false);
+  unlink(path);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "importer exit status %d", status);
+  CHECK(byte_at(p, k_big - 1) == 0xEE, "the importer's write did not land at the block's end");
+  CHECK(cuMemFree(p) == CUDA_SUCCESS, "cuMemFree");
+  std::printf("ipc export-big done failures=%d\n", g_failures);
+  return g_failures == 0 ? 0 : 1;
+}
+
+int run_import_big(const char* path) {
+  CUipcMemHandle h[k_blocks] = {};
+  if (!read_file(path, h)) return 2;
+  CUdeviceptr q = 0;
+  const CUresult r = cuIpcOpenMemHandle(&q, h[0], 0);
+  CHECK(r == CUDA_SUCCESS, "cuIpcOpenMemHandle of the big block: %d", r);
+  if (r != CUDA_SUCCESS) return 1;
+  std::size_t wrong = 0;
+  for (std::size_t k = 0; k < k_big / k_stride; ++k)
+    wrong += byte_at(q + k * k_stride, 0) != marker(k) ? 1 : 0;
+  std::printf("ipc import-big markers_wrong=%zu\n", wrong);
+  CHECK(wrong == 0, "%zu of the markers read wrong", wrong);
+  CHECK(cuMemsetD8(q + k_big - 1, 0xEE, 1) == CUDA_SUCCESS, "write at the end");
+  CHECK(cuIpcCloseMemHandle(q) == CUDA_SUCCESS, "close");
+  return g_failures == 0 ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -288,7 +352,10 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "export-only") == 0) return run_export_only(argv[2]);
   if (argc == 3 && std::strcmp(argv[1], "import-gone") == 0) return run_import_gone(argv[2]);
   if (argc == 3 && std::strcmp(argv[1], "squat") == 0) return run_squat(argv[2], argv[0]);
+  if (argc == 2 && std::strcmp(argv[1], "export-big") == 0) return run_export_big(argv[0]);
+  if (argc == 3 && std::strcmp(argv[1], "import-big") == 0) return run_import_big(argv[2]);
   std::fprintf(stderr, "usage: ipc_probe export MODE | import FILE MODE (gmem, plain, native) | "
-                       "export-only FILE | import-gone FILE | squat FILE\n");
+                       "export-only FILE | import-gone FILE | squat FILE | export-big | "
+                       "import-big FILE\n");
   return 2;
 }
