@@ -2,9 +2,10 @@
 //   ipc_probe export gmem|plain|native: allocates six blocks: three that share one pooled
 //     segment (0 at its start, 1 and 2 inside it), a 64 MiB buffer (3: from the arena with the
 //     default options) and two 3 MiB blocks (4 and 5: one arena page, 5 inside it), fills each
-//     with its own byte, exports all (twice for 1 and 3: the handle must be the same), then
-//     runs `ipc_probe import FILE MODE` with the shim preloaded (gmem) or not (plain; native:
-//     neither process under gmem, the reference), and checks what the importer wrote back.
+//     with its own byte, exports all (twice for 1 and 3: the handle must be the same), forks
+//     a child that exits at once (it must not take the exporter's socket along), then runs
+//     `ipc_probe import FILE MODE` with the shim preloaded (gmem) or not (plain; native: neither
+//     process under gmem, the reference), and checks what the importer wrote back.
 //   ipc_probe import FILE MODE: opens the handles, checks each block's bytes (a wrong address
 //     reads another block's), closes and reopens 1, 3 and 5, opens 4 twice, writes 0x44 into
 //     1, 0x55 into 2, 0x99 into 3 and 0xAA into 5, closes all. Without gmem the handles of
@@ -136,6 +137,12 @@ int run_export(const char* mode, const char* self) {
   CUipcMemHandle h[k_blocks] = {};
   if (!allocate(p)) return 1;
   (void)export_all(p, h);
+  std::fflush(stdout);
+  if (const pid_t child = fork(); child == 0) { // a forked child's exit: the socket stays served
+    std::exit(0);
+  } else if (child > 0) {
+    waitpid(child, nullptr, 0);
+  }
   char path[] = "/tmp/gmem-ipc-probe.XXXXXX";
   const int fd = mkstemp(path);
   if (fd < 0) return 2;
