@@ -210,8 +210,11 @@ public:
     stopping_.store(true, std::memory_order_release);
     const int fd = listen_.load(std::memory_order_acquire);
     // Wakes the server's accept(); the descriptor (and with it the name) goes at exit, so the
-    // thread never sees a number reused by the program.
-    if (fd >= 0) (void)::shutdown(fd, SHUT_RDWR);
+    // thread never sees a number reused by the program. Only the owner: a forked child shares
+    // the socket, and shutting it down there would stop the parent's server too (the fork
+    // handler closes the child's copy, but the pid is checked all the same).
+    if (fd >= 0 && owner_.load(std::memory_order_acquire) == ::getpid())
+      (void)::shutdown(fd, SHUT_RDWR);
   }
   void forked_child() { // no lock: another thread may have held it at fork()
     const int fd = listen_.exchange(-1);
@@ -257,6 +260,7 @@ private:
       return false;
     }
     pid_ = me;
+    owner_.store(static_cast<pid_t>(me), std::memory_order_release);
     nonce_ = nonce;
     records_.clear(); // a forked child's copy (never served)
     return true;
@@ -268,6 +272,7 @@ private:
   std::uint64_t generation_ = 0;
   std::vector<record> records_;
   std::atomic<int> listen_{-1};
+  std::atomic<pid_t> owner_{0}; // pid_, for stop() (no lock at exit)
   std::atomic<bool> stopping_{false};
 };
 
