@@ -305,13 +305,13 @@ CUresult vmm_handle(CUipcMemHandle* handle, context_entry& e, const block_info& 
   auto refuse = [&](const std::string& why) {
     static std::atomic<bool> warned{false};
     if (!warned.exchange(true)) {
-      warn("warning: cuIpcGetMemHandle of pooled memory at " + hex(b.address) +
-           ": it lies in a virtual-memory mapping (the arena, GMEM_ARENA=1, serves requests "
-           "above GMEM_SMALL_MAX; GMEM_VMM=1 maps every segment so) whose memory cannot be "
-           "shared: " +
-           why +
-           "; returning CUDA_ERROR_NOT_SUPPORTED. Run programs that share "
-           "such blocks with GMEM_ARENA=0 GMEM_VMM=0 (gmem run --arena 0 --vmm 0)");
+      const std::string where = "warning: cuIpcGetMemHandle of pooled memory at " + hex(b.address) +
+                                ": it lies in a virtual-memory mapping (the arena, GMEM_ARENA=1, "
+                                "serves requests above GMEM_SMALL_MAX; GMEM_VMM=1 maps every "
+                                "segment so) whose memory cannot be shared: ";
+      warn(where + why +
+           "; returning CUDA_ERROR_NOT_SUPPORTED. Run programs that share such blocks with "
+           "GMEM_ARENA=0 GMEM_VMM=0 (gmem run --arena 0 --vmm 0)");
     }
     return CUDA_ERROR_NOT_SUPPORTED;
   };
