@@ -56,7 +56,7 @@
   X(arena, "GMEM_ARENA", flag, "1", "",                                                            \
     "1 = device requests above GMEM_SMALL_MAX come from one virtual-memory arena that grows "      \
     "where it ends, so free space merges across growths (needs VMM support, else ignored); "       \
-    "0 = segments of their own (CUDA IPC export of such blocks works)")                            \
+    "0 = segments of their own")                                                                   \
   X(arena_page_mb, "GMEM_ARENA_PAGE_MB", count, "16", "",                                          \
     "MiB per arena page, the unit the arena maps and gives back (a power of two, at least 2)")     \
   X(strict, "GMEM_STRICT", flag, "0", "",                                                          \

@@ -105,4 +105,7 @@ CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph);
   X(cuMemAddressFree)                                                                              \
   X(cuMemSetAccess)                                                                                \
   X(cuMemGetAllocationGranularity)                                                                 \
+  X(cuMemExportToShareableHandle)                                                                  \
+  X(cuMemImportFromShareableHandle)                                                                \
+  X(cuDeviceGetAttribute)                                                                          \
   X(cuStreamGetCtx)

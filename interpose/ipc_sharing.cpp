@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "interpose/hook_support.h"
+#include "interpose/ipc_vmm.h"
+#include "interpose/vmm_upstream.h"
 
 namespace gmem::shim {
 namespace {
@@ -20,11 +22,15 @@ namespace {
 using trace::alloc_kind;
 
 constexpr char k_handle_magic[8] = {'g', 'm', 'e', 'm', 'I', 'P', 'C', 1};
+// The same layout for a block in virtual-memory mappings (ipc_vmm.h): the offset is the
+// block's address minus that of the first physical piece behind it.
+constexpr char k_vmm_handle_magic[8] = {'g', 'm', 'e', 'm', 'I', 'P', 'C', 2};
 constexpr char k_registry_magic[8] = {'g', 'm', 'e', 'm', 'I', 'P', 'C', 'r'};
 constexpr std::uint32_t k_registry_version = 1;
 constexpr std::uint32_t k_max_slots = 4096;
 
-// The handle gmem gives out for a block that does not start its segment (64 bytes).
+// The handle gmem gives out for a block that does not start its cuMemAlloc segment, or lies in
+// virtual-memory mappings (64 bytes).
 struct gmem_handle {
   char magic[8];
   std::uint32_t pid;
@@ -200,7 +206,9 @@ bool read_registry(const gmem_handle& h, CUipcMemHandle* segment, std::string* w
   return ok;
 }
 
-// Importer side: each driver mapping once per (context, segment handle), counted.
+// Importer side: each mapping once per (context, handle), counted. A mapping is the driver's
+// (cuIpcOpenMemHandle of a segment's handle) or ours (the pieces of a block in another
+// process's virtual-memory mappings, keyed by the gmem handle).
 class imports {
 public:
   // Opens `segment` in the current context, or counts one more reference to it.
@@ -208,16 +216,30 @@ public:
     CUcontext ctx = nullptr;
     (void)driver()->cuCtxGetCurrent(&ctx);
     std::lock_guard lock(mu_);
-    for (mapping& m : maps_) {
-      if (m.ctx == ctx && same_bytes(m.segment, segment)) {
-        ++m.refs;
-        *base = m.base;
-        return CUDA_SUCCESS;
-      }
-    }
+    if (counted_locked(ctx, segment, base)) return CUDA_SUCCESS;
     const CUresult r = GMEM_REAL(cuIpcOpenMemHandle_v2, base, segment, flags);
-    if (r == CUDA_SUCCESS) maps_.push_back({ctx, segment, *base, 1});
+    if (r == CUDA_SUCCESS) maps_.push_back({ctx, segment, *base, 1, {}});
     return r;
+  }
+  // Maps the block `handle` (a gmem handle of a virtual-memory block of pid `h.pid`) in the
+  // current context, or counts one more reference to it. `*base`: the mapping's start.
+  CUresult open_vmm(const CUipcMemHandle& handle, const gmem_handle& h, CUdeviceptr* base,
+                    std::string* why) {
+    CUcontext ctx = nullptr;
+    (void)driver()->cuCtxGetCurrent(&ctx);
+    std::lock_guard lock(mu_); // held across the exchange: a second open waits for the first
+    if (counted_locked(ctx, handle, base)) return CUDA_SUCCESS;
+    ipc_vmm::published p;
+    p.slot = h.slot;
+    p.nonce = h.nonce;
+    p.generation = h.generation;
+    p.offset = h.offset;
+    ipc_vmm::mapped m;
+    const CUresult r = ipc_vmm::fetch_and_map(h.pid, p, h.size, &m, why);
+    if (r != CUDA_SUCCESS) return r;
+    *base = m.base;
+    maps_.push_back({ctx, handle, m.base, 1, std::move(m)});
+    return CUDA_SUCCESS;
   }
   // Records that `ptr` (base + offset) was handed out for the mapping at `base`.
   void hand_out(CUdeviceptr ptr, CUdeviceptr base) {
@@ -225,8 +247,8 @@ public:
     ++pointers_[ptr].count;
     pointers_[ptr].base = base;
   }
-  // True when `ptr` was handed out by open(); closes the driver's mapping with its last
-  // reference. `*r` is the driver's answer (CUDA_SUCCESS while references remain).
+  // True when `ptr` was handed out by open(); closes the mapping with its last reference.
+  // `*r` is the driver's answer (CUDA_SUCCESS while references remain).
   bool close(CUdeviceptr ptr, CUresult* r) {
     std::lock_guard lock(mu_);
     auto it = pointers_.find(ptr);
@@ -237,7 +259,7 @@ public:
     for (auto m = maps_.begin(); m != maps_.end(); ++m) {
       if (m->base != base) continue;
       if (--m->refs == 0) {
-        *r = GMEM_REAL(cuIpcCloseMemHandle, base);
+        *r = m->vmm.base != 0 ? ipc_vmm::unmap(m->vmm) : GMEM_REAL(cuIpcCloseMemHandle, base);
         maps_.erase(m);
       }
       break;
@@ -248,14 +270,25 @@ public:
 private:
   struct mapping {
     CUcontext ctx;
-    CUipcMemHandle segment;
+    CUipcMemHandle segment; // the driver's handle, or the gmem handle of a vmm block
     CUdeviceptr base;
     std::uint64_t refs;
+    ipc_vmm::mapped vmm; // base 0: the driver's mapping
   };
   struct pointer {
     CUdeviceptr base = 0;
     std::uint64_t count = 0;
   };
+  bool counted_locked(CUcontext ctx, const CUipcMemHandle& key, CUdeviceptr* base) {
+    for (mapping& m : maps_) {
+      if (m.ctx == ctx && same_bytes(m.segment, key)) {
+        ++m.refs;
+        *base = m.base;
+        return true;
+      }
+    }
+    return false;
+  }
   std::mutex mu_; // held across the driver's open/close: neither calls back into these hooks
   std::vector<mapping> maps_;
   std::map<CUdeviceptr, pointer> pointers_;
@@ -264,6 +297,58 @@ private:
 imports& my_imports() {
   static auto* i = new imports;
   return *i;
+}
+
+// The handle of a live block in virtual-memory mappings (the arena, GMEM_VMM=1 segments): its
+// physical pieces go to the importer as file descriptors (ipc_vmm.h).
+CUresult vmm_handle(CUipcMemHandle* handle, context_entry& e, const block_info& b) {
+  auto refuse = [&](const std::string& why) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      const std::string where = "warning: cuIpcGetMemHandle of pooled memory at " + hex(b.address) +
+                                ": it lies in a virtual-memory mapping (the arena, GMEM_ARENA=1, "
+                                "serves requests above GMEM_SMALL_MAX; GMEM_VMM=1 maps every "
+                                "segment so) whose memory cannot be shared: ";
+      warn(where + why +
+           "; returning CUDA_ERROR_NOT_SUPPORTED. Run programs that share such blocks with "
+           "GMEM_ARENA=0 GMEM_VMM=0 (gmem run --arena 0 --vmm 0)");
+    }
+    return CUDA_ERROR_NOT_SUPPORTED;
+  };
+  if (!e.vmm->exportable()) {
+    return refuse("the device or driver cannot share it as POSIX file descriptors "
+                  "(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED is 0, or "
+                  "cuMemCreate refused CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)");
+  }
+  vmm_upstream::piece_export first; // exporting one piece now: a refusal shows here, not later
+  CUresult r;
+  {
+    hook_scope scope;
+    ctx_scope ctx(e.link);
+    r = e.vmm->export_pieces(b.address, b.size, 0, 1, first);
+  }
+  for (int fd : first.fds)
+    ::close(fd);
+  if (r != CUDA_SUCCESS) {
+    return refuse("cuMemExportToShareableHandle failed (CUresult " + std::to_string(r) + ")");
+  }
+  ipc_vmm::published p;
+  std::string why;
+  if (!ipc_vmm::publish(&e, b.address, b.size, first.first, &p, &why)) {
+    warn("error: cuIpcGetMemHandle of the pooled block at " + hex(b.address) +
+         ": cannot offer it to importers (" + why + "); returning CUDA_ERROR_NOT_SUPPORTED");
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  gmem_handle h{};
+  std::memcpy(h.magic, k_vmm_handle_magic, sizeof h.magic);
+  h.pid = static_cast<std::uint32_t>(::getpid());
+  h.slot = p.slot;
+  h.nonce = p.nonce;
+  h.generation = p.generation;
+  h.offset = p.offset;
+  h.size = b.size;
+  std::memcpy(handle, &h, sizeof h);
+  return CUDA_SUCCESS;
 }
 
 } // namespace
@@ -275,17 +360,7 @@ CUresult ipc_get_handle(CUipcMemHandle* handle, CUdeviceptr p) {
   if (e == nullptr) return GMEM_REAL(cuIpcGetMemHandle, handle, p);
   const auto b = e->device_pool->find(p);
   if (!b) return CUDA_ERROR_INVALID_VALUE; // inside a segment, but no live block: freed memory
-  if (e->vmm != nullptr && e->vmm->is_vmm(p)) {
-    static std::atomic<bool> warned{false};
-    if (!warned.exchange(true)) {
-      warn("warning: cuIpcGetMemHandle of pooled memory at " + hex(p) +
-           ": it lies in a virtual-memory mapping (the arena, GMEM_ARENA=1, serves requests "
-           "above GMEM_SMALL_MAX; GMEM_VMM=1 maps every segment so), which has no legacy IPC "
-           "handle; returning CUDA_ERROR_NOT_SUPPORTED. Run programs that share such blocks "
-           "with GMEM_ARENA=0 GMEM_VMM=0 (gmem run --arena 0 --vmm 0)");
-    }
-    return CUDA_ERROR_NOT_SUPPORTED;
-  }
+  if (e->vmm != nullptr && e->vmm->is_vmm(p)) return vmm_handle(handle, *e, *b);
   CUipcMemHandle segment{};
   CUresult r;
   {
@@ -335,7 +410,27 @@ CUresult ipc_open(CUdeviceptr* out, const CUipcMemHandle& handle, unsigned flags
   }
   CUdeviceptr base = 0;
   CUresult r;
-  {
+  if (std::memcmp(h.magic, k_vmm_handle_magic, sizeof h.magic) == 0) {
+    if (h.pid == static_cast<std::uint32_t>(::getpid())) {
+      warn("error: cuIpcOpenMemHandle of a handle this process exported; returning "
+           "CUDA_ERROR_INVALID_CONTEXT (as the driver does)");
+      return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    std::string why;
+    {
+      hook_scope scope;
+      r = my_imports().open_vmm(handle, h, &base, &why);
+    }
+    if (r != CUDA_SUCCESS) {
+      warn("error: cuIpcOpenMemHandle of a gmem handle (a pooled block of pid " +
+           std::to_string(h.pid) + "): " + why + "; returning " +
+           (r == CUDA_ERROR_INVALID_HANDLE ? std::string("CUDA_ERROR_INVALID_HANDLE")
+                                           : "CUresult " + std::to_string(r)));
+      return r;
+    }
+    offset = h.offset;
+    size = h.size;
+  } else {
     hook_scope scope;
     r = my_imports().open(segment, flags, &base);
   }
@@ -357,6 +452,11 @@ CUresult ipc_close(CUdeviceptr p) {
 
 void ipc_at_exit() {
   my_exports().remove();
+  ipc_vmm::at_exit();
+}
+
+void ipc_at_fork_child() {
+  ipc_vmm::at_fork_child();
 }
 
 } // namespace gmem::shim

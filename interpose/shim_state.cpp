@@ -100,6 +100,7 @@ void on_exit() {
 void on_fork_child() {
   g_forked_child.store(true);
   g_active.store(false);
+  ipc_at_fork_child();
 }
 
 void init() {

@@ -7,8 +7,6 @@
 
 namespace gmem::shim {
 
-using vmm_detail::device_prop;
-
 const vmm_upstream::arena_range* vmm_upstream::arena_at_locked(std::uintptr_t address,
                                                                std::size_t& index) const {
   auto it = arenas_.upper_bound(address);
@@ -108,11 +106,10 @@ std::uintptr_t vmm_upstream::extend_vmm(std::uintptr_t at, std::size_t bytes,
     }
     return std::uintptr_t{0};
   };
-  const CUmemAllocationProp prop = device_prop(link_.device);
   for (std::size_t i = 0; i < pages; ++i) {
     CUmemGenericAllocationHandle h = i < taken.size() ? taken[i].p.handle : 0;
     if (h == 0) {
-      if ((rc = r.cuMemCreate(&h, arena_page_, &prop, 0)) != CUDA_SUCCESS) return undo();
+      if ((rc = create_piece(&h, arena_page_)) != CUDA_SUCCESS) return undo();
       created.push_back(h);
     }
     if ((rc = r.cuMemMap(va + i * arena_page_, arena_page_, 0, h, 0)) != CUDA_SUCCESS) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <unistd.h>
 #include <utility>
 
 #include "interpose/vmm_detail.h"
@@ -64,6 +65,15 @@ vmm_upstream* vmm_upstream::create(context_link& link, fences& fe, bool segments
   if (arena_page != 0) reserve = (2 * total + arena_page - 1) / arena_page * arena_page;
   if (!segments && arena_page == 0) return nullptr;
   auto* up = new vmm_upstream(link, fe, granularity, segments, arena_page, reserve);
+  int fd_handles = 0; // CUDA IPC of this memory (ipc_sharing.h) needs shareable pieces
+  if (link.real->cuDeviceGetAttribute != nullptr &&
+      link.real->cuMemExportToShareableHandle != nullptr &&
+      link.real->cuDeviceGetAttribute(
+          &fd_handles, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+          link.device) == CUDA_SUCCESS &&
+      fd_handles == 1) {
+    up->fd_handles_.store(true, std::memory_order_relaxed);
+  }
   std::lock_guard lock(g_peer_mu);
   for (const auto& [owner, device] : g_peer_access)
     if (owner == link.ctx && device != link.device) up->peers_.push_back(device);
@@ -80,6 +90,23 @@ std::vector<CUmemAccessDesc> vmm_upstream::access_locked() const {
   for (int p : peers_)
     d.push_back(read_write(p));
   return d;
+}
+
+CUresult vmm_upstream::create_piece(CUmemGenericAllocationHandle* handle,
+                                    std::size_t bytes) noexcept {
+  CUmemAllocationProp prop = device_prop(link_.device);
+  if (fd_handles_.load(std::memory_order_relaxed)) {
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    const CUresult rc = link_.real->cuMemCreate(handle, bytes, &prop, 0);
+    if (rc != CUDA_ERROR_NOT_SUPPORTED && rc != CUDA_ERROR_INVALID_VALUE) return rc;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    const CUresult plain = link_.real->cuMemCreate(handle, bytes, &prop, 0);
+    // The handle type was the trouble: do without it from now on (IPC of these pieces is
+    // refused, ipc_sharing.cpp says so).
+    if (plain == CUDA_SUCCESS) fd_handles_.store(false, std::memory_order_relaxed);
+    return plain;
+  }
+  return link_.real->cuMemCreate(handle, bytes, &prop, 0);
 }
 
 void vmm_upstream::gather_locked(std::size_t bytes, std::vector<piece>& out, std::size_t& fresh,
@@ -130,8 +157,7 @@ std::uintptr_t vmm_upstream::map_vmm(std::size_t bytes, CUresult& rc) noexcept {
     return std::uintptr_t{0};
   };
   if (fresh != 0) {
-    const CUmemAllocationProp prop = device_prop(link_.device);
-    if ((rc = r.cuMemCreate(&created, fresh, &prop, 0)) != CUDA_SUCCESS) {
+    if ((rc = create_piece(&created, fresh)) != CUDA_SUCCESS) {
       created = 0;
       return undo();
     }
@@ -258,6 +284,62 @@ bool vmm_upstream::is_vmm(std::uintptr_t address) const noexcept {
   if (it == live_.begin()) return false;
   --it;
   return address < it->first + it->second.bytes;
+}
+
+CUresult vmm_upstream::export_pieces(std::uintptr_t address, std::size_t bytes, std::size_t skip,
+                                     std::size_t max, piece_export& out) const noexcept {
+  out = piece_export{};
+  if (bytes == 0 || address + bytes < address) return CUDA_ERROR_INVALID_VALUE;
+  std::vector<CUmemGenericAllocationHandle> handles; // of pieces [skip, skip + max)
+  std::lock_guard lock(mu_); // the pieces stay while it is held: teardown needs it too
+  std::size_t index = 0;
+  if (const arena_range* a = arena_at_locked(address, index)) {
+    const std::uintptr_t base = address - address % arena_page_;
+    const std::size_t pages = (address - base + bytes + arena_page_ - 1) / arena_page_;
+    for (std::size_t k = 0; k < pages; ++k) {
+      std::size_t i = 0;
+      if (arena_at_locked(base + k * arena_page_, i) != a || a->page[i] != page_state::mapped)
+        return CUDA_ERROR_INVALID_VALUE;
+      if (k >= skip && k - skip < max) handles.push_back(a->handle[i]);
+    }
+    out.first = base;
+    out.count = pages;
+    out.total = pages * arena_page_;
+    out.bytes.assign(handles.size(), arena_page_);
+  } else {
+    auto it = live_.upper_bound(address);
+    if (it == live_.begin()) return CUDA_ERROR_INVALID_VALUE;
+    --it;
+    const mapping& m = it->second;
+    if (address + bytes > m.base + m.bytes) return CUDA_ERROR_INVALID_VALUE;
+    std::uintptr_t at = m.base;
+    for (const piece& p : m.pieces) {
+      if (at + p.bytes > address && at < address + bytes) {
+        if (out.count == 0) out.first = at;
+        if (out.count >= skip && out.count - skip < max) {
+          handles.push_back(p.handle);
+          out.bytes.push_back(p.bytes);
+        }
+        ++out.count;
+        out.total += p.bytes;
+      }
+      at += p.bytes;
+    }
+  }
+  if (link_.real->cuMemExportToShareableHandle == nullptr) return CUDA_ERROR_NOT_SUPPORTED;
+  for (CUmemGenericAllocationHandle h : handles) {
+    int fd = -1;
+    const CUresult rc = link_.real->cuMemExportToShareableHandle(
+        &fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    if (rc != CUDA_SUCCESS || fd < 0) {
+      for (int open : out.fds)
+        ::close(open);
+      out.fds.clear();
+      return rc != CUDA_SUCCESS ? rc : CUDA_ERROR_UNKNOWN;
+    }
+    out.fds.push_back(fd);
+  }
+  return CUDA_SUCCESS;
 }
 
 std::size_t vmm_upstream::spare_bytes() const noexcept {

@@ -48,6 +48,7 @@
 // (fallback_) and only the arena is virtual memory.
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
@@ -82,6 +83,25 @@ public:
   static void note_peer_access(CUcontext owner, int device);
   // Inside a segment this maps by VMM or inside an arena range (no legacy IPC handle).
   bool is_vmm(std::uintptr_t address) const noexcept;
+  // CUDA IPC of such memory (ipc_sharing.h): physical allocations are created exportable as
+  // POSIX file descriptors when the device supports it (asked once, in create(); a cuMemCreate
+  // that refuses the handle type is retried without it, and later ones do without).
+  bool exportable() const noexcept { return fd_handles_.load(std::memory_order_relaxed); }
+  // The physical pieces behind [address, address + bytes) (arena pages, or the pieces of one
+  // segment), in address order: where the first is mapped, how many there are, their bytes,
+  // and for pieces [skip, skip + max) a file descriptor each (the caller closes them).
+  struct piece_export {
+    std::uintptr_t first = 0;
+    std::size_t count = 0;
+    std::size_t total = 0;
+    std::vector<std::size_t> bytes; // of the exported pieces
+    std::vector<int> fds;
+  };
+  // CUDA_ERROR_INVALID_VALUE: the range is not (or no longer) wholly mapped by this upstream;
+  // otherwise the driver's answer to cuMemExportToShareableHandle (CUDA_ERROR_NOT_SUPPORTED,
+  // say, for pieces created without the handle type). Nothing is left open on failure.
+  CUresult export_pieces(std::uintptr_t address, std::size_t bytes, std::size_t skip,
+                         std::size_t max, piece_export& out) const noexcept;
   std::size_t spare_bytes() const noexcept; // physical memory held for reuse
 
   // Where the host's time goes (GMEM_VERBOSE prints them): segments mapped, bytes of them
@@ -129,6 +149,8 @@ private:
     std::vector<page_state> page;
     std::vector<CUmemGenericAllocationHandle> handle; // of each mapped or retiring page
   };
+  // cuMemCreate of one piece, exportable while fd_handles_ holds.
+  CUresult create_piece(CUmemGenericAllocationHandle* handle, std::size_t bytes) noexcept;
   std::uintptr_t map_vmm(std::size_t bytes, CUresult& rc) noexcept;
   std::uintptr_t extend_vmm(std::uintptr_t at, std::size_t bytes, CUresult& rc) noexcept;
   // attempt(rc) (map_vmm or extend_vmm) in the device's context, once more after waiting for
@@ -162,7 +184,8 @@ private:
   const std::size_t arena_page_;    // 0: no arena
   const std::size_t arena_reserve_; // bytes of address space per arena range
   const pool* pool_ = nullptr;
-  mutable std::mutex mu_; // guards everything below
+  std::atomic<bool> fd_handles_{false}; // pieces are created with POSIX_FILE_DESCRIPTOR
+  mutable std::mutex mu_;               // guards everything below
   std::map<std::uintptr_t, mapping> live_;
   std::map<std::uintptr_t, arena_range> arenas_; // by base; never freed; newest: arena_newest_
   std::uintptr_t arena_newest_ = 0;

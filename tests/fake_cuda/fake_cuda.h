@@ -7,7 +7,8 @@
 // CU_STREAM_NON_BLOCKING streams are independent. A destroyed stream's handle is refused.
 //
 // Environment: FAKE_CUDA_TOTAL_BYTES (device size, default 1G), FAKE_CUDA_DEVICES (default 1),
-// FAKE_CUDA_REPORT=1 (print the counters to stderr at exit, one "fake_cuda: name=value" line).
+// FAKE_CUDA_FD_EXPORT (fake_vmm.cpp), FAKE_CUDA_REPORT=1 (print the counters to stderr at exit, one
+// "fake_cuda: name=value" line).
 #pragma once
 
 #include <cstddef>
@@ -37,6 +38,8 @@
   X(vmm_maps)                                                                                      \
   X(vmm_unmaps)                                                                                    \
   X(vmm_releases)                                                                                  \
+  X(vmm_exports)                                                                                   \
+  X(vmm_imports)                                                                                   \
   X(smallest_alloc)                                                                                \
   X(largest_alloc)
 

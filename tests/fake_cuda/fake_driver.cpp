@@ -134,6 +134,18 @@ FAKE_API CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice) {
   return CUDA_SUCCESS;
 }
 
+// The attributes the shim asks for; others are refused.
+FAKE_API CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice dev) {
+  if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;
+  if (value == nullptr || dev < 0 || dev >= get().device_count) return CUDA_ERROR_INVALID_VALUE;
+  if (attribute == CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED) {
+    const char* mode = std::getenv("FAKE_CUDA_FD_EXPORT");
+    *value = mode != nullptr && std::strcmp(mode, "0") == 0 ? 0 : 1;
+    return CUDA_SUCCESS;
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
 // ---- contexts ------------------------------------------------------------------------------
 FAKE_API CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   if (CUresult r = check_ready(); r != CUDA_SUCCESS) return r;

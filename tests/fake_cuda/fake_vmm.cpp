@@ -9,9 +9,20 @@
 //   bench/probes/driver_facts.cu): a "kernel" still writing through an unmapped range faults,
 //   which is how the tests catch a segment retired too early.
 // Mapped ranges are registered as allocations of kind vmm, so pointer queries answer for them.
+// Shareable handles, as CUDA IPC of VMM memory uses them (PyTorch's expandable segments too): a
+// physical allocation created with requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+// exports a descriptor (cuMemExportToShareableHandle: a duplicate of its memfd), which
+// cuMemImportFromShareableHandle, in any process it was passed to, turns into a new handle of
+// the same memory; others refuse to export. FAKE_CUDA_FD_EXPORT: 1 (default) = supported
+// (cuDeviceGetAttribute says so); 0 = the attribute says no; create = the attribute says yes
+// but cuMemCreate refuses the handle type (CUDA_ERROR_NOT_SUPPORTED).
+#include <cstdlib>
 #include <cstring>
+#include <fcntl.h>
 #include <map>
+#include <string>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/fake_cuda/fake_state.h"
@@ -30,7 +41,14 @@ struct physical {
   int device = 0;
   int mappings = 0;
   bool released = false;
+  bool exportable = false; // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+  bool imported = false;   // another process's memory: not counted on this device
 };
+
+std::string fd_export_mode() {
+  const char* m = std::getenv("FAKE_CUDA_FD_EXPORT");
+  return m != nullptr ? m : "1";
+}
 
 struct mapping {
   physical* phys = nullptr;
@@ -42,7 +60,7 @@ std::map<std::uintptr_t, mapping> g_mappings; // by address; guarded by get().mu
 void free_if_unused(physical* p) { // caller holds get().mu
   if (!p->released || p->mappings != 0) return;
   close(p->fd);
-  get().used_bytes[static_cast<std::size_t>(p->device)] -= p->bytes;
+  if (!p->imported) get().used_bytes[static_cast<std::size_t>(p->device)] -= p->bytes;
   get().count.vmm_releases++; // the physical memory is back
   delete p;
 }
@@ -64,6 +82,11 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t 
       prop->location.id < 0 || prop->location.id >= get().device_count) {
     return CUDA_ERROR_INVALID_VALUE;
   }
+  const bool exportable = prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  if (prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE &&
+      (!exportable || fd_export_mode() != "1")) {
+    return CUDA_ERROR_NOT_SUPPORTED;
+  }
   auto& st = get();
   std::lock_guard lock(st.mu);
   auto& used = st.used_bytes[static_cast<std::size_t>(prop->location.id)];
@@ -76,7 +99,44 @@ FAKE_API CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t 
   used += bytes;
   st.count.vmm_creates++;
   *handle = reinterpret_cast<CUmemGenericAllocationHandle>(
-      new physical{fd, bytes, prop->location.id, 0, false});
+      new physical{fd, bytes, prop->location.id, 0, false, exportable, false});
+  return CUDA_SUCCESS;
+}
+
+FAKE_API CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle,
+                                               CUmemAllocationHandleType type,
+                                               unsigned long long flags) {
+  auto* p = reinterpret_cast<physical*>(handle);
+  if (shareable == nullptr || p == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  std::lock_guard lock(get().mu);
+  if (p->released) return CUDA_ERROR_INVALID_VALUE;
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || !p->exportable)
+    return CUDA_ERROR_NOT_PERMITTED; // the real driver: the type was not requested at creation
+  const int fd = fcntl(p->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  *static_cast<int*>(shareable) = fd;
+  get().count.vmm_exports++;
+  return CUDA_SUCCESS;
+}
+
+// The descriptor stays the caller's (it closes it); the handle keeps its own duplicate.
+FAKE_API CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                                 void* os_handle, CUmemAllocationHandleType type) {
+  const auto fd = static_cast<int>(reinterpret_cast<std::intptr_t>(os_handle));
+  struct stat sb {};
+  if (handle == nullptr || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR || fd < 0 ||
+      fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size <= 0 ||
+      static_cast<std::size_t>(sb.st_size) % k_granularity != 0) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (own < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  fake::context* c = fake::current();
+  std::lock_guard lock(get().mu);
+  get().count.vmm_imports++;
+  *handle = reinterpret_cast<CUmemGenericAllocationHandle>(
+      new physical{own, static_cast<std::size_t>(sb.st_size), c != nullptr ? c->device : 0, 0,
+                   false, true, true});
   return CUDA_SUCCESS;
 }
 

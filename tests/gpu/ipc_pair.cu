@@ -1,11 +1,14 @@
 // CUDA IPC between two processes on the real driver (the classic cudaIpcGetMemHandle pattern).
 //   ipc_pair export MODE: cudaMallocs three blocks of 256 KiB (one pooled segment under gmem:
-//     the first at its start, the others inside) and a 64 MiB buffer, fills each with its own
-//     byte, exports all four, and runs `ipc_pair import FILE MODE` (MODE plain: the child
-//     without LD_PRELOAD). The importer checks every byte through the mapping, adds 1 to each
-//     block with a kernel, closes and reopens block 1; the exporter checks the increments.
-//     A handle that fails to export or open prints rc and is skipped (plain: blocks 1-2 must
-//     fail to open, never map the wrong memory). Exit 0 ok, 1 a check failed.
+//     the first at its start, the others inside), a 64 MiB buffer (the arena by default) and
+//     two 3 MiB blocks (one arena page, the second inside it), fills each with its own byte,
+//     exports all six, and runs `ipc_pair import FILE MODE` (MODE plain: the child without
+//     LD_PRELOAD). The importer checks every byte through the mapping, adds 1 to each block
+//     with a kernel, closes and reopens blocks 1 and 3; the exporter checks the increments
+//     (a wrong offset would add twice to one of two neighbours and never to the other).
+//     Under gmem (and natively) every block must export and open. plain: a gmem handle
+//     ('gmemIPC' bytes) must fail to open, never map the wrong memory; the driver's own
+//     handles (a block at the start of its segment) must open. Exit 0 ok, 1 a check failed.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -25,8 +28,14 @@ int g_fail = 0;
     }                                                                                              \
   } while (0)
 
-constexpr int k_blocks = 4;
-const std::size_t k_size[k_blocks] = {256 << 10, 256 << 10, 256 << 10, std::size_t{64} << 20};
+constexpr int k_blocks = 6;
+const std::size_t k_size[k_blocks] = {256 << 10, 256 << 10, 256 << 10, std::size_t{64} << 20,
+                                      3 << 20,   3 << 20};
+
+// A handle gmem made (only an importer under gmem opens it), not the driver's.
+bool gmem_handle(const cudaIpcMemHandle_t& h) {
+  return std::memcmp(h.reserved, "gmemIPC", 7) == 0;
+}
 
 __global__ void add_one(unsigned char* p, std::size_t n) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
@@ -51,7 +60,10 @@ int run_export(const char* self, const char* mode) {
     CHECK(cudaMemset(p[i], 0x10 * (i + 1), k_size[i]) == cudaSuccess, "cudaMemset %d", i);
     const cudaError_t r = cudaIpcGetMemHandle(&h[i], p[i]);
     exported[i] = r == cudaSuccess;
-    std::printf("ipc_pair export block=%d rc=%d (%s)\n", i, r, cudaGetErrorString(r));
+    std::printf("ipc_pair export block=%d rc=%d (%s) gmem_handle=%d\n", i, r, cudaGetErrorString(r),
+                exported[i] && gmem_handle(h[i]) ? 1 : 0);
+    if (std::strcmp(mode, "native") == 0 || std::strcmp(mode, "gmem") == 0)
+      CHECK(exported[i], "block %d did not export", i);
   }
   CHECK(cudaDeviceSynchronize() == cudaSuccess, "sync");
   char path[] = "/tmp/gmem-ipc-pair.XXXXXX";
@@ -70,7 +82,7 @@ int run_export(const char* self, const char* mode) {
   unlink(path);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "importer status %d", status);
   for (int i = 0; i < k_blocks; ++i) {
-    const bool opened = exported[i] && (std::strcmp(mode, "plain") != 0 || i == 0 || i == 3);
+    const bool opened = exported[i] && (std::strcmp(mode, "plain") != 0 || !gmem_handle(h[i]));
     const unsigned char want = static_cast<unsigned char>(0x10 * (i + 1) + (opened ? 1 : 0));
     CHECK(all_equal(p[i], k_size[i], want), "block %d does not hold 0x%02x", i, want);
     CHECK(cudaFree(p[i]) == cudaSuccess, "cudaFree %d", i);
@@ -91,16 +103,16 @@ int run_import(const char* path, const char* mode) {
     std::printf("ipc_pair import block=%d rc=%d (%s)\n", i, r, cudaGetErrorString(r));
     if (r != cudaSuccess) {
       (void)cudaGetLastError();
-      if (!plain && i < 3) CHECK(false, "block %d of a pooled segment did not open", i);
+      if (!plain || !gmem_handle(h[i])) CHECK(false, "block %d did not open", i);
       continue;
     }
-    if (plain && (i == 1 || i == 2)) CHECK(false, "without gmem, interior block %d opened", i);
+    if (plain && gmem_handle(h[i])) CHECK(false, "without gmem, gmem handle %d opened", i);
     CHECK(all_equal(q, k_size[i], static_cast<unsigned char>(0x10 * (i + 1))),
           "block %d: wrong bytes through the mapping (wrong address?)", i);
-    if (i == 1) { // close and reopen
-      CHECK(cudaIpcCloseMemHandle(q) == cudaSuccess, "close block 1");
+    if (i == 1 || i == 3) { // close and reopen
+      CHECK(cudaIpcCloseMemHandle(q) == cudaSuccess, "close block %d", i);
       CHECK(cudaIpcOpenMemHandle(&q, h[i], cudaIpcMemLazyEnablePeerAccess) == cudaSuccess,
-            "reopen block 1");
+            "reopen block %d", i);
     }
     add_one<<<64, 256>>>(static_cast<unsigned char*>(q), k_size[i]);
     CHECK(cudaDeviceSynchronize() == cudaSuccess, "kernel on block %d", i);

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <sstream>
+#include <unistd.h>
 
 #include "pool/pool.h"
 #include "tests/interpose/child_process.h"
@@ -412,26 +414,48 @@ TEST(arena, pages_retire_without_blocking_the_host) {
   }
 }
 
-TEST(arena, ipc_of_arena_memory_is_refused) {
+// Arena pages are created shareable (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) when the
+// device supports it, so arena blocks export; where it does not (the attribute says no, or
+// cuMemCreate refuses the handle type and the shim retries without it), the arena still serves
+// and IPC of its blocks is refused with a warning.
+TEST(arena, ipc_of_arena_memory_needs_shareable_pages) {
   const probe_run r = run_probe("runtime", "arena_ipc", {{"GMEM_ARENA", "1"}});
   EXPECT_PROBE_OK(r);
-  EXPECT_TRUE(r.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << r.child.output;
+  EXPECT_TRUE(r.has("arena_ipc rc=0 gmem_handle=1")) << r.child.output;
+  EXPECT_FALSE(r.has("gmem: warning: cuIpcGetMemHandle")) << r.child.output;
+  EXPECT_GT(r.counter("vmm_exports"), 0u) << r.child.output;
+  for (const char* mode : {"0", "create"}) {
+    const probe_run no =
+        run_probe("runtime", "arena_ipc", {{"GMEM_ARENA", "1"}, {"FAKE_CUDA_FD_EXPORT", mode}});
+    EXPECT_PROBE_OK(no) << mode;
+    EXPECT_TRUE(no.has("arena_ipc rc=801 gmem_handle=0")) << no.child.output; // NOT_SUPPORTED
+    EXPECT_TRUE(no.has("gmem: warning: cuIpcGetMemHandle of pooled memory")) << no.child.output;
+    EXPECT_GT(no.counter("vmm_creates"), 0u) << no.child.output; // the arena served
+    EXPECT_EQ(no.counter("vmm_exports"), 0u) << no.child.output;
+  }
 }
 
-// CUDA IPC between two processes (interpose/ipc_sharing.h, tests/interpose/ipc_probe.cpp): three
-// blocks of one pooled segment exported by a process under gmem; the importer under gmem maps
+// CUDA IPC between two processes (interpose/ipc_sharing.h, tests/interpose/ipc_probe.cpp): six
+// blocks exported by a process under gmem: three of one pooled segment, a 64 MiB buffer and two
+// blocks of one arena page (with the default options the last three are arena memory, whose
+// pages travel as file descriptors over the exporter's socket). The importer under gmem maps
 // each at the right address (reads its bytes, writes land in the exporter's block), closes and
-// reopens one, and forged handles fail; an importer without gmem opens the block at the
-// segment's start and gets an error, never a pointer, for the others. Neither under gmem: the
-// reference. The exporter's registry is gone after it exits.
-probe_run run_ipc(const std::string& mode, env_list env, bool preload = true) {
+// reopens some, opens one twice, and forged handles fail; an importer without gmem opens the
+// block at the segment's start and gets an error, never a pointer, for the others. Neither
+// under gmem: the reference. The exporter's registry is gone after it exits.
+probe_run run_ipc(const std::vector<std::string>& args, env_list env, bool preload = true) {
   const std::string dir = gmem::test::self_dir();
   env_list full = {{"LD_LIBRARY_PATH", dir + "/fake_cuda"}, {"GMEM_TRACE", "0"}};
   if (preload) full.push_back({"LD_PRELOAD", dir + "/../lib/libgmem.so"});
   full.insert(full.end(), env.begin(), env.end());
+  std::vector<std::string> argv = {dir + "/interpose/ipc_probe"};
+  argv.insert(argv.end(), args.begin(), args.end());
   probe_run r;
-  r.child = gmem::test::run_child({dir + "/interpose/ipc_probe", "export", mode}, full);
+  r.child = gmem::test::run_child(argv, full);
   return r;
+}
+probe_run run_ipc(const std::string& mode, env_list env, bool preload = true) {
+  return run_ipc(std::vector<std::string>{"export", mode}, std::move(env), preload);
 }
 
 bool registry_left(const probe_run& r) {
@@ -444,12 +468,25 @@ bool registry_left(const probe_run& r) {
 }
 
 TEST(ipc, pooled_blocks_shared_with_an_importer_under_gmem) {
-  for (const char* arena : {"1", "0"}) {
-    const probe_run r = run_ipc("gmem", {{"GMEM_ARENA", arena}});
-    EXPECT_PROBE_OK(r) << "GMEM_ARENA=" << arena;
+  const env_list configs[] = {{}, {{"GMEM_ARENA", "0"}}, {{"GMEM_VMM", "1"}}};
+  for (const env_list& env : configs) {
+    const std::string name = env.empty() ? "defaults" : env[0].first + "=" + env[0].second;
+    const probe_run r = run_ipc("gmem", env);
+    EXPECT_PROBE_OK(r) << name;
     EXPECT_TRUE(r.has("ipc import done failures=0")) << r.child.output;
-    EXPECT_TRUE(r.has("ipc import forged=12 rc=400")) << r.child.output; // INVALID_HANDLE
+    for (int i = 0; i < 6; ++i) {
+      EXPECT_TRUE(r.has("ipc export block=" + std::to_string(i) + " rc=0\n")) << r.child.output;
+    }
+    EXPECT_TRUE(r.has("ipc import block=1 forged=12 rc=400")) << r.child.output; // INVALID_HANDLE
+    EXPECT_FALSE(r.has("gmem: warning: cuIpcGetMemHandle")) << r.child.output;
     EXPECT_FALSE(registry_left(r)) << r.child.output;
+    if (name == "GMEM_ARENA=0") continue; // the 64 MiB buffer is a segment: the driver's handle
+    EXPECT_TRUE(r.has("ipc export same_page=1")) << r.child.output;
+    for (const char* forged : {"block=3 forged=12 rc=400", "block=3 forged=16 rc=400",
+                               "block=3 forged=24 rc=400", "block=5 forged=24 rc=400"}) {
+      EXPECT_TRUE(r.has(std::string("ipc import ") + forged)) << forged << r.child.output;
+    }
+    EXPECT_TRUE(r.has("the exporter does not know this handle")) << r.child.output;
   }
 }
 
@@ -457,14 +494,49 @@ TEST(ipc, importer_without_gmem_gets_an_error_never_a_wrong_pointer) {
   const probe_run r = run_ipc("plain", {});
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("ipc import block=0 rc=0 first=0x11")) << r.child.output;
-  EXPECT_TRUE(r.has("ipc import block=1 rc=1 ")) << r.child.output; // INVALID_VALUE
-  EXPECT_TRUE(r.has("ipc import block=2 rc=1 ")) << r.child.output;
+  for (int i = 1; i < 6; ++i) { // gmem handles: bytes the driver never issued (INVALID_VALUE)
+    EXPECT_TRUE(r.has("ipc import block=" + std::to_string(i) + " rc=1 ")) << r.child.output;
+  }
 }
 
 TEST(ipc, the_probe_passes_without_gmem) {
   const probe_run r = run_ipc("native", {}, false);
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("ipc import done failures=0")) << r.child.output;
+}
+
+// A block of 225 arena pages (2 MiB each): its descriptors take two messages, and the importer
+// maps the pages in order (a marker every page).
+TEST(ipc, a_block_of_many_pages_is_mapped_in_order) {
+  const probe_run r = run_ipc(std::vector<std::string>{"export-big"},
+                              {{"GMEM_ARENA_PAGE_MB", "2"}, {"FAKE_CUDA_REPORT", "1"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("ipc export-big rc=0")) << r.child.output;
+  EXPECT_TRUE(r.has("ipc import-big markers_wrong=0")) << r.child.output;
+  const auto at = r.child.output.find("fake_cuda: vmm_imports=");
+  ASSERT_NE(at, std::string::npos) << r.child.output;
+  EXPECT_GE(std::stoull(r.child.output.substr(at + 23)), 225u) << r.child.output; // the pages
+}
+
+// The handles of an arena block outlive their exporter: opening one fails loudly, whether the
+// exporter's socket is gone or another process took its name (the importer checks that the
+// peer is the exporter's pid and uid).
+TEST(ipc, handles_of_an_exited_exporter_fail) {
+  const std::string file = "/tmp/ipc-probe-handles." + std::to_string(::getpid());
+  const probe_run ex = run_ipc(std::vector<std::string>{"export-only", file}, {});
+  ASSERT_EQ(ex.child.exit_code, 0) << ex.child.output;
+  const probe_run gone = run_ipc(std::vector<std::string>{"import-gone", file}, {});
+  EXPECT_PROBE_OK(gone);
+  EXPECT_TRUE(gone.has("ipc import-gone rc=400")) << gone.child.output;
+  EXPECT_TRUE(gone.has("cannot reach the exporter's socket")) << gone.child.output;
+  const probe_run squat = run_ipc(std::vector<std::string>{"squat", file}, {});
+  EXPECT_PROBE_OK(squat);
+  EXPECT_TRUE(squat.has("ipc import-gone rc=400")) << squat.child.output;
+  EXPECT_TRUE(squat.has("not to the exporter")) << squat.child.output;
+  const probe_run plain = run_ipc(std::vector<std::string>{"import-gone", file}, {}, false);
+  EXPECT_PROBE_OK(plain);
+  EXPECT_TRUE(plain.has("ipc import-gone rc=1")) << plain.child.output; // the driver's refusal
+  std::remove(file.c_str());
 }
 
 TEST(arena, page_size_option) {

@@ -2,6 +2,7 @@
 // from pages the pool maps where its arena ends, given back by gmem_empty_cache, and refused
 // for IPC. Page retirement under running kernels is scenario_vmm_retire run with GMEM_ARENA=1
 // (probe_vmm.cpp).
+#include <cstring>
 #include <dlfcn.h>
 
 #include <vector>
@@ -88,14 +89,17 @@ void scenario_arena_trim() {
               delta(after.vmm_releases, before.vmm_releases));
 }
 
-// Arena memory has no legacy IPC handle, even a block at the arena's start.
+// Arena memory exports a gmem handle when its pages are shareable (the test decides with
+// FAKE_CUDA_FD_EXPORT whether they are), else it is refused; the arena serves either way.
 void scenario_arena_ipc() {
   CUdeviceptr a = 0;
   CHECK_CU(g.mem_alloc(&a, 8 * k_mib));
   CUipcMemHandle h{};
   const CUresult r = g.ipc_get_mem_handle(&h, a);
-  std::printf("arena_ipc rc=%d\n", r);
-  CHECK(r == CUDA_ERROR_NOT_SUPPORTED, "cuIpcGetMemHandle of arena memory returned %d", r);
+  std::printf("arena_ipc rc=%d gmem_handle=%d\n", r,
+              r == CUDA_SUCCESS && std::memcmp(h.reserved, "gmemIPC\2", 8) == 0 ? 1 : 0);
+  CHECK(r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_SUPPORTED,
+        "cuIpcGetMemHandle of arena memory returned %d", r);
   CHECK_CU(g.mem_free(a));
 }
 
