@@ -73,9 +73,11 @@ bool is_glue_frame(const frame_info& f) {
       starts_with(base, "_ctypes."))
     return true;
   if (starts_with(base, "python3") || starts_with(base, "python")) return true; // static python
-  if (starts_with(base, "libc.so")) // thread and process start
+  if (starts_with(base, "libc.so")) { // thread and process start
+    if (fn.empty()) return true; // a libc without symbols (Ubuntu's): its start code all the same
     for (const char* p : {"__libc_start", "_start", "start_thread", "__clone"})
       if (starts_with(fn, p)) return true;
+  }
   if (fn.find("pybind11::cpp_function::") != fn.npos || fn.find("pybind11::detail::") != fn.npos)
     return true;
   for (const char* p : {"_PyEval_", "PyEval_", "_PyObject_", "PyObject_", "_PyFunction_",

@@ -111,6 +111,14 @@ TEST(stack_view, frame_classes) {
   f.function = "pybind11::cpp_function::dispatcher(_object*, _object*, _object*)";
   f.module = "/lib/libtorch_python.so";
   EXPECT_TRUE(is_glue_frame(f));
+  f.function = "start_thread";
+  f.module = "/lib/x86_64-linux-gnu/libc.so.6";
+  EXPECT_TRUE(is_glue_frame(f));
+  f.function.clear(); // Ubuntu's libc has no symbols for its start code: still libc's start
+  EXPECT_TRUE(is_glue_frame(f));
+  f.function = "qsort";
+  EXPECT_FALSE(is_glue_frame(f));
+  f.function = "_PyEval_EvalFrameDefault";
   f.python = true;
   EXPECT_FALSE(is_glue_frame(f)); // a Python frame is never folded
 }
