@@ -84,8 +84,8 @@
   X(stack_depth, "GMEM_STACK_DEPTH", count, "16", "",                                              \
     "frames recorded per allocation call stack; 0 = no stacks")                                    \
   X(python_depth, "GMEM_PYTHON_DEPTH", count, "16", "",                                            \
-    "Python frames (file, function, line) recorded per stack when the allocating thread holds "    \
-    "the GIL of CPython 3.10-3.13; 0 = none")                                                      \
+    "Python frames (file, function, line) recorded per stack when the allocating thread runs "     \
+    "Python code of CPython 3.10-3.13 (GIL held or released); 0 = none")                           \
   X(trace_save, "GMEM_TRACE_SAVE", text, "", "none",                                               \
     "file the trace is copied to at exit (%p = pid)")                                              \
   X(sample_ms, "GMEM_SAMPLE_MS", count, "100", "",                                                 \
