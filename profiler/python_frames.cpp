@@ -18,9 +18,9 @@ namespace {
 namespace pw = layout::python_word;
 
 // Where each supported version keeps what the walk reads, in bytes (LP64: x86-64 and aarch64
-// lay these structures out alike). Taken from each version's headers (3.11 checked against
-// them with offsetof; the others from their published structure definitions) and checked at
-// run time as the header comment says. -1: the version has no such field.
+// lay these structures out alike). Taken from each version's headers (3.11 checked once
+// against them with offsetof; the others from their published structure definitions) and
+// checked at run time as the header comment says. -1: the version has no such field.
 struct layout_of {
   int minor;
   std::int16_t tstate_interp; // PyThreadState.interp
