@@ -13,17 +13,11 @@
 #include "tools/commands.h"
 #include "tools/exit_codes.h"
 #include "tools/json_output.h"
+#include "tools/trace_facts.h"
 #include "tools/trace_source.h"
 
 namespace gmem::tools {
 namespace {
-
-std::uint64_t unix_now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 std::string clock_time(std::uint64_t unix_ns) {
   if (unix_ns == 0) return "-";

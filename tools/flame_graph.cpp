@@ -86,11 +86,10 @@ int depth_of(const node& n, int d) {
   return m;
 }
 
-} // namespace
-
-std::vector<stack_bytes> outstanding_by_stack(const gmem::trace::trace& t) {
+// Requested bytes per stack id, by stack id.
+std::vector<stack_bytes> bytes_by_stack(const std::vector<gmem::trace::live_allocation>& live) {
   std::unordered_map<std::uint32_t, std::uint64_t> by;
-  for (const auto& a : t.live)
+  for (const auto& a : live)
     by[a.stack_id] += a.requested;
   std::vector<stack_bytes> out;
   for (const auto& [id, b] : by)
@@ -98,6 +97,12 @@ std::vector<stack_bytes> outstanding_by_stack(const gmem::trace::trace& t) {
   std::sort(out.begin(), out.end(),
             [](const stack_bytes& a, const stack_bytes& b) { return a.stack_id < b.stack_id; });
   return out;
+}
+
+} // namespace
+
+std::vector<stack_bytes> outstanding_by_stack(const gmem::trace::trace& t) {
+  return bytes_by_stack(t.live);
 }
 
 std::vector<gmem::trace::live_allocation> live_at_peak(const gmem::trace::trace& t,
@@ -182,15 +187,7 @@ std::vector<gmem::trace::live_allocation> live_at_peak(const gmem::trace::trace&
 
 std::vector<stack_bytes> live_at_peak_by_stack(const gmem::trace::trace& t, bool* complete,
                                                std::uint64_t* peak_time_ns) {
-  std::unordered_map<std::uint32_t, std::uint64_t> by;
-  for (const auto& a : live_at_peak(t, 0, complete, peak_time_ns))
-    by[a.stack_id] += a.requested;
-  std::vector<stack_bytes> out;
-  for (const auto& [id, b] : by)
-    out.push_back({id, b});
-  std::sort(out.begin(), out.end(),
-            [](const stack_bytes& a, const stack_bytes& b) { return a.stack_id < b.stack_id; });
-  return out;
+  return bytes_by_stack(live_at_peak(t, 0, complete, peak_time_ns));
 }
 
 std::string flame_svg(const gmem::trace::trace& t, symbolizer& symbols,

@@ -4,16 +4,20 @@
 
 namespace gmem::tools {
 
+std::uint64_t unix_now_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
 std::uint64_t trace_now_ns(const gmem::trace::trace& t) {
   const auto& i = t.info;
   std::uint64_t wall = 0;
   if (i.exit_realtime_ns != 0) {
     wall = i.exit_realtime_ns;
   } else if (i.state == gmem::trace::trace_state::running && !i.saved_file) {
-    timespec ts{};
-    clock_gettime(CLOCK_REALTIME, &ts);
-    wall = static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000u +
-           static_cast<std::uint64_t>(ts.tv_nsec);
+    wall = unix_now_ns();
   } else {
     wall = i.heartbeat_realtime_ns;
   }

@@ -9,6 +9,9 @@
 
 namespace gmem::tools {
 
+// The wall clock now, in ns since the Unix epoch.
+std::uint64_t unix_now_ns();
+
 // "Now" on the trace's own clock (ns since recording began): the exit time of a process that
 // exited, the last heartbeat of one that died, the current time for a running one.
 std::uint64_t trace_now_ns(const gmem::trace::trace& t);

@@ -7,20 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <ctime>
 
 #include "profiler/trace_reader.h"
 #include "tools/trace_facts.h"
 
 namespace gmem::tools {
 namespace {
-
-std::uint64_t unix_now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ull +
-         static_cast<std::uint64_t>(ts.tv_nsec);
-}
 
 bool is_permission_problem(const gmem::trace::trace_entry& e) {
   if (e.problem.find("ermission") != std::string::npos ||
