@@ -185,9 +185,10 @@ static_assert(offsetof(header, growth_refused) == 1600);
 static_assert(offsetof(header, extents) == 4096);
 
 // Ring chunks (section_kind::ring) when chunk 0 holds c0 records: chunk k >= 1 starts at ring
-// index c0 * 2^(k-1) and holds as many records; chunk 0 starts at 0.
+// index c0 * 2^(k-1) and holds as many records; chunk 0 starts at 0. A shift, not a division:
+// writers look a chunk up at every event (c0 is a power of two; readers check that first).
 constexpr std::uint32_t ring_chunk_of(std::uint64_t index, std::uint64_t c0) {
-  return static_cast<std::uint32_t>(std::bit_width(index / c0));
+  return static_cast<std::uint32_t>(std::bit_width(index >> (std::countr_zero(c0) & 63)));
 }
 constexpr std::uint64_t ring_chunk_start(std::uint32_t k, std::uint64_t c0) {
   return k == 0 ? 0 : c0 << (k - 1);
