@@ -5,12 +5,13 @@
 // faults and rehashes, not only the median. No GPU.
 //
 //   make build/bench/trace_bench && build/bench/trace_bench [--pairs N] [--first-lap N]
-//                                                           [--live N] [--runs N]
+//       [--live N] [--runs N] [--only off|offdeep|nostacks|shallow|deep]
 //
 // Each configuration runs in its own child process (a fresh trace), `runs` times: off (the
-// loop without recording: the baseline), stacks off (GMEM_STACK_DEPTH=0), stacks at the
-// default depth from a shallow and from a 40-frame-deep call site. The figures are of the
-// pairs after a first lap that fills the event ring (a long run's steady state); the first
+// loop without recording: the baseline), off from 40 frames deep (the deep row's baseline:
+// the calls and returns alone), stacks off (GMEM_STACK_DEPTH=0), stacks at the default depth
+// from a shallow and from a 40-frame-deep call site; --only runs one of them. The figures are of
+// the pairs after a first lap that fills the event ring (a long run's steady state); the first
 // lap's mean, which includes growing the trace to its full ring, is the last column. Targets (issue
 // 12): <= 60 ns mean per pair without stacks; <= 400 ns with stacks (measured on the GPU host in a
 // Python process, see bench/README.md).
@@ -40,6 +41,7 @@ struct settings {
   std::size_t first_lap = 300000; // pairs that fill the default event ring (524288 events)
   std::size_t live = 8;           // blocks live besides the one of each pair
   int runs = 5;
+  std::string only; // "" = every row; else the key of the one row to run
 };
 
 struct summary {
@@ -78,22 +80,25 @@ struct address_stream {
   }
 };
 
-template <int N> __attribute__((noinline)) std::uint32_t deep_capture() {
+// A call site 40 frames deep; at the bottom, the capture when `capture`. The baseline row for
+// it makes the same calls without capturing: returning through 40 frames costs mispredicted
+// returns that the program pays with or without gmem.
+template <int N> __attribute__((noinline)) std::uint32_t deep_capture(bool capture) {
   if constexpr (N == 0) {
-    return capture_stack();
+    return capture ? capture_stack() : 0;
   } else {
-    const std::uint32_t id = deep_capture<N - 1>();
+    const std::uint32_t id = deep_capture<N - 1>(capture);
     asm volatile("" ::: "memory"); // a real frame at every level
     return id;
   }
 }
 
-enum class mode { off, stacks_off, stacks_shallow, stacks_deep };
+enum class mode { off, off_deep, stacks_off, stacks_shallow, stacks_deep };
 
 summary measure(mode m, const settings& s, double tpn) {
   address_stream addresses;
   std::vector<std::pair<std::uintptr_t, std::size_t>> live;
-  const bool record = m != mode::off;
+  const bool record = m != mode::off && m != mode::off_deep;
   for (std::size_t i = 0; i < s.live; ++i) {
     live.push_back(addresses.take());
     if (record)
@@ -105,11 +110,13 @@ summary measure(mode m, const settings& s, double tpn) {
     const auto [a, size] = addresses.take();
     const std::uint64_t t0 = __rdtsc();
     if (record) {
-      const std::uint32_t stack = m == mode::stacks_deep      ? deep_capture<40>()
+      const std::uint32_t stack = m == mode::stacks_deep      ? deep_capture<40>(true)
                                   : m == mode::stacks_shallow ? capture_stack()
                                                               : 0;
       alloc(a, size, (size + 511) & ~std::size_t{511}, 0, 0, alloc_kind::device, stack);
       free(live[victim].first, 0, 0, alloc_kind::device);
+    } else if (m == mode::off_deep) {
+      (void)deep_capture<40>(false);
     }
     asm volatile("" ::: "memory");
     const std::uint64_t t1 = __rdtsc();
@@ -171,7 +178,9 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const auto v = std::strtoull(argv[i + 1], nullptr, 10);
-    if (flag == "--pairs" && v > 0) {
+    if (flag == "--only") {
+      s.only = argv[i + 1];
+    } else if (flag == "--pairs" && v > 0) {
       s.pairs = v;
     } else if (flag == "--first-lap") {
       s.first_lap = v;
@@ -180,13 +189,31 @@ int main(int argc, char** argv) {
     } else if (flag == "--runs" && v > 0) {
       s.runs = static_cast<int>(v);
     } else {
-      std::fprintf(stderr,
-                   "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N]\n");
+      std::fprintf(stderr, "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] "
+                           "[--only off|offdeep|nostacks|shallow|deep]\n");
       return 2;
     }
   }
   if (argc % 2 == 0) {
-    std::fprintf(stderr, "usage: trace_bench [--pairs N] [--live N] [--runs N]\n");
+    std::fprintf(stderr, "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] "
+                         "[--only off|offdeep|nostacks|shallow|deep]\n");
+    return 2;
+  }
+  struct row {
+    const char* name;
+    const char* key;
+    mode m;
+  };
+  const row rows[] = {{"off (baseline)", "off", mode::off},
+                      {"off, 40 deep (baseline)", "offdeep", mode::off_deep},
+                      {"on, stacks off", "nostacks", mode::stacks_off},
+                      {"on, stacks 16 (shallow)", "shallow", mode::stacks_shallow},
+                      {"on, stacks 16 (40 deep)", "deep", mode::stacks_deep}};
+  if (!s.only.empty() && std::none_of(std::begin(rows), std::end(rows),
+                                      [&](const row& r) { return s.only == r.key; })) {
+    std::fprintf(stderr,
+                 "trace_bench: --only takes off, offdeep, nostacks, shallow or deep, not '%s'\n",
+                 s.only.c_str());
     return 2;
   }
   const double tpn = ticks_per_ns();
@@ -195,16 +222,9 @@ int main(int argc, char** argv) {
               s.pairs, s.live, s.runs, tpn);
   std::printf("%-24s %10s %10s %10s %10s %12s %12s\n", "recording", "mean ns", "p50 ns", "p99 ns",
               "max ns", "trace bytes", "added ns");
-  struct row {
-    const char* name;
-    mode m;
-  };
-  const row rows[] = {{"off (baseline)", mode::off},
-                      {"on, stacks off", mode::stacks_off},
-                      {"on, stacks 16 (shallow)", mode::stacks_shallow},
-                      {"on, stacks 16 (40 deep)", mode::stacks_deep}};
-  double baseline = 0;
+  double baseline = 0, deep_baseline = 0; // "added ns": over the row's own baseline
   for (const row& r : rows) {
+    if (!s.only.empty() && s.only != r.key) continue;
     summary total;
     for (int k = 0; k < s.runs; ++k) {
       const summary one = run_child(r.m, s, tpn);
@@ -216,9 +236,11 @@ int main(int argc, char** argv) {
       total.trace_bytes = std::max(total.trace_bytes, one.trace_bytes);
     }
     if (r.m == mode::off) baseline = total.mean_ns;
+    if (r.m == mode::off_deep) deep_baseline = total.mean_ns;
+    const double base = r.m == mode::stacks_deep ? deep_baseline : baseline;
     std::printf("%-24s %10.1f %10.1f %10.1f %10.0f %12" PRIu64 " %12.1f %14.1f\n", r.name,
                 total.mean_ns, total.p50_ns, total.p99_ns, total.max_ns, total.trace_bytes,
-                total.mean_ns - baseline, total.first_lap_mean_ns);
+                r.m == mode::off_deep ? 0.0 : total.mean_ns - base, total.first_lap_mean_ns);
   }
   return 0;
 }
