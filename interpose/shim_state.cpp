@@ -11,6 +11,8 @@
 #include "interpose/ipc_sharing.h"
 #include "interpose/retired_pools.h"
 #include "interpose/trace_hooks.h"
+#include "profiler/cfi_unwind.h"
+#include "profiler/stack_capture.h"
 
 namespace gmem::shim {
 
@@ -77,6 +79,14 @@ void print_counters() {
   std::fprintf(stderr, "gmem: substitutions dlsym=%llu cuGetProcAddress=%llu\n",
                static_cast<unsigned long long>(c.by_dlsym),
                static_cast<unsigned long long>(c.by_proc_address));
+  const trace::cfi_unwind_counters u = trace::cfi_unwind_stats();
+  std::fprintf(stderr,
+               "gmem: stacks cached_rules=%d learned=%llu refused=%llu resets=%llu "
+               "fallbacks=%llu\n",
+               trace::cached_rules_enabled() ? 1 : 0, static_cast<unsigned long long>(u.learned),
+               static_cast<unsigned long long>(u.refused),
+               static_cast<unsigned long long>(u.resets),
+               static_cast<unsigned long long>(trace::capture_fallbacks()));
   // tracked=0: a capture begin the shim cannot see was handed out, so every stream-ordered
   // hook asks the driver whether its stream captures (interpose/capture_tracker.h).
   std::fprintf(stderr, "gmem: captures open=%llu tracked=%d\n",

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "profiler/cfi_unwind.h"
 #include "profiler/module_map.h"
 #include "profiler/python_frames.h"
 #include "profiler/recorder.h"
@@ -72,6 +73,7 @@ void sample_now() noexcept {
 }
 
 void modules_changed() noexcept {
+  cfi_unwind_modules_changed(); // an unloaded module's addresses may now hold other code
   if (trace_writer* w = recorder_writer_if_open()) {
     if (w->config().python_depth > 0) python_init(); // an interpreter loaded by dlopen
     try {

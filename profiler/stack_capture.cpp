@@ -6,6 +6,7 @@
 #include <string>
 #include <unwind.h>
 
+#include "profiler/cfi_unwind.h"
 #include "profiler/trace_layout.h"
 
 namespace gmem::trace {
@@ -15,6 +16,8 @@ namespace {
 using unw_backtrace_fn = int (*)(void**, int);
 std::atomic<unw_backtrace_fn> g_unw_backtrace{nullptr};
 std::atomic<unwinder_kind> g_kind{unwinder_kind::none};
+std::atomic<bool> g_cached_rules{false};
+std::atomic<std::uint64_t> g_fallbacks{0}; // counted on the slow path only
 
 struct gcc_walk {
   std::uintptr_t* ips;
@@ -45,18 +48,22 @@ std::string own_directory() {
 }
 
 unw_backtrace_fn load_libunwind() {
-  void* h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    const std::string dir = own_directory();
-    if (dir.empty()) return nullptr;
-    dlopen((dir + "liblzma.so.5").c_str(), RTLD_NOW | RTLD_LOCAL); // libunwind's dependency
-    h = dlopen((dir + "libunwind.so.8").c_str(), RTLD_NOW | RTLD_LOCAL);
-  }
+  static const char* const k_deps[] = {"liblzma.so.5"};
+  void* h = open_bundled_library("libunwind.so.8", k_deps, std::size(k_deps));
   if (!h) return nullptr;
   return reinterpret_cast<unw_backtrace_fn>(dlsym(h, "unw_backtrace"));
 }
 
 } // namespace
+
+void* open_bundled_library(const char* soname, const char* const* deps, std::size_t ndeps) {
+  if (void* h = dlopen(soname, RTLD_NOW | RTLD_LOCAL)) return h;
+  const std::string dir = own_directory();
+  if (dir.empty()) return nullptr;
+  for (std::size_t i = 0; i < ndeps; ++i)
+    dlopen((dir + deps[i]).c_str(), RTLD_NOW | RTLD_LOCAL);
+  return dlopen((dir + soname).c_str(), RTLD_NOW | RTLD_LOCAL);
+}
 
 const char* to_string(unwinder_kind k) noexcept {
   switch (k) {
@@ -70,10 +77,19 @@ const char* to_string(unwinder_kind k) noexcept {
   return "unknown";
 }
 
-unwinder_kind init_unwinder(bool prefer_libgcc) noexcept {
+bool cached_rules_enabled() noexcept {
+  return g_cached_rules.load(std::memory_order_relaxed);
+}
+
+std::uint64_t capture_fallbacks() noexcept {
+  return g_fallbacks.load(std::memory_order_relaxed);
+}
+
+unwinder_kind init_unwinder(bool prefer_libgcc, bool cached_rules) noexcept {
   static std::mutex mu;
   std::lock_guard lock(mu);
   if (g_kind.load() != unwinder_kind::none) return g_kind.load();
+  g_cached_rules.store(cached_rules && cfi_unwind_init(), std::memory_order_relaxed);
   unw_backtrace_fn fn = nullptr;
   try {
     if (!prefer_libgcc) fn = load_libunwind();
@@ -88,14 +104,22 @@ __attribute__((noinline)) unsigned capture_ips(std::uintptr_t* ips, unsigned max
                                                unsigned skip) noexcept {
   skip += 1; // this function's own frame
   if (max == 0) return 0;
-  if (auto fn = g_unw_backtrace.load(std::memory_order_acquire)) {
-    void* buf[layout::k_max_stack_depth + 16];
-    const unsigned want = std::min<unsigned>(max + skip, layout::k_max_stack_depth + 16);
-    const int got = fn(buf, static_cast<int>(want));
+  void* buf[layout::k_max_stack_depth + 16];
+  const unsigned want = std::min<unsigned>(max + skip, layout::k_max_stack_depth + 16);
+  auto copy_out = [&](int got) {
     unsigned n = 0;
     for (unsigned i = skip; got > 0 && i < static_cast<unsigned>(got) && n < max; ++i)
       ips[n++] = reinterpret_cast<std::uintptr_t>(buf[i]);
     return n;
+  };
+  if (g_cached_rules.load(std::memory_order_relaxed)) {
+    static_assert(sizeof(void*) == sizeof(std::uintptr_t));
+    const int got = cfi_backtrace(reinterpret_cast<std::uintptr_t*>(buf), want);
+    if (got >= 0) return copy_out(got);
+    g_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  }
+  if (auto fn = g_unw_backtrace.load(std::memory_order_acquire)) {
+    return copy_out(fn(buf, static_cast<int>(want)));
   }
   gcc_walk w{ips, max, skip, 0};
   _Unwind_Backtrace(on_frame, &w);
