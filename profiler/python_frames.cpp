@@ -314,6 +314,28 @@ bool python_init() noexcept {
   return g_api.load() != nullptr;
 }
 
+namespace {
+
+// The words of this thread's last capture, by position from the innermost frame. Between two
+// allocations of a loop most frames are the same frames, suspended at the same instruction:
+// those words are taken from here, without the shared cache or its lock. A frame matches when
+// its address, code object, that code's line table and the instruction are the same (a frame
+// holds its code object, so a live code object at that address is the one seen last time).
+struct memo_entry {
+  const char* frame = nullptr;
+  const char* code = nullptr;
+  const void* linetable = nullptr;
+  int addr = 0;
+  std::uint64_t word = 0;
+};
+struct thread_memo {
+  void* ctx = nullptr; // the string table the words' ids belong to
+  memo_entry frames[32];
+};
+thread_local thread_memo t_memo; // general-dynamic: also fine when libgmem.so is dlopen'ed
+
+} // namespace
+
 python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* written,
                               python_intern_fn intern, void* ctx) noexcept {
   *written = 0;
@@ -326,7 +348,12 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
     return python_capture::no_gil;
   const char* frame = field<const char*>(tstate, l.tstate_frame);
   if (l.cframe_frame >= 0 && plausible(frame)) frame = field<const char*>(frame, l.cframe_frame);
-  const bool locked = cache().try_lock();
+  thread_memo& memo = t_memo;
+  if (memo.ctx != ctx) {
+    memo = thread_memo{};
+    memo.ctx = ctx;
+  }
+  bool locked = false, tried = false; // the shared cache's lock, taken at the first miss
   unsigned n = 0;
   try {
     for (unsigned step = 0; plausible(frame) && n < max && step < k_max_steps; ++step) {
@@ -339,7 +366,20 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
       if (!plausible(code) || field<const void*>(code, k_ob_type) != api->code_type) break;
       const int addr = instruction_offset(l, frame, code);
       if (addr == INT32_MIN) break;
-      out[n++] = frame_word(*api, code, addr, locked, intern, ctx);
+      const void* linetable = field<const void*>(code, l.code_linetable);
+      memo_entry* m = n < std::size(memo.frames) ? &memo.frames[n] : nullptr;
+      if (m != nullptr && m->frame == frame && m->code == code && m->linetable == linetable &&
+          m->addr == addr) {
+        out[n++] = m->word;
+      } else {
+        if (!tried) {
+          tried = true;
+          locked = cache().try_lock();
+        }
+        const std::uint64_t word = frame_word(*api, code, addr, locked, intern, ctx);
+        if (m != nullptr && pw::location_of(word) != 0) *m = {frame, code, linetable, addr, word};
+        out[n++] = word;
+      }
       frame = back;
     }
   } catch (...) { // std::string in intern_location: no memory; keep the frames so far

@@ -201,6 +201,50 @@ grep -q "#0  λ_alloc at données_𝔘.py:10 (python)" "$W/uni.txt" &&
   grep -q "#1  réserver at données_𝔘.py:12 (python)" "$W/uni.txt" ||
   { fail "non-ASCII function or file name not read"; cat "$W/uni.txt"; }
 
+echo "== frames that change between captures (one thread's frames are remembered)"
+# The same frame address runs other lines and other code from one allocation to the next:
+# each allocation must carry its own line and function, never the previous capture's.
+mkdir -p "$W/memo"
+cat >"$W/memo/alternate.py" <<'PYEOF'
+import ctypes
+cuda = ctypes.PyDLL("libcuda.so.1")
+dev, ctx = ctypes.c_int(), ctypes.c_void_p()
+assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev) == 0
+assert cuda.cuCtxSetCurrent(ctx) == 0
+def alloc(n):
+    p = ctypes.c_uint64()
+    assert cuda.cuMemAlloc_v2(ctypes.byref(p), ctypes.c_size_t(n)) == 0
+def left():
+    alloc(1 << 20)
+def right():
+    alloc(1 << 20)
+for i in range(6):
+    if i % 2:
+        alloc(2 << 20)
+    else:
+        alloc(3 << 20)
+for i in range(6):
+    left() if i % 3 else right()
+PYEOF
+"$GMEM" run -- python3 "$W/memo/alternate.py" >/dev/null 2>"$W/memo.err"
+MPID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/memo.err")
+[ -n "$MPID" ] && PIDS+=("$MPID")
+"$GMEM" leaks --json "${MPID:-0}" >"$W/memo.json"
+python3 - "$W/memo.json" <<'PY' || fail "an allocation carries another capture's Python frames"
+import collections, json, sys
+sites = collections.Counter()
+for s in json.load(open(sys.argv[1]))["sites"]:
+    py = [f for f in s["frames"] if f.get("python")]
+    key = tuple((f["function"], f["line"]) for f in py[:2])
+    sites[(s["bytes"] // s["count"], key)] += s["count"]
+want = {(3 << 20, (("alloc", 9), ("<module>", 18))): 3,
+        (2 << 20, (("alloc", 9), ("<module>", 16))): 3,
+        (1 << 20, (("alloc", 9), ("left", 11))): 4,
+        (1 << 20, (("alloc", 9), ("right", 13))): 2}
+assert sites == want, f"sites {dict(sites)}, expected {want}"
+PY
+
 echo "== GMEM_PYTHON_DEPTH=0"
 GMEM_PYTHON_DEPTH=0 "$GMEM" run -- python3 "$PROG" >/dev/null 2>"$W/off.err"
 OPID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/off.err")
