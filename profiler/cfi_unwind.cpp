@@ -94,7 +94,7 @@ bool find_stack(stack_bounds& s) noexcept {
 }
 
 inline __attribute__((always_inline)) std::uint64_t lookup(const slot* table,
-                                                             std::uintptr_t pc) noexcept {
+                                                           std::uintptr_t pc) noexcept {
   for (std::uint64_t i = layout::hash_index(pc, k_table_bits), n = 0; n < k_max_probe;
        ++n, i = (i + 1) & (k_table_size - 1)) {
     const std::uint64_t key = table[i].key.load(std::memory_order_acquire);
@@ -289,7 +289,7 @@ bool cfi_unwind_init() noexcept {
 // Reads only the thread's own stack, between frames: ASan's view of those bytes (return
 // addresses, saved registers) is not the program's objects.
 __attribute__((noinline, no_sanitize_address)) int cfi_backtrace(std::uintptr_t* ips,
-                                                                  unsigned max) noexcept {
+                                                                 unsigned max) noexcept {
   const slot* table = g_table.load(std::memory_order_acquire);
   if (table == nullptr) return -1;
   stack_bounds& st = t_stack;
