@@ -273,6 +273,9 @@ int count_subs(dl_phdr_info* info, std::size_t, void* data) {
 } // namespace
 
 bool cfi_unwind_init() noexcept {
+#if !defined(__x86_64__)
+  return false; // the rules replayed here are x86-64's (rsp, rbp, return address at CFA - 8)
+#endif
   std::lock_guard lock(g_mu);
   if (g_table.load() != nullptr) return true;
   try {
