@@ -297,7 +297,17 @@ void recorder_sample_now() noexcept {
 
 void recorder_shutdown() noexcept {
   trace_writer* w = g_writer.load(std::memory_order_acquire);
-  if (!w) return;
+  if (!w) {
+    // No trace yet, or another thread is creating it right now (under g_mu): wait for that
+    // creation and shut its trace down below, so that exit never leaves a half-made object
+    // behind; with none, no later hook may create one.
+    std::lock_guard lock(g_mu);
+    w = g_writer.load();
+    if (!w) {
+      if (g_state.load() == k_enabled) g_state.store(k_off);
+      return;
+    }
+  }
   std::string save_path;
   {
     std::unique_lock lock(g_mu);

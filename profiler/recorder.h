@@ -8,10 +8,11 @@
 // allocate GPU memory leave no trace; it starts small and grows with the trace, within
 // GMEM_TRACE_MAX. shutdown() stops the sampler, takes a final sample, marks the trace
 // "exited", saves it if GMEM_TRACE_SAVE is set and removes it if GMEM_TRACE_KEEP says so;
-// recording continues after. The sampler thread (when the object is created) and shutdown
-// apply the retention budget (GMEM_TRACE_KEEP_MAX/_FREE/_AGE) to the traces of processes
-// that are gone; creation does it at once only when /dev/shm is short of room.
-// In a forked child recording stops (the child must not write its parent's trace).
+// recording continues after. A shutdown that finds the object being created by another
+// thread waits for it; one that finds none lets no later event create it. The sampler thread (when
+// the object is created) and shutdown apply the retention budget (GMEM_TRACE_KEEP_MAX/_FREE/_AGE)
+// to the traces of processes that are gone; creation does it at once only when /dev/shm is short of
+// room. In a forked child recording stops (the child must not write its parent's trace).
 #pragma once
 
 #include <cstdint>

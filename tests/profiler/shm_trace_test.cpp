@@ -2,13 +2,16 @@
 // reuse, permissions, GMEM_TRACE=0. Not run under sanitizers (fork + kill).
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -326,6 +329,55 @@ TEST(shm_trace, gmem_trace_0_records_nothing) {
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   EXPECT_FALSE(open_pid(static_cast<std::uint32_t>(pid)));
+}
+
+// The /dev/shm objects of `pid`, readable or not (a half-made one has no header yet).
+std::vector<std::string> objects_of(std::uint32_t pid) {
+  std::vector<std::string> found;
+  const std::string prefix = "gmem." + std::to_string(pid) + ".";
+  if (DIR* d = opendir("/dev/shm")) {
+    while (const dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0) found.emplace_back(e->d_name);
+    closedir(d);
+  }
+  return found;
+}
+
+TEST(shm_trace, after_shutdown_a_process_without_a_trace_creates_none) {
+  const auto [status, err] = in_child([] {
+    recorder_init(small_recorder());
+    recorder_shutdown();
+    _exit(recorder_writer() == nullptr ? 0 : 1);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+  const std::vector<std::string> left = objects_of(last_child);
+  for (const std::string& name : left)
+    remove_shm(name, nullptr);
+  EXPECT_TRUE(left.empty());
+}
+
+// Exit while a thread creates the trace (its first allocation): the shutdown waits for it,
+// and with GMEM_TRACE_KEEP=none removes it; never a half-made object left behind.
+TEST(shm_trace, exit_during_creation_leaves_no_object) {
+  std::vector<std::string> left;
+  for (int delay_us = 0; delay_us <= 600; delay_us += 40) {
+    const auto [status, err] = in_child([delay_us] {
+      recorder_options o = small_recorder();
+      o.keep = keep_mode::none;
+      recorder_init(o);
+      std::thread([] { (void)recorder_writer(); }).detach();
+      std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+      recorder_shutdown();
+      _exit(0);
+    });
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << err;
+    for (const std::string& name : objects_of(last_child)) {
+      left.push_back(name);
+      remove_shm(name, nullptr);
+    }
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " objects left, first "
+                            << (left.empty() ? "" : left.front());
 }
 
 TEST(shm_trace, options_from_the_environment) {
