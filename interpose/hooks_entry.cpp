@@ -9,31 +9,18 @@
 // dlsym is a few instructions of assembly that tail-jump to glibc's dlsym for RTLD_NEXT (the
 // caller's return address stays on the stack) and go to gmem_dlsym_slow for anything else.
 #include <cstring>
-#include <link.h>
 
 #include "interpose/capture_tracker.h"
 #include "interpose/hook_support.h"
+#include "profiler/module_map.h"
 
 namespace {
-
-struct module_counts {
-  unsigned long long adds = 0;
-  unsigned long long subs = 0;
-};
-
-int first_module(dl_phdr_info* info, std::size_t, void* data) {
-  auto* c = static_cast<module_counts*>(data);
-  c->adds = info->dlpi_adds;
-  c->subs = info->dlpi_subs;
-  return 1; // the counters are the same in every entry: stop after the first
-}
 
 // Tells the trace when a library was loaded or unloaded since the last look (programs look
 // symbols up after dlopen, so this sees every dlopen that matters for stacks).
 void maybe_modules_changed() {
   static std::atomic<unsigned long long> g_seen{0};
-  module_counts c;
-  dl_iterate_phdr(&first_module, &c);
+  const gmem::trace::module_load_counts c = gmem::trace::module_loads_now();
   const unsigned long long key = c.adds * 1000003ULL + c.subs;
   if (g_seen.exchange(key, std::memory_order_relaxed) != key) gmem::trace::modules_changed();
 }

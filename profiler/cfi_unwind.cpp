@@ -10,9 +10,11 @@
 #include <mutex>
 #include <pthread.h>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
+#include "profiler/module_map.h"
 #include "profiler/stack_capture.h"
 #include "profiler/trace_layout.h"
 
@@ -149,7 +151,13 @@ Dwarf_CFI* module_cfi_for(std::uintptr_t bias, const std::string& name) {
   // The main program has no name; a name that is not an absolute path (the vDSO) is not a
   // file this process can be sure to find again.
   const char* path = name.empty() ? "/proc/self/exe" : name.c_str();
-  if (name.empty() || name[0] == '/') m.fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  // Never blocks (a FIFO put where a library was) and reads regular files only.
+  if (name.empty() || name[0] == '/') m.fd = ::open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  struct stat st {};
+  if (m.fd >= 0 && (::fstat(m.fd, &st) != 0 || !S_ISREG(st.st_mode))) {
+    ::close(m.fd);
+    m.fd = -1;
+  }
   if (m.fd >= 0) m.elf = g_dw.begin(m.fd, ELF_C_READ_MMAP, nullptr);
   if (m.elf != nullptr) m.cfi = g_dw.getcfi_elf(m.elf);
   g_modules->push_back(std::move(m));
@@ -265,11 +273,6 @@ bool load_libdw() {
   return true;
 }
 
-int count_subs(dl_phdr_info* info, std::size_t, void* data) {
-  *static_cast<unsigned long long*>(data) = info->dlpi_subs;
-  return 1;
-}
-
 } // namespace
 
 bool cfi_unwind_init() noexcept {
@@ -281,7 +284,7 @@ bool cfi_unwind_init() noexcept {
   try {
     if (!load_libdw()) return false;
     g_modules = new std::vector<module_cfi>();
-    dl_iterate_phdr(&count_subs, &g_subs_seen);
+    g_subs_seen = module_loads_now().subs;
     g_table.store(new slot[k_table_size], std::memory_order_release);
   } catch (...) {
     return false;
@@ -339,8 +342,7 @@ __attribute__((noinline, no_sanitize_address)) int cfi_backtrace(std::uintptr_t*
 void cfi_unwind_modules_changed() noexcept {
   slot* table = g_table.load(std::memory_order_acquire);
   if (table == nullptr) return;
-  unsigned long long subs = 0;
-  dl_iterate_phdr(&count_subs, &subs);
+  const unsigned long long subs = module_loads_now().subs;
   std::lock_guard lock(g_mu);
   if (subs == g_subs_seen) return; // only loads: every cached address still holds its code
   g_subs_seen = subs;

@@ -157,4 +157,17 @@ std::uint64_t read_module_table(const std::uint64_t* records, std::uint64_t capa
   return torn;
 }
 
+module_load_counts module_loads_now() noexcept {
+  module_load_counts c;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, std::size_t, void* data) {
+        auto* out = static_cast<module_load_counts*>(data);
+        out->adds = info->dlpi_adds;
+        out->subs = info->dlpi_subs;
+        return 1; // the counters are the same in every entry: stop after the first
+      },
+      &c);
+  return c;
+}
+
 } // namespace gmem::trace

@@ -26,6 +26,14 @@ struct module_info {
 // /proc/self/exe path.
 std::vector<module_info> scan_modules();
 
+// How many times this process has loaded and unloaded a module so far (dl_iterate_phdr's
+// dlpi_adds / dlpi_subs): a change says the module list changed.
+struct module_load_counts {
+  unsigned long long adds = 0;
+  unsigned long long subs = 0;
+};
+module_load_counts module_loads_now() noexcept;
+
 // Writer. Not thread-safe: the caller serializes update() (modules change rarely).
 class module_table {
 public:

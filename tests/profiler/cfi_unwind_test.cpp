@@ -3,6 +3,7 @@
 // alloca, libc callbacks, threads), no learning once the sites are known, and giving up
 // (never a wrong frame) where it cannot replay a rule.
 #include "profiler/cfi_unwind.h"
+#include "profiler/module_map.h"
 #include "profiler/stack_capture.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <dlfcn.h>
-#include <link.h>
 #include <thread>
 #include <unwind.h>
 #include <vector>
@@ -157,27 +157,16 @@ TEST_F(cfi_unwind, gives_up_or_matches_in_a_signal_handler) {
   }
 }
 
-unsigned long long unloads() {
-  unsigned long long subs = 0;
-  dl_iterate_phdr(
-      [](dl_phdr_info* info, std::size_t, void* data) {
-        *static_cast<unsigned long long*>(data) = info->dlpi_subs;
-        return 1;
-      },
-      &subs);
-  return subs;
-}
-
 TEST_F(cfi_unwind, unloading_a_module_empties_the_cache) {
   expect_same(nested<4>());
   cfi_unwind_modules_changed();
   const cfi_unwind_counters before = cfi_unwind_stats();
   cfi_unwind_modules_changed(); // nothing unloaded since the last look: no reset
   EXPECT_EQ(cfi_unwind_stats().resets, before.resets);
-  const unsigned long long subs = unloads();
+  const unsigned long long subs = module_loads_now().subs;
   for (const char* name : {"libcrypt.so.1", "libutil.so.1", "libanl.so.1"})
     if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) dlclose(h);
-  if (unloads() == subs) {
+  if (module_loads_now().subs == subs) {
     GTEST_SKIP() << "no library here to load and unload";
   }
   cfi_unwind_modules_changed();
