@@ -343,8 +343,7 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
   {
     event_handle release = 0;
     std::unique_lock lock(mu_);
-    if (block* b = find_fit_locked(size, cls, s);
-        b != nullptr && !pending_fits_better_locked(b, size, cls)) {
+    if (block* b = find_fit_locked(size, cls, s); b != nullptr && !fence_first_locked(size, cls)) {
       alloc_result r = take_locked(b, size, bytes, s, release);
       ++st_.cache_hits;
       check_locked();
@@ -389,7 +388,6 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
         st_.pending_bytes += b->size;
         ++st_.pending_blocks;
         pending_class_bytes_[class_of(b->seg)] += b->size;
-        pending_index_[class_of(b->seg)].insert(b);
       } else { // stream-free, unsealed: reusable at once on s, by others once sealed
         b->ev = nullptr;
         b->stream = s;

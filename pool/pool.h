@@ -29,10 +29,11 @@
 //      freed blocks merge with free neighbours of the same safety.
 //   3. No safe block fits: (a) seal other streams; blocks whose event completed become free
 //      for all; a stream may take another stream's block through a dependency (fences::wait);
-//      (b) fence, when pending and stream-free blocks could cover the request, or a pending
-//      block would fit better than the free block found (arena: keeps large free ranges
-//      whole); a fence is ~1 us and, with barriers, the host does not wait; (c) grow: extend
-//      the arena, or map a small segment (unmapping wholly free ones first while reserved
+//      (b) fence, when pending and stream-free blocks could cover the request; a fence is
+//      ~1 us and, with barriers, the host does not wait. In the arena a fence comes first,
+//      before any free block is taken, whenever the pending blocks alone could cover the
+//      request: they merge with their free neighbours, and large free ranges stay whole; (c) grow:
+//      extend the arena, or map a small segment (unmapping wholly free ones first while reserved
 //      would exceed 1.05 x demand); (d) at the limit or driver OOM: fence, trim, retry;
 //      (e) out_of_memory (observer on_oom).
 //   4. Memory goes back to the driver on trim (gmem_empty_cache), at the limit, beyond

@@ -79,8 +79,6 @@ void pool_impl::abandon() {
   last_stream_ = nullptr;
   live_.clear();
   pending_head_ = pending_tail_ = nullptr;
-  for (auto& index : pending_index_)
-    index = free_index{};
   for (auto& n : pending_class_bytes_)
     n = 0;
   idle_head_ = nullptr;
@@ -242,15 +240,6 @@ bool pool_impl::is_valid_locked() const {
     ++fifo;
   }
   if (fifo != pending_blocks) return false;
-  std::size_t indexed_pending = 0;
-  for (unsigned cls = 0; cls < k_classes; ++cls) {
-    bool ok = pending_index_[cls].is_valid() && pending_index_[cls].bytes() == pending_class[cls];
-    pending_index_[cls].for_each(
-        [&](block* b) { ok &= b->state == block_state::pending && class_of(b->seg) == cls; });
-    if (!ok) return false;
-    indexed_pending += pending_index_[cls].count();
-  }
-  if (indexed_pending != pending_blocks) return false;
   if (!live_.is_valid() || live_.size() != live_blocks) return false;
   if (blocks_.in_use() != blocks) return false;
   if (claimed > 0 && st_.live_blocks != live_blocks) return false;

@@ -38,7 +38,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     deferred d;
     std::unique_lock lock(mu_);
     block* b = find_fit_locked(size, cls, s);
-    if (b != nullptr && (fenced || !pending_fits_better_locked(b, size, cls))) {
+    if (b != nullptr && (fenced || !fence_first_locked(size, cls))) {
       event_handle release = 0;
       alloc_result r = take_locked(b, size, requested, s, release);
       if (release != 0) d.release(release);
@@ -70,8 +70,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     // 3. A fence, when what it would release could cover the request: cheaper than growing
     // (about 1 us on an idle device), and the program's cuMemFree would have synchronized.
     std::size_t waiting = pending_or_stream_bytes_locked(cls, s);
-    if (!fenced && waiting != 0 &&
-        (waiting + free_[cls].bytes() >= size || pending_fits_better_locked(b, size, cls))) {
+    if (!fenced && waiting != 0 && waiting + free_[cls].bytes() >= size) {
       fenced = true;
       lock.unlock();
       fence_now();
@@ -361,7 +360,6 @@ std::size_t pool_impl::complete_fence_locked(std::uint64_t ticket, deferred& d) 
     st_.pending_bytes -= b->size;
     --st_.pending_blocks;
     pending_class_bytes_[class_of(b->seg)] -= b->size;
-    pending_index_[class_of(b->seg)].remove(b);
     released += b->size;
     insert_free_locked(b);
   }

@@ -89,9 +89,9 @@ public:
     return o;
   }
   std::string name() const override {
-    std::string n = arena_                         ? "gmem (arena)"
-                    : stream_ == gmem::k_no_stream ? "gmem"
-                                                   : "gmem (stream-ordered frees)";
+    const bool stream = stream_ != gmem::k_no_stream;
+    std::string n = arena_ ? (stream ? "gmem (arena, stream-ordered frees)" : "gmem (arena)")
+                           : (stream ? "gmem (stream-ordered frees)" : "gmem");
     return g_options_text.empty() ? n : n + " [" + g_options_text + "]";
   }
   bool allocate(std::uint32_t id, std::size_t bytes, std::uint64_t) override {
@@ -148,6 +148,8 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
     g_options.oversize_max_waste = v;
   else if (name == "large_segment_max_bytes")
     g_options.large_segment_max_bytes = bytes;
+  else if (name == "reuse_safety")
+    g_options.reuse_safety = v != 0;
   else if (name == "grow_window_allocs")
     g_options.grow_window_allocs = bytes;
   else if (name == "arena_page_bytes" && bytes != 0 && (bytes & (bytes - 1)) == 0)

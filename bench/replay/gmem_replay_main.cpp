@@ -2,8 +2,9 @@
 // peak reserved / peak live (the fragmentation overhead) for each.
 //   gmem_replay [--policies gmem,torch-like,...] [--pool-option NAME=VALUE]... [-v] [--json FILE]
 //               TRACE...
-// --pool-option changes gmem::pool_options for the gmem policies (e.g. grow_slack=0.5), so a
-// policy change can be judged on recorded traces before it is built into libgmem.so.
+// --pool-option changes gmem::pool_options for the gmem policies (e.g. grow_slack=0.5;
+// reuse_safety=0: every free reusable at once, no fences), so a policy change can be judged on
+// recorded traces before it is built into libgmem.so.
 // Exit status: 0 done, 2 bad arguments or unreadable trace.
 #include "bench/replay/alloc_trace.h"
 #include "bench/replay/replay_policy.h"

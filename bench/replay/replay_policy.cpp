@@ -59,6 +59,7 @@ std::vector<std::string> policy_names() {
   v.push_back("gmem");
   v.push_back("gmem-stream");
   v.push_back("gmem-arena");
+  v.push_back("gmem-arena-stream");
 #endif
   v.insert(v.end(), {"torch-like", "pow2-bins", "exact"});
   return v;
@@ -69,6 +70,7 @@ std::unique_ptr<replay_policy> make_policy(const std::string& name) {
   if (name == "gmem") return make_gmem_policy(false, false);
   if (name == "gmem-stream") return make_gmem_policy(true, false);
   if (name == "gmem-arena") return make_gmem_policy(false, true);
+  if (name == "gmem-arena-stream") return make_gmem_policy(true, true);
 #endif
   if (name == "torch-like") return std::make_unique<torch_like_policy>();
   if (name == "pow2-bins") return std::make_unique<pow2_bins_policy>();

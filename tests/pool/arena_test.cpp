@@ -81,6 +81,42 @@ TEST_F(arena_fixture, grows_where_it_ends_and_free_space_merges_across_growths) 
   EXPECT_EQ(up.bad_extends, 0u);
 }
 
+// Pending blocks that could cover a request are fenced before any free block is taken
+// (pool_impl::fence_first_locked): they merge with their free neighbours and serve it, and the
+// free block stays whole for the next request. Taking the free block first splits it, and the
+// next request makes the arena grow.
+TEST_F(arena_fixture, pending_blocks_that_could_serve_a_request_are_fenced_first) {
+  pool p(up, fe, arena_options());
+  const std::uintptr_t a = p.allocate(4 * k_mib).address;
+  const std::uintptr_t b = p.allocate(4 * k_mib).address;
+  const std::uintptr_t g = p.allocate(2 * k_mib).address; // keeps A+B apart from C
+  const std::uintptr_t c = p.allocate(12 * k_mib).address;
+  const std::uintptr_t h = p.allocate(2 * k_mib).address; // keeps C apart from the tip
+  ASSERT_EQ(p.deallocate(c), pool_status::ok);
+  p.end_external_fence(p.begin_external_fence()); // C: free
+  ASSERT_EQ(p.deallocate(a), pool_status::ok);    // A and B: pending, 8 MiB together
+  ASSERT_EQ(p.deallocate(b), pool_status::ok);
+  const std::size_t reserved = p.stats().reserved_bytes;
+  const std::uint64_t fences = p.stats().fences;
+  // C fits 8 MiB, but A and B could cover it: fence first; A+B serve it.
+  EXPECT_EQ(p.allocate(8 * k_mib).address, a);
+  EXPECT_EQ(p.stats().fences, fences + 1);
+  EXPECT_EQ(p.stats().pending_bytes, 0u);
+  // C is still whole for 12 MiB: no growth.
+  EXPECT_EQ(p.allocate(12 * k_mib).address, c);
+  EXPECT_EQ(p.stats().reserved_bytes, reserved);
+  // Pending bytes below the request: no fence before taking a free block.
+  ASSERT_EQ(p.deallocate(g), pool_status::ok);
+  ASSERT_EQ(p.deallocate(c), pool_status::ok);
+  p.end_external_fence(p.begin_external_fence()); // C: free again (G merged into it)
+  ASSERT_EQ(p.deallocate(a), pool_status::ok);    // 8 MiB pending
+  EXPECT_EQ(p.allocate(10 * k_mib).address, g);
+  EXPECT_EQ(p.stats().fences, fences + 2);
+  EXPECT_EQ(p.stats().pending_bytes, 8 * k_mib);
+  ASSERT_EQ(p.deallocate(h), pool_status::ok);
+  EXPECT_TRUE(p.is_valid());
+}
+
 TEST_F(arena_fixture, small_requests_keep_their_segments_and_big_ones_have_none_of_their_own) {
   pool p(up, fe, arena_options());
   const std::uintptr_t s = p.allocate(4096).address;
