@@ -10,6 +10,7 @@
 #include "interpose/hook_support.h"
 #include "interpose/ipc_sharing.h"
 #include "interpose/retired_pools.h"
+#include "interpose/stream_registry.h"
 #include "interpose/trace_hooks.h"
 #include "profiler/cfi_unwind.h"
 #include "profiler/stack_capture.h"
@@ -87,6 +88,9 @@ void print_counters() {
                static_cast<unsigned long long>(u.refused),
                static_cast<unsigned long long>(u.resets),
                static_cast<unsigned long long>(trace::capture_fallbacks()));
+  const stream_registry::barrier_counters b = streams().stats();
+  std::fprintf(stderr, "gmem: barriers made=%llu streams_checked=%llu busy=%llu ns=%llu\n", b.made,
+               b.streams, b.busy, b.ns);
   // tracked=0: a capture begin the shim cannot see was handed out, so every stream-ordered
   // hook asks the driver whether its stream captures (interpose/capture_tracker.h).
   std::fprintf(stderr, "gmem: captures open=%llu tracked=%d\n",

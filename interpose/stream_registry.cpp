@@ -1,6 +1,7 @@
 #include "interpose/stream_registry.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "interpose/capture_tracker.h"
 #include "interpose/context_pools.h"
@@ -59,7 +60,9 @@ void stream_registry::registered_locked(const real_driver& real, CUcontext ctx, 
   // driver refuse, the host waits for the hub instead: slower, never unsafe.
   if (real.cuStreamWaitEvent(s, c.hub, 0) != CUDA_SUCCESS) {
     (void)real.cuEventSynchronize(c.hub);
+    return;
   }
+  c.streams.back().behind_hub = true;
 }
 
 void stream_registry::forget_locked(const real_driver& real, CUstream s) {
@@ -79,16 +82,37 @@ bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
   CUcontext current = nullptr;
   if (real.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != ctx) return false;
   std::lock_guard lock(mu_);
+  const auto start = std::chrono::steady_clock::now();
   context_streams& c = record_locked(real, ctx);
+  const bool made = barrier_locked(real, c);
+  if (made) {
+    ++stats_.made;
+    stats_.streams += c.streams.size();
+    stats_.ns +=
+        static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                            std::chrono::steady_clock::now() - start)
+                                            .count());
+  }
+  return made;
+}
+
+bool stream_registry::barrier_locked(const real_driver& real, context_streams& c) noexcept {
   if (unusable(real, CU_STREAM_LEGACY)) return false;
   for (const stream_slot& slot : c.streams) {
     if (unusable(real, slot.stream)) return false;
   }
   // Earlier work of the non-blocking streams -> the legacy stream. An idle stream has none.
+  // While the last hub is incomplete, the streams made to wait for it cannot be idle (the
+  // wait itself is unfinished work): one query of the hub instead of one per stream.
+  const bool hub_incomplete = c.hub_pending && real.cuEventQuery(c.hub) != CUDA_SUCCESS;
   for (stream_slot& slot : c.streams) {
-    const CUresult q = real.cuStreamQuery(slot.stream);
-    if (q == CUDA_SUCCESS) continue;
-    if (q != CUDA_ERROR_NOT_READY || !make_event(real, slot.event) ||
+    if (!(hub_incomplete && slot.behind_hub)) {
+      const CUresult q = real.cuStreamQuery(slot.stream);
+      if (q == CUDA_SUCCESS) continue;
+      if (q != CUDA_ERROR_NOT_READY) return false;
+    }
+    ++stats_.busy;
+    if (!make_event(real, slot.event) ||
         real.cuEventRecord(slot.event, slot.stream) != CUDA_SUCCESS ||
         real.cuStreamWaitEvent(CU_STREAM_LEGACY, slot.event, 0) != CUDA_SUCCESS) {
       return false;
@@ -101,15 +125,20 @@ bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
     return false;
   }
   c.hub_pending = true;
+  for (stream_slot& slot : c.streams)
+    slot.behind_hub = false; // the hub now stands for this record
   // No non-blocking stream to make wait: done (a stream registered later queries the hub then;
   // the cudaMalloc/cudaFree path of a program without such streams pays one record).
   if (c.streams.empty()) return true;
-  if (real.cuEventQuery(c.hub) == CUDA_SUCCESS) { // nothing left to order after
+  // Nothing left to order after (not asked while the last hub was incomplete: this one, later
+  // on the same stream, is too).
+  if (!hub_incomplete && real.cuEventQuery(c.hub) == CUDA_SUCCESS) {
     c.hub_pending = false;
     return true;
   }
-  for (const stream_slot& slot : c.streams) {
+  for (stream_slot& slot : c.streams) {
     if (real.cuStreamWaitEvent(slot.stream, c.hub, 0) != CUDA_SUCCESS) return false;
+    slot.behind_hub = true;
   }
   return true;
 }
@@ -131,6 +160,11 @@ std::size_t stream_registry::count(CUcontext ctx) {
     if (c.ctx == ctx) return c.streams.size();
   }
   return 0;
+}
+
+stream_registry::barrier_counters stream_registry::stats() {
+  std::lock_guard lock(mu_);
+  return stats_;
 }
 
 } // namespace gmem::shim

@@ -13,7 +13,8 @@
 //      stream is capturing a graph: an event recorded there would become a node of the user's
 //      graph, and touching the legacy stream during a global capture invalidates it;
 //   2. for each registered stream with unfinished work: record its event, make the legacy
-//      stream wait for it;
+//      stream wait for it (a stream made to wait for a hub that has not completed has
+//      unfinished work: no query needed);
 //   3. record the hub event on the legacy stream: it completes after every earlier piece of
 //      work of every stream of the context;
 //   4. unless the hub is already complete, make every registered stream wait for it, and keep
@@ -76,11 +77,18 @@ public:
   void drop_primary(int device);
   // Registered streams of `ctx` (tests, verbose report).
   std::size_t count(CUcontext ctx);
+  // Totals over every barrier made (GMEM_VERBOSE): registered streams looked at, those with
+  // unfinished work, and host time inside barrier() with the registry locked.
+  struct barrier_counters {
+    unsigned long long made = 0, streams = 0, busy = 0, ns = 0;
+  };
+  barrier_counters stats();
 
 private:
   struct stream_slot {
     CUstream stream = nullptr;
     CUevent event = nullptr; // created at its first barrier, re-recorded by each one
+    bool behind_hub = false; // made to wait for the hub's current record
   };
   struct context_streams {
     CUcontext ctx = nullptr;
@@ -93,9 +101,11 @@ private:
   context_streams& record_locked(const real_driver& real, CUcontext ctx); // ctx current
   void registered_locked(const real_driver& real, CUcontext ctx, CUstream s);
   void forget_locked(const real_driver& real, CUstream s);
+  bool barrier_locked(const real_driver& real, context_streams& c) noexcept;
 
   std::mutex mu_;
   std::vector<context_streams> contexts_; // guarded by mu_
+  barrier_counters stats_;                // guarded by mu_
 };
 
 stream_registry& streams(); // the process's instance (never destroyed)

@@ -372,6 +372,18 @@ TEST(barriers, a_destroyed_stream_leaves_the_registry) {
   EXPECT_EQ(r.pool_stat("device", "barriers"), 1u) << r.child.output;
 }
 
+// A barrier made while the last one's hub is incomplete takes the streams waiting for that
+// hub as busy without asking (interpose/stream_registry.cpp): work queued on them after the
+// wait is still ordered before the new owner's.
+TEST(barriers, a_barrier_behind_an_incomplete_hub_orders_what_its_streams_queued_since) {
+  const probe_run r = run_probe("runtime", "barrier_chain", {{"GMEM_VERBOSE", "1"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("barrier_chain reused=1 host_syncs=0 corrupted=0")) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "barriers"), 2u) << r.child.output;
+  // The second barrier: X and Y behind the first hub, both taken as busy.
+  EXPECT_TRUE(r.has("gmem: barriers made=2 streams_checked=4 busy=2")) << r.child.output;
+}
+
 TEST(barriers, pinned_host_pools_always_synchronize) {
   const probe_run r = run_probe("dlsym", "barrier_host");
   EXPECT_PROBE_OK(r);

@@ -89,6 +89,46 @@ int scenario_barrier(const std::string& old_kind, const std::string& new_kind) {
   return r.corrupted ? 3 : 0;
 }
 
+// Two barriers while the first one's hub is still incomplete (a slow kernel on the legacy
+// stream holds it back). The second barrier does not query the streams made to wait for that
+// hub, it takes them as busy: stream X, behind the first hub, has the old owner's slow write
+// to block B queued after its wait; B is freed and allocated again at once, and the new
+// owner's write on stream Y must still land after X's. (Taking X as idle because it was idle
+// at the first barrier would let Y's write run first.) Prints "barrier_chain ...".
+int scenario_barrier_chain() {
+  const CUstream x = make_stream("nonblocking");
+  const CUstream y = make_stream("nonblocking");
+  CUdeviceptr a = 0, a2 = 0, b = 0, b2 = 0;
+  CHECK_CU(g.mem_alloc(&a, k_bytes));
+  CHECK_CU(g.mem_alloc(&b, k_bytes));
+  // Barrier 1: A's old owner is slow on the legacy stream; X and Y are idle and wait for the hub.
+  CHECK_CU(g.launch_kernel(CU_STREAM_LEGACY, k_slow_us, a, 0xAA, k_bytes));
+  CHECK_CU(g.mem_free(a));
+  CHECK_CU(g.mem_alloc(&a2, k_bytes));
+  // Barrier 2, hub 1 incomplete: B's old owner on X, queued behind X's wait for hub 1.
+  CHECK_CU(g.launch_kernel(x, k_slow_us / 2, b, 0xAA, k_bytes));
+  CHECK_CU(g.mem_free(b));
+  fake_cuda_counters before{}, after{};
+  g.get_counters(&before);
+  CHECK_CU(g.mem_alloc(&b2, k_bytes));
+  g.get_counters(&after);
+  CHECK_CU(g.launch_kernel(y, 0, b2, 0xBB, k_bytes));
+  CHECK_CU(g.launch_kernel(y, 0, a2, 0xBB, k_bytes));
+  CHECK_CU(g.ctx_synchronize());
+  std::vector<unsigned char> host(k_bytes);
+  bool corrupted = false;
+  for (CUdeviceptr p : {a2, b2}) {
+    CHECK_CU(g.memcpy_dtoh(host.data(), p, k_bytes));
+    corrupted |= std::any_of(host.begin(), host.end(), [](unsigned char c) { return c != 0xBB; });
+  }
+  std::printf("barrier_chain reused=%d host_syncs=%llu corrupted=%d\n", a == a2 && b == b2 ? 1 : 0,
+              static_cast<unsigned long long>(after.ctx_syncs - before.ctx_syncs),
+              corrupted ? 1 : 0);
+  CHECK_CU(g.mem_free(a2));
+  CHECK_CU(g.mem_free(b2));
+  return corrupted ? 3 : 0;
+}
+
 // A stream capturing a graph (a registered non-blocking one, or the legacy stream, marked by
 // the fake; "begin": a non-blocking one through cuStreamBeginCapture / cuStreamEndCapture, which
 // the shim hooks): no barrier, no event recorded on it (it would join the user's graph); the

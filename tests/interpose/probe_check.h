@@ -48,6 +48,7 @@ void scenario_stream_destroy();
 int scenario_barrier(const std::string& old_stream, const std::string& new_stream);
 int scenario_barrier_capture(const std::string& capturing);
 int scenario_barrier_destroyed();
+int scenario_barrier_chain();
 void scenario_barrier_host();
 void scenario_strict_free();
 void scenario_strict_alloc();

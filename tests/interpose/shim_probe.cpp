@@ -274,6 +274,8 @@ int main(int argc, char** argv) {
     rc = scenario_barrier_capture(s.substr(16));
   else if (s == "barrier_destroyed")
     rc = scenario_barrier_destroyed();
+  else if (s == "barrier_chain")
+    rc = scenario_barrier_chain();
   else if (s == "barrier_host")
     scenario_barrier_host();
   else if (s == "vmm_retire")
