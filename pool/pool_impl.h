@@ -16,6 +16,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -171,7 +172,10 @@ private:
   bool refresh_events(); // queries stream-free events without the lock; true if any completed
   bool try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
                                  alloc_result& out);
-  std::size_t fence_now(); // pool-issued fence (a barrier when allowed); bytes it made free
+  // Pool-issued fence (a barrier when allowed); bytes it made free. One at a time: a thread
+  // that asks while another's runs waits for it, and makes none of its own when a fence that
+  // began after it asked has completed meanwhile (it covered every block freed before).
+  std::size_t fence_now();
   std::size_t complete_fence_locked(std::uint64_t ticket, deferred& d);
   // Stream-free blocks (of stream `only`, or of all with k_no_stream) become free for all:
   // those freed before `ticket`, or with complete_only, those whose event completed.
@@ -212,6 +216,8 @@ private:
   pool_options opt_;
   pool_observer* obs_;
 
+  std::mutex fence_mu_;                 // serializes fence_now()
+  std::uint64_t last_fence_ticket_ = 0; // of fence_now()'s last fence; guarded by fence_mu_
   mutable spin_mutex mu_;
   // Everything below is guarded by mu_.
   std::map<std::uintptr_t, std::unique_ptr<segment>> segments_; // by base

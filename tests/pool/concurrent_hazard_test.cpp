@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <random>
@@ -142,6 +143,51 @@ TEST(concurrent_hazard, seals_waits_and_fences_never_hand_out_a_block_early) {
     EXPECT_EQ(fe.bad_uses, 0u);
     EXPECT_EQ(fe.live_events(), 0u); // every event released once
   }
+}
+
+// Threads that need a fence while another thread's runs share the next one (pool_impl::
+// fence_now): a fence that began after a thread asked covers every block it waits for. A
+// fills the pool to its limit, frees one block and allocates: its fence is held in
+// synchronize. B and C free and ask meanwhile; once A's fence ends, one more fence serves both.
+TEST(concurrent_hazard, threads_waiting_for_a_fence_share_the_next_one) {
+  fake_upstream up;
+  fake_fences fe;
+  pool_options o;
+  o.limit_bytes = o.small_segment_bytes; // one small segment, no growth
+  pool p(up, fe, o);
+  constexpr std::size_t k_block = 512 * 1024;
+  std::vector<std::uintptr_t> blocks;
+  for (int i = 0; i < 4; ++i) {
+    blocks.push_back(p.allocate(k_block).address);
+    ASSERT_NE(blocks.back(), 0u);
+  }
+  std::atomic<int> syncs{0};
+  std::atomic<bool> release_first{false};
+  fe.before_synchronize = [&] {
+    if (syncs.fetch_add(1) == 0)
+      while (!release_first.load())
+        std::this_thread::yield();
+  };
+  ASSERT_EQ(p.deallocate(blocks[0]), pool_status::ok); // pending
+  std::uintptr_t got[3] = {};
+  std::thread a([&] { got[0] = p.allocate(k_block).address; });
+  while (syncs.load() == 0) // A is inside its fence
+    std::this_thread::yield();
+  ASSERT_EQ(p.deallocate(blocks[1]), pool_status::ok); // freed after A's fence began
+  ASSERT_EQ(p.deallocate(blocks[2]), pool_status::ok);
+  std::thread b([&] { got[1] = p.allocate(k_block).address; });
+  std::thread c([&] { got[2] = p.allocate(k_block).address; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200)); // B and C wait for A's fence
+  release_first.store(true);
+  a.join();
+  b.join();
+  c.join();
+  EXPECT_EQ(syncs.load(), 2); // A's, and one for B and C
+  for (std::uintptr_t x : got)
+    EXPECT_NE(x, 0u);
+  EXPECT_EQ(p.stats().reserved_bytes, o.small_segment_bytes);
+  EXPECT_EQ(p.stats().pending_bytes, 0u);
+  EXPECT_TRUE(p.is_valid());
 }
 
 } // namespace

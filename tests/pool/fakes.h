@@ -10,6 +10,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -143,6 +144,7 @@ private:
 class fake_fences : public fences {
 public:
   bool synchronize() noexcept override {
+    if (before_synchronize) before_synchronize(); // a test may hold the caller here
     std::lock_guard lock(mu_);
     ++syncs;
     if (!sync_ok) return false;
@@ -203,6 +205,7 @@ public:
   }
 
   // Test controls.
+  std::function<void()> before_synchronize; // set before the pool runs; called without mu_
   void complete(event_handle e) {
     std::lock_guard lock(mu_);
     // Events on one stream complete in order (as the driver's do): earlier ones too.
