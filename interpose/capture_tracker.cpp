@@ -49,9 +49,9 @@ bool stream_capturing(const real_driver& real, CUstream s, bool per_thread) {
          rc <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD;
 }
 
-void note_unhooked_lookup(const char* name, bool substituted) {
+void note_unhooked_lookup(const char* name, bool substituted, int version) {
   if (!substituted && name != nullptr && std::strncmp(name, "cuStreamBeginCapture", 20) == 0)
-    captures().untracked();
+    captures().untracked(name, version);
 }
 
 } // namespace gmem::shim

@@ -7,9 +7,11 @@
 // must rejoin before it ends), and every begin and end goes through the shim on every route
 // (exported symbols, dlsym, cuGetProcAddress substitute them by address). While a sequence is
 // open anywhere in the process, open() is non-zero and every check asks the driver exactly as
-// before (joined streams, the legacy stream during a global capture). A begin the shim cannot
-// see (the CUDA 10.0 cuStreamBeginCapture ABI, handed out by dlsym or by cuGetProcAddress for
-// a version below 10010) turns the shortcut off for good: untracked().
+// before (joined streams, the legacy stream during a global capture). Every begin form is
+// hooked, the CUDA 10.0 cuStreamBeginCapture(stream) included (the CUDA 13 runtime asks
+// cuGetProcAddress for it at version 10000). A begin the shim cannot see (one that dlsym or
+// cuGetProcAddress handed out unsubstituted) turns the shortcut off for good: untracked(),
+// named in GMEM_VERBOSE's "captures" line.
 //
 // Invariant: open() >= number of sequences begun through a hook and not yet ended; it only
 // errs high (an end the shim did not see leaves it high: slower, never unsafe).
@@ -17,6 +19,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <mutex>
 #include <vector>
 
@@ -52,8 +55,19 @@ public:
     forget(key_of(s, per_thread));
     return r;
   }
-  void untracked() { // never again trust none()
-    if (!untracked_.exchange(true)) open_.fetch_add(1, std::memory_order_seq_cst);
+  // Never again trust none(). `why`: the lookup that handed out an unhooked begin (kept, the
+  // first one, for GMEM_VERBOSE).
+  void untracked(const char* name, int version) {
+    if (untracked_.exchange(true)) return;
+    open_.fetch_add(1, std::memory_order_seq_cst);
+    if (version < 0)
+      std::snprintf(why_, sizeof why_, "dlsym(%s)", name);
+    else
+      std::snprintf(why_, sizeof why_, "cuGetProcAddress(%s, %d)", name, version);
+    why_ready_.store(true, std::memory_order_release);
+  }
+  const char* untracked_by() const {
+    return why_ready_.load(std::memory_order_acquire) ? why_ : "";
   }
   std::uint64_t open() const { return open_.load(std::memory_order_relaxed); }
   // false once untracked() ran: every check asks the driver (GMEM_VERBOSE prints it).
@@ -72,6 +86,8 @@ private:
 
   std::atomic<std::uint64_t> open_{0};
   std::atomic<bool> untracked_{false};
+  char why_[96] = {}; // written once, before why_ready_
+  std::atomic<bool> why_ready_{false};
   std::mutex mu_;
   std::vector<key> open_keys_; // guarded by mu_: one entry per open sequence
 };
@@ -85,6 +101,6 @@ bool stream_capturing(const real_driver& real, CUstream s, bool per_thread);
 
 // Is `name` (as a program passes it to dlsym or cuGetProcAddress) a capture begin that the
 // shim did not substitute? Then captures().untracked().
-void note_unhooked_lookup(const char* name, bool substituted);
+void note_unhooked_lookup(const char* name, bool substituted, int version);
 
 } // namespace gmem::shim

@@ -11,9 +11,16 @@
 // CUDA 11.3 form is a separate exported function that the shim hooks too.
 #undef cuGetProcAddress
 
+// cuda.h renames cuStreamBeginCapture to cuStreamBeginCapture_v2; the plain name is the CUDA
+// 10.0 form without a mode argument, still exported, which the CUDA runtime asks
+// cuGetProcAddress for (version 10000). The shim hooks it too, so captures stay tracked.
+#undef cuStreamBeginCapture
+
 // Forms cuda.h declares only when compiled for the per-thread default stream, and the old
-// 4-argument cuGetProcAddress.
+// 4-argument cuGetProcAddress and cuStreamBeginCapture.
 extern "C" {
+CUresult cuStreamBeginCapture(CUstream stream);
+CUresult cuStreamBeginCapture_ptsz(CUstream stream);
 CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, std::size_t bytes, CUstream stream);
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream);
@@ -60,6 +67,8 @@ CUresult cuStreamEndCapture_ptsz(CUstream stream, CUgraph* graph);
   X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050, any)                           \
   X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010, legacy)                                \
   X(cuStreamBeginCapture_v2_ptsz, "cuStreamBeginCapture", 10010, per_thread)                       \
+  X(cuStreamBeginCapture, "cuStreamBeginCapture", 10000, legacy)                                   \
+  X(cuStreamBeginCapture_ptsz, "cuStreamBeginCapture", 10000, per_thread)                          \
   X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030, legacy)                     \
   X(cuStreamBeginCaptureToGraph_ptsz, "cuStreamBeginCaptureToGraph", 12030, per_thread)            \
   X(cuStreamEndCapture, "cuStreamEndCapture", 10000, legacy)                                       \

@@ -41,12 +41,12 @@ extern "C" __attribute__((visibility("hidden"))) void* gmem_dlsym_slow(void* han
     return found;
   }
   if (gmem::shim::driver_if_loaded() == nullptr) {
-    gmem::shim::note_unhooked_lookup(name, false);
+    gmem::shim::note_unhooked_lookup(name, false, -1);
     return found;
   }
   void* ours = gmem::shim::substitute(found);
   if (ours != found) gmem::shim::count_substitution(true);
-  gmem::shim::note_unhooked_lookup(name, ours != found);
+  gmem::shim::note_unhooked_lookup(name, ours != found, -1);
   return ours;
 }
 
@@ -98,7 +98,7 @@ GMEM_HOOK CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int versi
   if (r == CUDA_SUCCESS && pfn != nullptr) {
     void* ours = substitute(*pfn);
     if (ours != *pfn) count_substitution(false);
-    note_unhooked_lookup(symbol, ours != *pfn);
+    note_unhooked_lookup(symbol, ours != *pfn, version);
     *pfn = ours;
   }
   return r;
@@ -109,7 +109,7 @@ GMEM_HOOK CUresult cuGetProcAddress(const char* symbol, void** pfn, int version,
   if (r == CUDA_SUCCESS && pfn != nullptr) {
     void* ours = substitute(*pfn);
     if (ours != *pfn) count_substitution(false);
-    note_unhooked_lookup(symbol, ours != *pfn);
+    note_unhooked_lookup(symbol, ours != *pfn, version);
     *pfn = ours;
   }
   return r;

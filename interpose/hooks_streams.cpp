@@ -49,6 +49,14 @@ GMEM_HOOK CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode 
   auto real_begin = [&] { return GMEM_REAL(cuStreamBeginCapture_v2_ptsz, s, mode); };
   return begin_capture(s, true, real_begin);
 }
+GMEM_HOOK CUresult cuStreamBeginCapture(CUstream s) { // CUDA 10.0 ABI
+  auto real_begin = [&] { return GMEM_REAL(cuStreamBeginCapture, s); };
+  return begin_capture(s, false, real_begin);
+}
+GMEM_HOOK CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+  auto real_begin = [&] { return GMEM_REAL(cuStreamBeginCapture_ptsz, s); };
+  return begin_capture(s, true, real_begin);
+}
 GMEM_HOOK CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph graph,
                                                const CUgraphNode* dependencies,
                                                const CUgraphEdgeData* dependency_data,

@@ -93,8 +93,9 @@ void print_counters() {
                b.streams, b.busy, b.ns);
   // tracked=0: a capture begin the shim cannot see was handed out, so every stream-ordered
   // hook asks the driver whether its stream captures (interpose/capture_tracker.h).
-  std::fprintf(stderr, "gmem: captures open=%llu tracked=%d\n",
-               static_cast<unsigned long long>(captures().open()), captures().tracked() ? 1 : 0);
+  std::fprintf(stderr, "gmem: captures open=%llu tracked=%d%s%s\n",
+               static_cast<unsigned long long>(captures().open()), captures().tracked() ? 1 : 0,
+               captures().tracked() ? "" : " untracked_by=", captures().untracked_by());
 }
 
 // Runs when exit() reaches the handler registered at start-up (late: handlers registered

@@ -11,7 +11,9 @@
 
 #undef cuGetProcAddress
 #undef cuMemAlloc
+#undef cuStreamBeginCapture
 extern "C" {
+CUresult cuStreamBeginCapture(CUstream); // CUDA 10.0 ABI
 CUresult cuGetProcAddress(const char*, void**, int, cuuint64_t);
 CUresult cuMemAlloc(unsigned int*, unsigned int);
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr*, std::size_t, CUstream);
@@ -19,6 +21,7 @@ CUresult cuMemFreeAsync_ptsz(CUdeviceptr, CUstream);
 CUresult cuStreamSynchronize_ptsz(CUstream);
 CUresult cuStreamIsCapturing_ptsz(CUstream, CUstreamCaptureStatus*);
 CUresult cuStreamBeginCapture_v2_ptsz(CUstream, CUstreamCaptureMode);
+CUresult cuStreamBeginCapture_ptsz(CUstream);
 CUresult cuStreamBeginCaptureToGraph_ptsz(CUstream, CUgraph, const CUgraphNode*,
                                           const CUgraphEdgeData*, std::size_t, CUstreamCaptureMode);
 CUresult cuStreamEndCapture_ptsz(CUstream, CUgraph*);
@@ -84,6 +87,8 @@ const proc_row k_procs[] = {
     {"cuStreamIsCapturing", 10000, FAKE_FN(cuStreamIsCapturing), FAKE_FN(cuStreamIsCapturing_ptsz)},
     {"cuStreamBeginCapture", 10010, FAKE_FN(cuStreamBeginCapture_v2),
      FAKE_FN(cuStreamBeginCapture_v2_ptsz)},
+    {"cuStreamBeginCapture", 10000, FAKE_FN(cuStreamBeginCapture),
+     FAKE_FN(cuStreamBeginCapture_ptsz)},
     {"cuStreamBeginCaptureToGraph", 12030, FAKE_FN(cuStreamBeginCaptureToGraph),
      FAKE_FN(cuStreamBeginCaptureToGraph_ptsz)},
     {"cuStreamEndCapture", 10000, FAKE_FN(cuStreamEndCapture), FAKE_FN(cuStreamEndCapture_ptsz)},

@@ -76,6 +76,15 @@ FAKE_API CUresult cuStreamBeginCapture_v2(CUstream s, CUstreamCaptureMode) {
 FAKE_API CUresult cuStreamBeginCapture_v2_ptsz(CUstream s, CUstreamCaptureMode mode) {
   return cuStreamBeginCapture_v2(s, mode);
 }
+// The CUDA 10.0 ABI (no mode argument), which the driver still exports under the plain name and
+// hands out for versions below 10010: the CUDA 13 runtime asks for it at 10000.
+#undef cuStreamBeginCapture
+FAKE_API CUresult cuStreamBeginCapture(CUstream s) {
+  return cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
+FAKE_API CUresult cuStreamBeginCapture_ptsz(CUstream s) {
+  return cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL);
+}
 FAKE_API CUresult cuStreamBeginCaptureToGraph(CUstream s, CUgraph, const CUgraphNode*,
                                               const CUgraphEdgeData*, std::size_t,
                                               CUstreamCaptureMode mode) {

@@ -195,6 +195,20 @@ TEST_P(route_test, capturing_streams_pass_through) {
   EXPECT_EQ(r.counter("capture_queries"), 2u);
 }
 
+// The CUDA 10.0 form, cuStreamBeginCapture(stream), which the CUDA 13 runtime looks up
+// (cuGetProcAddress at version 10000; the runtime route does too): hooked like the others, so
+// the capture is counted and tracking stays on (untracked, every stream-ordered hook and every
+// barrier would ask the driver about capture).
+TEST_P(route_test, capture_begun_through_the_cuda_10_0_form_is_tracked) {
+  const probe_run r = run_probe(GetParam(), "capture_10000");
+  EXPECT_PROBE_OK(r);
+  EXPECT_EQ(r.counter("async_alloc_calls"), 1u);
+  EXPECT_EQ(r.counter("smallest_alloc"), 12345u);
+  EXPECT_EQ(r.counter("async_free_calls"), 1u);
+  EXPECT_EQ(r.counter("capture_queries"), 2u);
+  EXPECT_TRUE(r.has("gmem: captures open=0 tracked=1")) << r.child.output;
+}
+
 // Without any capture, stream-ordered hooks never ask the driver whether the stream captures.
 TEST_P(route_test, no_capture_query_while_no_capture_is_open) {
   const probe_run r = run_probe(GetParam(), "async");

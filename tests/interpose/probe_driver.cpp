@@ -4,8 +4,10 @@
 
 #undef cuGetProcAddress
 #undef cuMemAlloc
+#undef cuStreamBeginCapture
 extern "C" {
 CUresult cuCtxCreate_v2(CUcontext*, unsigned, CUdevice);
+CUresult cuStreamBeginCapture(CUstream);
 }
 
 namespace probe {
@@ -40,6 +42,7 @@ void load_exported(driver_api& a) {
   a.stream_create = &cuStreamCreate;
   a.stream_create_with_priority = &cuStreamCreateWithPriority;
   a.stream_begin_capture = &cuStreamBeginCapture_v2;
+  a.stream_begin_capture_10000 = &cuStreamBeginCapture;
   a.stream_end_capture = &cuStreamEndCapture;
   a.stream_synchronize = &cuStreamSynchronize;
   a.stream_destroy = &cuStreamDestroy_v2;
@@ -77,6 +80,7 @@ void load_by_dlsym(void* h, driver_api& a) {
   set(a.stream_create, dlsym(h, "cuStreamCreate"));
   set(a.stream_create_with_priority, dlsym(h, "cuStreamCreateWithPriority"));
   set(a.stream_begin_capture, dlsym(h, "cuStreamBeginCapture_v2"));
+  set(a.stream_begin_capture_10000, dlsym(h, "cuStreamBeginCapture"));
   set(a.stream_end_capture, dlsym(h, "cuStreamEndCapture"));
   set(a.stream_synchronize, dlsym(h, "cuStreamSynchronize"));
   set(a.stream_destroy, dlsym(h, "cuStreamDestroy_v2"));
@@ -129,6 +133,13 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   get(a.stream_create, "cuStreamCreate");
   get(a.stream_create_with_priority, "cuStreamCreateWithPriority");
   get(a.stream_begin_capture, "cuStreamBeginCapture");
+  { // The CUDA 13 runtime asks for the CUDA 10.0 form too (version 10000).
+    void* q = nullptr;
+    CUdriverProcAddressQueryResult st{};
+    if (gpa("cuStreamBeginCapture", &q, 10000, flags, &st) != CUDA_SUCCESS)
+      missing += " cuStreamBeginCapture@10000";
+    set(a.stream_begin_capture_10000, q);
+  }
   get(a.stream_end_capture, "cuStreamEndCapture");
   get(a.stream_synchronize, "cuStreamSynchronize");
   get(a.stream_destroy, "cuStreamDestroy");

@@ -39,6 +39,7 @@ struct driver_api {
   CUresult (*stream_create)(CUstream*, unsigned);
   CUresult (*stream_create_with_priority)(CUstream*, unsigned, int);
   CUresult (*stream_begin_capture)(CUstream, CUstreamCaptureMode);
+  CUresult (*stream_begin_capture_10000)(CUstream); // the CUDA 10.0 form, still exported
   CUresult (*stream_end_capture)(CUstream, CUgraph*);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*stream_destroy)(CUstream);

@@ -240,10 +240,14 @@ void scenario_stress() {
 // Allocations on a capturing stream belong to the graph: they reach the driver unchanged. The
 // capture begins and ends through the driver's functions (the shim counts open captures and
 // asks the driver only while one is open); after its end the stream is pooled again.
-void scenario_capture() {
+// "capture_10000": the capture begins through the CUDA 10.0 form, cuStreamBeginCapture(stream).
+void scenario_capture(bool form_10000) {
   CUstream s = nullptr;
   CHECK_CU(g.stream_create(&s, CU_STREAM_NON_BLOCKING));
-  CHECK_CU(g.stream_begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  if (form_10000)
+    CHECK_CU(g.stream_begin_capture_10000(s));
+  else
+    CHECK_CU(g.stream_begin_capture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
   CUdeviceptr p = 0;
   CHECK_CU(g.mem_alloc_async(&p, 12345, s));
   CHECK_CU(g.mem_free_async(p, s));

@@ -249,7 +249,9 @@ int main(int argc, char** argv) {
   else if (s == "exit_threads")
     scenario_exit_threads();
   else if (s == "capture")
-    scenario_capture();
+    scenario_capture(false);
+  else if (s == "capture_10000")
+    scenario_capture(true);
   else if (s == "contexts")
     scenario_contexts();
   else if (s == "strict_free")
