@@ -99,6 +99,9 @@ GMEM_HOOK CUresult cuStreamDestroy_v2(CUstream s) {
   context_entry* e = shim_active() && ps != gmem::k_no_stream && driver() != nullptr
                          ? pools().find_current(*driver())
                          : nullptr;
+  // Another thread's allocation may be sealing s (an event recorded on it, without the pool's
+  // lock): that record must be done before the driver frees the stream, and none may start.
+  if (e != nullptr) e->device_pool->stream_destroying(ps);
   if (e != nullptr && e->device_pool->stats().stream_free_bytes != 0) {
     const std::uint64_t ticket = e->device_pool->begin_stream_sync();
     if (GMEM_REAL(cuStreamSynchronize, s) == CUDA_SUCCESS)

@@ -389,6 +389,7 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
         ++st_.pending_blocks;
         pending_class_bytes_[class_of(b->seg)] += b->size;
       } else { // stream-free, unsealed: reusable at once on s, by others once sealed
+        if (stream_cache* sc = find_stream_locked(s); sc != nullptr) sc->retiring = false;
         b->ev = nullptr;
         b->stream = s;
         b->stamp = seq_;
@@ -440,6 +441,9 @@ std::uint64_t pool::begin_stream_sync() {
 }
 void pool::end_stream_sync(stream_handle s, std::uint64_t ticket) {
   impl_->end_stream_sync(s, ticket);
+}
+void pool::stream_destroying(stream_handle s) {
+  impl_->stream_destroying(s);
 }
 std::size_t pool::trim(std::size_t keep_free_bytes) {
   return impl_->trim(keep_free_bytes);

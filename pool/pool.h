@@ -192,6 +192,12 @@ public:
   std::uint64_t begin_stream_sync();
   void end_stream_sync(stream_handle s, std::uint64_t ticket);
 
+  // The program is destroying stream s (call before the driver's destroy): no driver call of
+  // the pool touches s once this returns (the pool records events on other threads' streams
+  // when it seals them). Blocks still stream-free on s wait for a fence. A later free on a
+  // stream with the same handle makes it a stream like any other again.
+  void stream_destroying(stream_handle s);
+
   std::size_t trim(std::size_t keep_free_bytes = 0); // unmaps free segments; bytes released
   void set_limit(std::size_t bytes);                 // 0 = none
   void abandon(); // forget all segments without unmapping (context gone, exit)

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <thread>
 
 namespace gmem {
 
@@ -185,15 +186,19 @@ bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cl
   {
     std::lock_guard lock(mu_);
     for (const auto& sc : streams_) {
-      if (sc->unsealed == 0 || (sc->stream == except) != only) continue;
+      if (sc->unsealed == 0 || sc->retiring || (sc->stream == except) != only) continue;
       if (only) {
         seals.push_back({sc->stream, free_seq_, 0});
+        ++sc->calls;
         break;
       }
       // Only streams with a block that could serve the request: a seal is a driver call.
       const bool fits = sc->index[cls].find_fit(size) != nullptr ||
                         (cls == k_oversize && sc->index[k_large].find_fit(size) != nullptr);
-      if (fits) seals.push_back({sc->stream, free_seq_, 0});
+      if (fits) {
+        seals.push_back({sc->stream, free_seq_, 0});
+        ++sc->calls; // its stream stays alive until the record below is done
+      }
     }
   }
   if (seals.empty()) return false;
@@ -207,8 +212,9 @@ bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cl
   {
     std::lock_guard lock(mu_);
     for (const seal& x : seals) {
-      if (x.event == 0) continue;
       stream_cache* sc = find_stream_locked(x.stream);
+      if (sc != nullptr && sc->calls != 0) --sc->calls; // (none after an abandon())
+      if (x.event == 0) continue;
       event_ref* r = nullptr;
       for (block* b = sc != nullptr ? sc->fifo_head : nullptr; b != nullptr && sc->unsealed != 0;
            b = b->fifo_next) {
@@ -285,12 +291,17 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
   block* b = nullptr;
   {
     std::lock_guard lock(mu_);
+    stream_cache* owner = nullptr;
     for (const auto& sc : streams_) {
-      if (sc->stream == s) continue;
+      if (sc->stream == s || sc->retiring) continue;
       block* t = sc->index[cls].find_fit(size);
-      if (t != nullptr && (b == nullptr || t->size < b->size)) b = t;
+      if (t != nullptr && (b == nullptr || t->size < b->size)) {
+        b = t;
+        owner = sc.get();
+      }
     }
     if (b == nullptr) return false;
+    if (b->ev == nullptr) ++owner->calls; // an event is recorded on its stream below
     unlist_locked(b);
     carve_locked(b, size);
     b->state = block_state::live; // claimed: in no index, not in live_, keeps its event
@@ -299,12 +310,17 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
   }
   // An unsealed block (freed after the last seal) gets an event of its own, recorded now on
   // its stream: it covers the free, and is released once the dependency is made.
-  const event_handle own = b->ev == nullptr ? fe_.record(b->stream) : 0;
+  const bool own_needed = b->ev == nullptr;
+  const event_handle own = own_needed ? fe_.record(b->stream) : 0;
   bool ok = (b->ev != nullptr || own != 0) && fe_.wait(s, own != 0 ? own : b->ev->event);
   if (own != 0) fe_.release(own);
   deferred d;
   {
     std::lock_guard lock(mu_);
+    if (own_needed) {
+      stream_cache* sc = find_stream_locked(b->stream);
+      if (sc != nullptr && sc->calls != 0) --sc->calls;
+    }
     b->claimed = false;
     if (ok) {
       event_handle release = 0;
@@ -377,6 +393,19 @@ std::size_t pool_impl::complete_fence_locked(std::uint64_t ticket, deferred& d) 
   released += convert_stream_free_locked(k_no_stream, ticket, false, d);
   enforce_cache_cap_locked(d);
   return released;
+}
+
+void pool_impl::stream_destroying(stream_handle s) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    stream_cache* sc = find_stream_locked(s);
+    if (sc == nullptr) return;
+    sc->retiring = true;
+    if (sc->calls == 0) return;
+    lock.unlock(); // a record on s is in progress on another thread: a driver call, short
+    std::this_thread::yield();
+    lock.lock();
+  }
 }
 
 void pool_impl::end_stream_sync(stream_handle s, std::uint64_t ticket) {

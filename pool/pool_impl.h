@@ -61,6 +61,11 @@ struct stream_cache {
   block* fifo_head = nullptr; // oldest free first
   block* fifo_tail = nullptr;
   std::size_t unsealed = 0; // blocks in index[] without an event (block::ev == nullptr)
+  // Driver calls on this stream in progress without the lock (a seal's record, the event of a
+  // block claimed from it), and whether the program is destroying it: then no new one starts
+  // (pool::stream_destroying). A free on the stream clears it (the handle came back).
+  unsigned calls = 0;
+  bool retiring = false;
   void fifo_insert_after(block* pos, block* b) { // pos == nullptr: at the head
     b->fifo_prev = pos;
     b->fifo_next = pos != nullptr ? pos->fifo_next : fifo_head;
@@ -105,6 +110,7 @@ public:
   // Bytes made free; barrier: the fence was a device-side barrier (counted in stats).
   std::size_t end_fence(std::uint64_t ticket, std::uint64_t duration_ns, bool barrier = false);
   void end_stream_sync(stream_handle s, std::uint64_t ticket);
+  void stream_destroying(stream_handle s);
   std::size_t trim(std::size_t keep_free_bytes);
   void set_limit(std::size_t bytes);
   void abandon();

@@ -190,5 +190,74 @@ TEST(concurrent_hazard, threads_waiting_for_a_fence_share_the_next_one) {
   EXPECT_TRUE(p.is_valid());
 }
 
+// A stream being destroyed (pool::stream_destroying, called by the shim's cuStreamDestroy hook
+// before the driver's) must not be touched by another thread's seal: the H200 crashed in
+// cuEventRecord on a destroyed stream (stream_alloc_bench, 16 threads, 1 run in 6). The call
+// waits for a record in progress on the stream.
+TEST(concurrent_hazard, a_stream_being_destroyed_waits_for_a_seal_in_progress) {
+  fake_upstream up;
+  fake_fences fe;
+  pool_options o;
+  o.limit_bytes = o.small_segment_bytes; // one small segment, no growth
+  pool p(up, fe, o);
+  constexpr stream_handle k_s1 = 0x100, k_s2 = 0x200;
+  constexpr std::size_t k_block = 64 * 1024;
+  std::vector<std::uintptr_t> blocks;
+  for (std::size_t i = 0; i < o.small_segment_bytes / k_block; ++i) {
+    blocks.push_back(p.allocate(k_block, k_s1).address);
+    ASSERT_NE(blocks.back(), 0u);
+  }
+  std::atomic<bool> in_record{false}, release{false};
+  fe.before_record = [&](stream_handle s) {
+    if (s != k_s1 || in_record.exchange(true)) return;
+    while (!release.load())
+      std::this_thread::yield();
+  };
+  ASSERT_EQ(p.deallocate(blocks[0], k_s1), pool_status::ok); // x1: unsealed on S1
+  std::uintptr_t got_b = 0;
+  std::thread b([&] { got_b = p.allocate(k_block, k_s2).address; }); // seals S1
+  while (!in_record.load())
+    std::this_thread::yield();
+  ASSERT_EQ(p.deallocate(blocks[1], k_s1), pool_status::ok); // x2: after B's seal began
+  std::atomic<bool> destroying_returned{false};
+  std::thread c([&] {
+    p.stream_destroying(k_s1);
+    destroying_returned.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(destroying_returned.load()) << "returned while a record on the stream ran";
+  release.store(true);
+  b.join();
+  c.join();
+  EXPECT_NE(got_b, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// Once stream_destroying(S1) returned, seals pass S1 by: its unsealed block reaches another
+// stream through a fence, with no event recorded on S1. A free on a stream with S1's handle (a
+// new stream) makes it sealable again.
+TEST(concurrent_hazard, seals_pass_a_stream_being_destroyed_by) {
+  fake_upstream up;
+  fake_fences fe;
+  pool_options o;
+  o.limit_bytes = o.small_segment_bytes; // one small segment, no growth
+  pool p(up, fe, o);
+  constexpr stream_handle k_s1 = 0x100, k_s2 = 0x200;
+  constexpr std::size_t k_block = 64 * 1024;
+  std::vector<std::uintptr_t> blocks;
+  for (std::size_t i = 0; i < o.small_segment_bytes / k_block; ++i)
+    blocks.push_back(p.allocate(k_block, k_s1).address);
+  ASSERT_EQ(p.deallocate(blocks[0], k_s1), pool_status::ok); // unsealed on S1
+  p.stream_destroying(k_s1);
+  const std::uint64_t fences = p.stats().fences;
+  EXPECT_EQ(p.allocate(k_block, k_s2).address, blocks[0]);
+  EXPECT_EQ(fe.records_on(k_s1), 0u);
+  EXPECT_EQ(p.stats().fences, fences + 1);
+  ASSERT_EQ(p.deallocate(blocks[1], k_s1), pool_status::ok);
+  EXPECT_EQ(p.allocate(k_block, k_s2).address, blocks[1]);
+  EXPECT_EQ(fe.records_on(k_s1), 1u); // sealed: S1 is a stream like any other again
+  EXPECT_TRUE(p.is_valid());
+}
+
 } // namespace
 } // namespace gmem::testing

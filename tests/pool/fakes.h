@@ -169,6 +169,7 @@ public:
     return true;
   }
   event_handle record(stream_handle s) noexcept override {
+    if (before_record) before_record(s); // a test may hold the caller here
     // A slow driver call (tests widen race windows with it): the record happens at its end.
     for (int i = 0; i < record_yields.load(std::memory_order_relaxed); ++i)
       std::this_thread::yield();
@@ -205,7 +206,8 @@ public:
   }
 
   // Test controls.
-  std::function<void()> before_synchronize; // set before the pool runs; called without mu_
+  std::function<void()> before_synchronize;         // set before the pool runs; called without mu_
+  std::function<void(stream_handle)> before_record; // likewise
   void complete(event_handle e) {
     std::lock_guard lock(mu_);
     // Events on one stream complete in order (as the driver's do): earlier ones too.
