@@ -185,28 +185,21 @@ TEST_P(route_test, limit_gives_out_of_memory_and_recovers) {
 }
 
 // Only the allocation made while the capture was open reaches the driver; the shim asked the
-// driver about capture only then (two hooks), not for the pooled pair after the end.
-TEST_P(route_test, capturing_streams_pass_through) {
-  const probe_run r = run_probe(GetParam(), "capture");
-  EXPECT_PROBE_OK(r);
-  EXPECT_EQ(r.counter("async_alloc_calls"), 1u);
-  EXPECT_EQ(r.counter("smallest_alloc"), 12345u);
-  EXPECT_EQ(r.counter("async_free_calls"), 1u);
-  EXPECT_EQ(r.counter("capture_queries"), 2u);
-}
-
-// The CUDA 10.0 form, cuStreamBeginCapture(stream), which the CUDA 13 runtime looks up
+// driver about capture only then (two hooks), not for the pooled pair after the end. The same
+// through the CUDA 10.0 form, cuStreamBeginCapture(stream), which the CUDA 13 runtime looks up
 // (cuGetProcAddress at version 10000; the runtime route does too): hooked like the others, so
 // the capture is counted and tracking stays on (untracked, every stream-ordered hook and every
 // barrier would ask the driver about capture).
-TEST_P(route_test, capture_begun_through_the_cuda_10_0_form_is_tracked) {
-  const probe_run r = run_probe(GetParam(), "capture_10000");
-  EXPECT_PROBE_OK(r);
-  EXPECT_EQ(r.counter("async_alloc_calls"), 1u);
-  EXPECT_EQ(r.counter("smallest_alloc"), 12345u);
-  EXPECT_EQ(r.counter("async_free_calls"), 1u);
-  EXPECT_EQ(r.counter("capture_queries"), 2u);
-  EXPECT_TRUE(r.has("gmem: captures open=0 tracked=1")) << r.child.output;
+TEST_P(route_test, capturing_streams_pass_through) {
+  for (const char* scenario : {"capture", "capture_10000"}) {
+    const probe_run r = run_probe(GetParam(), scenario);
+    EXPECT_PROBE_OK(r);
+    EXPECT_EQ(r.counter("async_alloc_calls"), 1u) << scenario;
+    EXPECT_EQ(r.counter("smallest_alloc"), 12345u) << scenario;
+    EXPECT_EQ(r.counter("async_free_calls"), 1u) << scenario;
+    EXPECT_EQ(r.counter("capture_queries"), 2u) << scenario;
+    EXPECT_TRUE(r.has("gmem: captures open=0 tracked=1")) << scenario << r.child.output;
+  }
 }
 
 // Without any capture, stream-ordered hooks never ask the driver whether the stream captures.

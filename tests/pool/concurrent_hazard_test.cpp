@@ -145,22 +145,34 @@ TEST(concurrent_hazard, seals_waits_and_fences_never_hand_out_a_block_early) {
   }
 }
 
+// A pool held to one small segment (the limit stops growth), filled with blocks of k_block:
+// every allocation past that needs a block freed earlier, through a seal or a fence.
+struct full_pool : ::testing::Test {
+  static constexpr std::size_t k_block = 64 * 1024;
+  static pool_options one_segment() {
+    pool_options o;
+    o.limit_bytes = o.small_segment_bytes;
+    return o;
+  }
+  // Fills the segment with blocks allocated on s.
+  void fill(stream_handle s = k_no_stream) {
+    for (std::size_t i = 0; i < p.options().small_segment_bytes / k_block; ++i) {
+      blocks.push_back(p.allocate(k_block, s).address);
+      ASSERT_NE(blocks.back(), 0u);
+    }
+  }
+  fake_upstream up;
+  fake_fences fe;
+  pool p{up, fe, one_segment()};
+  std::vector<std::uintptr_t> blocks;
+};
+
 // Threads that need a fence while another thread's runs share the next one (pool_impl::
 // fence_now): a fence that began after a thread asked covers every block it waits for. A
 // fills the pool to its limit, frees one block and allocates: its fence is held in
 // synchronize. B and C free and ask meanwhile; once A's fence ends, one more fence serves both.
-TEST(concurrent_hazard, threads_waiting_for_a_fence_share_the_next_one) {
-  fake_upstream up;
-  fake_fences fe;
-  pool_options o;
-  o.limit_bytes = o.small_segment_bytes; // one small segment, no growth
-  pool p(up, fe, o);
-  constexpr std::size_t k_block = 512 * 1024;
-  std::vector<std::uintptr_t> blocks;
-  for (int i = 0; i < 4; ++i) {
-    blocks.push_back(p.allocate(k_block).address);
-    ASSERT_NE(blocks.back(), 0u);
-  }
+TEST_F(full_pool, threads_waiting_for_a_fence_share_the_next_one) {
+  fill();
   std::atomic<int> syncs{0};
   std::atomic<bool> release_first{false};
   fe.before_synchronize = [&] {
@@ -185,7 +197,7 @@ TEST(concurrent_hazard, threads_waiting_for_a_fence_share_the_next_one) {
   EXPECT_EQ(syncs.load(), 2); // A's, and one for B and C
   for (std::uintptr_t x : got)
     EXPECT_NE(x, 0u);
-  EXPECT_EQ(p.stats().reserved_bytes, o.small_segment_bytes);
+  EXPECT_EQ(p.stats().reserved_bytes, p.options().small_segment_bytes);
   EXPECT_EQ(p.stats().pending_bytes, 0u);
   EXPECT_TRUE(p.is_valid());
 }
@@ -194,19 +206,9 @@ TEST(concurrent_hazard, threads_waiting_for_a_fence_share_the_next_one) {
 // before the driver's) must not be touched by another thread's seal: the H200 crashed in
 // cuEventRecord on a destroyed stream (stream_alloc_bench, 16 threads, 1 run in 6). The call
 // waits for a record in progress on the stream.
-TEST(concurrent_hazard, a_stream_being_destroyed_waits_for_a_seal_in_progress) {
-  fake_upstream up;
-  fake_fences fe;
-  pool_options o;
-  o.limit_bytes = o.small_segment_bytes; // one small segment, no growth
-  pool p(up, fe, o);
+TEST_F(full_pool, a_stream_being_destroyed_waits_for_a_seal_in_progress) {
   constexpr stream_handle k_s1 = 0x100, k_s2 = 0x200;
-  constexpr std::size_t k_block = 64 * 1024;
-  std::vector<std::uintptr_t> blocks;
-  for (std::size_t i = 0; i < o.small_segment_bytes / k_block; ++i) {
-    blocks.push_back(p.allocate(k_block, k_s1).address);
-    ASSERT_NE(blocks.back(), 0u);
-  }
+  fill(k_s1);
   std::atomic<bool> in_record{false}, release{false};
   fe.before_record = [&](stream_handle s) {
     if (s != k_s1 || in_record.exchange(true)) return;
@@ -236,17 +238,9 @@ TEST(concurrent_hazard, a_stream_being_destroyed_waits_for_a_seal_in_progress) {
 // Once stream_destroying(S1) returned, seals pass S1 by: its unsealed block reaches another
 // stream through a fence, with no event recorded on S1. A free on a stream with S1's handle (a
 // new stream) makes it sealable again.
-TEST(concurrent_hazard, seals_pass_a_stream_being_destroyed_by) {
-  fake_upstream up;
-  fake_fences fe;
-  pool_options o;
-  o.limit_bytes = o.small_segment_bytes; // one small segment, no growth
-  pool p(up, fe, o);
+TEST_F(full_pool, seals_pass_a_stream_being_destroyed_by) {
   constexpr stream_handle k_s1 = 0x100, k_s2 = 0x200;
-  constexpr std::size_t k_block = 64 * 1024;
-  std::vector<std::uintptr_t> blocks;
-  for (std::size_t i = 0; i < o.small_segment_bytes / k_block; ++i)
-    blocks.push_back(p.allocate(k_block, k_s1).address);
+  fill(k_s1);
   ASSERT_EQ(p.deallocate(blocks[0], k_s1), pool_status::ok); // unsealed on S1
   p.stream_destroying(k_s1);
   const std::uint64_t fences = p.stats().fences;
