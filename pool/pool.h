@@ -48,7 +48,8 @@
 //
 // Threads: every public function is thread-safe. One lock (a short spin, then a futex sleep)
 // guards the structures; upstream, fences and the observer are always called without it.
-// Two threads may both grow at once; the second segment stays cached.
+// Two threads may both grow at once; the second segment stays cached. Pool fences run one at
+// a time, and threads that ask for one while another runs share the next.
 // Reuse safety (DESIGN.md): a block is never handed out while device work issued before its
 // free may still touch it; reuse_safety = false turns this off (hazard tests only).
 #pragma once
