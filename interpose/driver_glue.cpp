@@ -44,6 +44,7 @@ event_handle driver_fences::record(stream_handle s) noexcept {
   if (e == nullptr && link_.real->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
     return 0;
   }
+  records_.fetch_add(1, std::memory_order_relaxed);
   if (link_.real->cuEventRecord(e, to_stream(s)) != CUDA_SUCCESS) {
     (void)link_.real->cuEventDestroy_v2(e);
     return 0;
@@ -53,12 +54,14 @@ event_handle driver_fences::record(stream_handle s) noexcept {
 
 bool driver_fences::query(event_handle e) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return false;
+  queries_.fetch_add(1, std::memory_order_relaxed);
   return link_.real->cuEventQuery(reinterpret_cast<CUevent>(e)) == CUDA_SUCCESS;
 }
 
 bool driver_fences::wait(stream_handle s, event_handle e) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return false;
   ctx_scope scope(link_);
+  waits_.fetch_add(1, std::memory_order_relaxed);
   return link_.real->cuStreamWaitEvent(to_stream(s), reinterpret_cast<CUevent>(e), 0) ==
          CUDA_SUCCESS;
 }

@@ -82,8 +82,17 @@ public:
   bool query(event_handle e) noexcept override;
   bool wait(stream_handle s, event_handle e) noexcept override;
   void release(event_handle e) noexcept override;
+  // Driver calls made for the pool's events (GMEM_VERBOSE): records, queries, stream waits.
+  struct counters {
+    unsigned long long records = 0, queries = 0, waits = 0;
+  };
+  counters stats() const {
+    return {records_.load(std::memory_order_relaxed), queries_.load(std::memory_order_relaxed),
+            waits_.load(std::memory_order_relaxed)};
+  }
 
 private:
+  std::atomic<unsigned long long> records_{0}, queries_{0}, waits_{0};
   context_link& link_;
   std::mutex mu_;              // guards spare_
   std::vector<CUevent> spare_; // created in link_.ctx, not recorded on anything pending

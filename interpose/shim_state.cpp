@@ -44,6 +44,9 @@ void print_counters() {
       std::fprintf(stderr, "\n");
     };
     print("device", *e.device_pool);
+    const driver_fences::counters ev = e.fences->stats();
+    std::fprintf(stderr, "gmem: events device=%d records=%llu queries=%llu waits=%llu\n",
+                 e.device(), ev.records, ev.queries, ev.waits);
     std::fprintf(stderr, "gmem: host_time device=%d fence_ns=%llu", e.device(),
                  static_cast<unsigned long long>(e.observer->fence_ns()));
     // cuMemAlloc segments: without VMM, or beside an arena (VMM segments report below).

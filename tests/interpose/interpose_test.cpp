@@ -165,6 +165,10 @@ TEST_P(route_test, reuse_is_safe_across_threads_and_streams) {
   // Blocks did move between streams: through dependencies on sealed events, and barriers.
   EXPECT_GT(r.counter("stream_waits"), 0u) << r.child.output;
   EXPECT_GT(r.pool_stat("device", "barriers"), 0u) << r.child.output;
+  // GMEM_VERBOSE counts the pool's own event calls (barriers make more waits of their own).
+  EXPECT_GT(r.value("gmem: events ", "records"), 0u) << r.child.output;
+  EXPECT_GT(r.value("gmem: events ", "waits"), 0u) << r.child.output;
+  EXPECT_LE(r.value("gmem: events ", "waits"), r.counter("stream_waits")) << r.child.output;
 }
 
 TEST(shim, thread_hazard_test_fails_without_reuse_safety) {
