@@ -104,7 +104,9 @@ bool stream_registry::barrier_locked(const real_driver& real, context_streams& c
   // Earlier work of the non-blocking streams -> the legacy stream. An idle stream has none.
   // While the last hub is incomplete, the streams made to wait for it cannot be idle (the
   // wait itself is unfinished work): one query of the hub instead of one per stream.
-  const bool hub_incomplete = c.hub_pending && real.cuEventQuery(c.hub) != CUDA_SUCCESS;
+  // (Not asked without such streams: then a barrier stays one record.)
+  const bool hub_incomplete =
+      !c.streams.empty() && c.hub_pending && real.cuEventQuery(c.hub) != CUDA_SUCCESS;
   for (stream_slot& slot : c.streams) {
     if (!(hub_incomplete && slot.behind_hub)) {
       const CUresult q = real.cuStreamQuery(slot.stream);
