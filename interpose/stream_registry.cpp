@@ -62,7 +62,7 @@ void stream_registry::registered_locked(const real_driver& real, CUcontext ctx, 
     (void)real.cuEventSynchronize(c.hub);
     return;
   }
-  c.streams.back().behind_hub = true;
+  c.streams.back().waited_hub = c.hub_records;
 }
 
 void stream_registry::forget_locked(const real_driver& real, CUstream s) {
@@ -108,7 +108,7 @@ bool stream_registry::barrier_locked(const real_driver& real, context_streams& c
   const bool hub_incomplete =
       !c.streams.empty() && c.hub_pending && real.cuEventQuery(c.hub) != CUDA_SUCCESS;
   for (stream_slot& slot : c.streams) {
-    if (!(hub_incomplete && slot.behind_hub)) {
+    if (!(hub_incomplete && slot.waited_hub == c.hub_records)) {
       const CUresult q = real.cuStreamQuery(slot.stream);
       if (q == CUDA_SUCCESS) continue;
       if (q != CUDA_ERROR_NOT_READY) return false;
@@ -127,8 +127,7 @@ bool stream_registry::barrier_locked(const real_driver& real, context_streams& c
     return false;
   }
   c.hub_pending = true;
-  for (stream_slot& slot : c.streams)
-    slot.behind_hub = false; // the hub now stands for this record
+  ++c.hub_records;
   // No non-blocking stream to make wait: done (a stream registered later queries the hub then;
   // the cudaMalloc/cudaFree path of a program without such streams pays one record).
   if (c.streams.empty()) return true;
@@ -140,7 +139,7 @@ bool stream_registry::barrier_locked(const real_driver& real, context_streams& c
   }
   for (stream_slot& slot : c.streams) {
     if (real.cuStreamWaitEvent(slot.stream, c.hub, 0) != CUDA_SUCCESS) return false;
-    slot.behind_hub = true;
+    slot.waited_hub = c.hub_records;
   }
   return true;
 }
@@ -154,14 +153,6 @@ void stream_registry::drop_primary(int device) {
   std::lock_guard lock(mu_);
   std::erase_if(contexts_,
                 [device](const context_streams& c) { return c.primary && c.device == device; });
-}
-
-std::size_t stream_registry::count(CUcontext ctx) {
-  std::lock_guard lock(mu_);
-  for (const context_streams& c : contexts_) {
-    if (c.ctx == ctx) return c.streams.size();
-  }
-  return 0;
 }
 
 stream_registry::barrier_counters stream_registry::stats() {

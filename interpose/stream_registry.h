@@ -32,6 +32,7 @@
 // destroyed contexts are dropped (their streams and events went with them).
 #pragma once
 
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -75,8 +76,6 @@ public:
   // The context is being destroyed / the device's primary context reset or released.
   void drop_context(CUcontext ctx);
   void drop_primary(int device);
-  // Registered streams of `ctx` (tests, verbose report).
-  std::size_t count(CUcontext ctx);
   // Totals over every barrier made (GMEM_VERBOSE): registered streams looked at, those with
   // unfinished work, and host time inside barrier() with the registry locked.
   struct barrier_counters {
@@ -87,16 +86,17 @@ public:
 private:
   struct stream_slot {
     CUstream stream = nullptr;
-    CUevent event = nullptr; // created at its first barrier, re-recorded by each one
-    bool behind_hub = false; // made to wait for the hub's current record
+    CUevent event = nullptr;      // created at its first barrier, re-recorded by each one
+    std::uint64_t waited_hub = 0; // the hub record it was made to wait for (0: none)
   };
   struct context_streams {
     CUcontext ctx = nullptr;
     int device = -1;
     bool primary = false;
     std::vector<stream_slot> streams;
-    CUevent hub = nullptr;    // recorded on the legacy stream by the last barrier
-    bool hub_pending = false; // the last barrier's hub may not have completed yet
+    CUevent hub = nullptr;         // recorded on the legacy stream by the last barrier
+    bool hub_pending = false;      // the last barrier's hub may not have completed yet
+    std::uint64_t hub_records = 0; // records of the hub so far: the current one's number
   };
   context_streams& record_locked(const real_driver& real, CUcontext ctx); // ctx current
   void registered_locked(const real_driver& real, CUcontext ctx, CUstream s);

@@ -233,12 +233,11 @@ void pool_impl::insert_free_locked(block* b) {
 // stays unsealed), or when one thread sealed both: then the later event covers both frees and
 // the merged block keeps it. The merged block keeps the later stamp and free order; the
 // event it gives up loses a reference (returned for release).
-void pool_impl::insert_stream_free_locked(block* b, event_handle (&released)[2]) {
+void pool_impl::insert_stream_free_locked(block* b, stream_cache& sc, event_handle (&released)[2]) {
   b->state = block_state::stream_free;
   unsigned cls = class_of(b->seg);
-  stream_cache* sc = get_stream_locked(b->stream);
-  free_index& index = sc->index[cls];
-  if (b->ev == nullptr) ++sc->unsealed;
+  free_index& index = sc.index[cls];
+  if (b->ev == nullptr) ++sc.unsealed;
   auto mergeable = [&](const block* x) {
     return x != nullptr && x->state == block_state::stream_free && x->stream == b->stream &&
            (x->ev == nullptr || b->ev == nullptr || x->ev == b->ev ||
@@ -248,7 +247,7 @@ void pool_impl::insert_stream_free_locked(block* b, event_handle (&released)[2])
   // keep absorbs gone (already out of the index and the FIFO); keep ends with the later event
   // (no event, unsealed, is the latest of all).
   auto absorb = [&](block* keep, block* gone) {
-    sc->unsealed -= (keep->ev == nullptr ? 1u : 0u) + (gone->ev == nullptr ? 1u : 0u);
+    sc.unsealed -= (keep->ev == nullptr ? 1u : 0u) + (gone->ev == nullptr ? 1u : 0u);
     event_ref* drop = gone->ev; // the reference given up
     if (keep->ev != gone->ev && keep->ev != nullptr &&
         (gone->ev == nullptr || gone->ev->seq > keep->ev->seq)) {
@@ -257,7 +256,7 @@ void pool_impl::insert_stream_free_locked(block* b, event_handle (&released)[2])
     }
     keep->stamp = std::max(keep->stamp, gone->stamp);
     keep->freed_seq = std::max(keep->freed_seq, gone->freed_seq);
-    if (keep->ev == nullptr) ++sc->unsealed;
+    if (keep->ev == nullptr) ++sc.unsealed;
     if (drop != nullptr && --drop->refs == 0) { // never the kept event: keep still holds it
       released[k++] = drop->event;
       events_.put(drop);
@@ -266,19 +265,19 @@ void pool_impl::insert_stream_free_locked(block* b, event_handle (&released)[2])
   };
   if (block* p = b->prev; mergeable(p)) {
     index.remove(p);
-    sc->fifo_remove(p);
+    sc.fifo_remove(p);
     st_.stream_free_bytes -= p->size;
     absorb(p, b);
     b = p;
   }
   if (block* n = b->next; mergeable(n)) {
     index.remove(n);
-    sc->fifo_remove(n);
+    sc.fifo_remove(n);
     st_.stream_free_bytes -= n->size;
     absorb(b, n);
   }
   index.insert(b);
-  sc->fifo_insert_sorted(b);
+  sc.fifo_insert_sorted(b);
   st_.stream_free_bytes += b->size;
 }
 
@@ -389,12 +388,13 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
         ++st_.pending_blocks;
         pending_class_bytes_[class_of(b->seg)] += b->size;
       } else { // stream-free, unsealed: reusable at once on s, by others once sealed
-        if (stream_cache* sc = find_stream_locked(s); sc != nullptr) sc->retiring = false;
+        stream_cache* sc = get_stream_locked(s);
+        sc->retiring = false; // a free on s: the program uses the handle (again)
         b->ev = nullptr;
         b->stream = s;
         b->stamp = seq_;
         b->freed_seq = ++free_seq_;
-        insert_stream_free_locked(b, released);
+        insert_stream_free_locked(b, *sc, released);
       }
       if ((idle_head_ != nullptr || page_ != 0) && opt_.max_cached_bytes != SIZE_MAX &&
           free_bytes_locked() > opt_.max_cached_bytes) {

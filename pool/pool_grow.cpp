@@ -212,9 +212,9 @@ bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cl
   {
     std::lock_guard lock(mu_);
     for (const seal& x : seals) {
-      stream_cache* sc = find_stream_locked(x.stream);
-      if (sc != nullptr && sc->calls != 0) --sc->calls; // (none after an abandon())
+      stream_call_done_locked(x.stream);
       if (x.event == 0) continue;
+      stream_cache* sc = find_stream_locked(x.stream);
       event_ref* r = nullptr;
       for (block* b = sc != nullptr ? sc->fifo_head : nullptr; b != nullptr && sc->unsealed != 0;
            b = b->fifo_next) {
@@ -289,6 +289,7 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
                                           alloc_result& out) {
   const unsigned cls = class_of_size(size);
   block* b = nullptr;
+  bool own_needed = false; // b is unsealed: an event is recorded on its stream below
   {
     std::lock_guard lock(mu_);
     stream_cache* owner = nullptr;
@@ -301,7 +302,8 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
       }
     }
     if (b == nullptr) return false;
-    if (b->ev == nullptr) ++owner->calls; // an event is recorded on its stream below
+    own_needed = b->ev == nullptr;
+    if (own_needed) ++owner->calls;
     unlist_locked(b);
     carve_locked(b, size);
     b->state = block_state::live; // claimed: in no index, not in live_, keeps its event
@@ -310,17 +312,13 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
   }
   // An unsealed block (freed after the last seal) gets an event of its own, recorded now on
   // its stream: it covers the free, and is released once the dependency is made.
-  const bool own_needed = b->ev == nullptr;
   const event_handle own = own_needed ? fe_.record(b->stream) : 0;
   bool ok = (b->ev != nullptr || own != 0) && fe_.wait(s, own != 0 ? own : b->ev->event);
   if (own != 0) fe_.release(own);
   deferred d;
   {
     std::lock_guard lock(mu_);
-    if (own_needed) {
-      stream_cache* sc = find_stream_locked(b->stream);
-      if (sc != nullptr && sc->calls != 0) --sc->calls;
-    }
+    if (own_needed) stream_call_done_locked(b->stream);
     b->claimed = false;
     if (ok) {
       event_handle release = 0;
@@ -329,7 +327,7 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
       ++st_.cache_hits;
     } else {
       event_handle released[2] = {};
-      insert_stream_free_locked(b, released);
+      insert_stream_free_locked(b, *get_stream_locked(b->stream), released);
       for (event_handle e : released)
         if (e != 0) d.release(e);
     }

@@ -148,9 +148,16 @@ private:
     return make_live_locked(b, requested, s, release);
   }
   void insert_free_locked(block* b); // free for all, merging with neighbours
-  // b becomes stream_free, merging with neighbours freed on its stream under the same event
-  // or by the same thread; events that lost their last reference land in `released`.
-  void insert_stream_free_locked(block* b, event_handle (&released)[2]);
+  // b becomes stream_free in sc (b->stream's), merging with neighbours freed on its stream
+  // under the same event or by the same thread; events that lost their last reference land in
+  // `released`.
+  void insert_stream_free_locked(block* b, stream_cache& sc, event_handle (&released)[2]);
+  // A driver call on stream s counted in stream_cache::calls is done (none left to count after
+  // an abandon()).
+  void stream_call_done_locked(stream_handle s) {
+    stream_cache* sc = find_stream_locked(s);
+    if (sc != nullptr && sc->calls != 0) --sc->calls;
+  }
   event_handle drop_event_locked(block* b); // b lets go of its event: returns it if unshared
   void merge_into_locked(block* left, block* right); // right joins left; right is recycled
   void enforce_cache_cap_locked(deferred& d);

@@ -105,10 +105,10 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   const cuuint64_t flags = per_thread ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
                                       : CU_GET_PROC_ADDRESS_LEGACY_STREAM;
   std::string missing;
-  auto get = [&](auto& fn, const char* name) {
+  auto get = [&](auto& fn, const char* name, int version = CUDA_VERSION) {
     void* q = nullptr;
     CUdriverProcAddressQueryResult st{};
-    if (gpa(name, &q, CUDA_VERSION, flags, &st) != CUDA_SUCCESS) missing += std::string(" ") + name;
+    if (gpa(name, &q, version, flags, &st) != CUDA_SUCCESS) missing += std::string(" ") + name;
     set(fn, q);
   };
   get(a.init, "cuInit");
@@ -133,13 +133,8 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   get(a.stream_create, "cuStreamCreate");
   get(a.stream_create_with_priority, "cuStreamCreateWithPriority");
   get(a.stream_begin_capture, "cuStreamBeginCapture");
-  { // The CUDA 13 runtime asks for the CUDA 10.0 form too (version 10000).
-    void* q = nullptr;
-    CUdriverProcAddressQueryResult st{};
-    if (gpa("cuStreamBeginCapture", &q, 10000, flags, &st) != CUDA_SUCCESS)
-      missing += " cuStreamBeginCapture@10000";
-    set(a.stream_begin_capture_10000, q);
-  }
+  // The CUDA 13 runtime asks for the CUDA 10.0 form too.
+  get(a.stream_begin_capture_10000, "cuStreamBeginCapture", 10000);
   get(a.stream_end_capture, "cuStreamEndCapture");
   get(a.stream_synchronize, "cuStreamSynchronize");
   get(a.stream_destroy, "cuStreamDestroy");
