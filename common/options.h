@@ -66,8 +66,8 @@
   X(reuse_safety, "GMEM_REUSE_SAFETY", flag, "1", "",                                              \
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, "0", "",                                                       \
-    "1 = print each pool's counters, its host time in fences and segment calls, its event and "    \
-    "barrier driver calls, and the substitution counts at exit")                                   \
+    "1 = print each pool's counters, its lock's contention, its host time in fences and segment "  \
+    "calls, its event and barrier driver calls, and the substitution counts at exit")              \
   X(oom_report, "GMEM_OOM_REPORT", flag, "1", "",                                                  \
     "1 = when a pooled allocation fails with out of memory, print to stderr the request, device "  \
     "free and limit, the pool's state and the 5 call sites holding the most (the first failure, "  \

@@ -90,10 +90,11 @@ GMEM_HOOK CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
 }
 
 // A destroyed stream's handle value can come back for a new stream, which would then be handed
-// blocks freed on the old one while its work may still run. So before a stream that may own
-// stream-freed blocks goes away, it is drained and its blocks made safe for every stream. It
-// leaves the registry in the same locked step as the driver destroys it (also after exit()
-// started: a stale handle must never reach a later barrier).
+// blocks freed on the old one while its work may still run. So before the stream goes away,
+// the pool makes the blocks freed on it (the threads' caches' too) wait for a fence, as
+// stream-less frees do: the host does not wait, as cuStreamDestroy does not. The stream leaves
+// the registry in the same locked step as the driver destroys it (also after exit() started:
+// a stale handle must never reach a later barrier).
 GMEM_HOOK CUresult cuStreamDestroy_v2(CUstream s) {
   const gmem::stream_handle ps = pool_stream(s, false);
   context_entry* e = shim_active() && ps != gmem::k_no_stream && driver() != nullptr
@@ -102,11 +103,6 @@ GMEM_HOOK CUresult cuStreamDestroy_v2(CUstream s) {
   // Another thread's allocation may be sealing s (an event recorded on it, without the pool's
   // lock): that record must be done before the driver frees the stream, and none may start.
   if (e != nullptr) e->device_pool->stream_destroying(ps);
-  if (e != nullptr && e->device_pool->stats().stream_free_bytes != 0) {
-    const std::uint64_t ticket = e->device_pool->begin_stream_sync();
-    if (GMEM_REAL(cuStreamSynchronize, s) == CUDA_SUCCESS)
-      e->device_pool->end_stream_sync(ps, ticket);
-  }
   auto real_destroy = [&] { return GMEM_REAL(cuStreamDestroy_v2, s); };
   const real_driver* real = driver_if_resolved();
   if (real == nullptr || forked_child() || !shim_options().barriers) return real_destroy();

@@ -44,6 +44,11 @@ void print_counters() {
       std::fprintf(stderr, "\n");
     };
     print("device", *e.device_pool);
+    const spin_mutex::contention lc = e.device_pool->lock_contention();
+    std::fprintf(stderr, "gmem: pool_lock device=%d locks=%llu waits=%llu wait_ns=%llu\n",
+                 e.device(), static_cast<unsigned long long>(lc.locks),
+                 static_cast<unsigned long long>(lc.waits),
+                 static_cast<unsigned long long>(lc.wait_ns));
     const driver_fences::counters ev = e.fences->stats();
     std::fprintf(stderr, "gmem: events device=%d records=%llu queries=%llu waits=%llu\n",
                  e.device(), ev.records, ev.queries, ev.waits);

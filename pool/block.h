@@ -13,6 +13,7 @@
 namespace gmem {
 
 struct segment;
+struct thread_cache;
 
 // An event recorded on the stream a block was freed on, after the free: by the slow path when
 // another stream (or a stream-less allocation) wants the block ("sealing", pool_impl::
@@ -60,6 +61,9 @@ struct alignas(64) block {
   // fences, stream syncs and completed events release a prefix without a walk of all blocks.
   block* fifo_prev = nullptr;
   block* fifo_next = nullptr;
+  // live only: the thread cache the block was served through, whose table has it
+  // (pool/thread_cache.h); nullptr for blocks the caches know nothing of.
+  thread_cache* owner = nullptr;
 };
 static_assert(sizeof(block) == 128, "two cache lines");
 

@@ -13,10 +13,14 @@ namespace {
 constexpr std::size_t round_up(std::size_t n, std::size_t to) {
   return (n + to - 1) / to * to;
 }
+std::uint64_t next_pool_id() {
+  static std::atomic<std::uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 } // namespace
 
 pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool_observer* observer)
-    : up_(up), fe_(fe), opt_(options), obs_(observer) {
+    : up_(up), fe_(fe), id_(next_pool_id()), opt_(options), obs_(observer) {
   opt_.small_segment_bytes =
       round_up(std::max(opt_.small_segment_bytes, k_block_granule), k_block_granule);
   opt_.large_segment_bytes =
@@ -25,7 +29,8 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
       round_up(std::max(opt_.segment_granule_bytes, k_block_granule), k_block_granule);
   opt_.small_max_bytes = std::min(opt_.small_max_bytes, opt_.small_segment_bytes);
   if (opt_.arena) page_ = up_.arena_page();
-  update_oversize_locked(); // nothing shared yet: no lock needed
+  if (!opt_.reuse_safety) opt_.thread_caches = false; // every free serves any stream at once
+  update_oversize_locked();                           // nothing shared yet: no lock needed
   st_.limit_bytes = opt_.limit_bytes;
   // Warm-up: one small segment (when the warm-up is big enough to spare it) and the rest as
   // one segment that serves any large request.
@@ -59,6 +64,11 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
 }
 
 pool_impl::~pool_impl() {
+  {
+    std::lock_guard guard(caches_mutex());
+    std::lock_guard lock(mu_);
+    detach_caches_locked();
+  }
   std::vector<event_ref*> refs; // each shared event released once
   for (auto& sc : streams_)
     for (auto& index : sc->index)
@@ -170,11 +180,12 @@ void pool_impl::carve_locked(block* b, std::size_t size) {
 }
 
 alloc_result pool_impl::make_live_locked(block* b, std::size_t requested, stream_handle s,
-                                         event_handle& release) {
+                                         event_handle& release, thread_cache* tag) {
   release = drop_event_locked(b);
   b->state = block_state::live;
   b->requested = requested;
   b->stream = s;
+  b->owner = tag;
   live_.insert(b->address, b);
   st_.live_bytes += b->size;
   st_.live_requested_bytes += requested;
@@ -337,13 +348,20 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
     if (obs_ != nullptr) obs_->on_oom(bytes);
     return alloc_result{0, pool_status::out_of_memory, 0};
   }
-  std::size_t size = round_up(bytes == 0 ? 1 : bytes, k_block_granule);
-  unsigned cls = class_of_size(size);
+  const std::size_t size = round_up(bytes == 0 ? 1 : bytes, k_block_granule);
+  if (s != k_no_stream && opt_.thread_caches && size <= thread_cache::k_max_block)
+    if (thread_cache* c = this_thread_cache(id_, this)) return allocate_cached(*c, size, bytes, s);
+  return allocate_shared(size, bytes, s, nullptr);
+}
+
+alloc_result pool_impl::allocate_shared(std::size_t size, std::size_t requested, stream_handle s,
+                                        thread_cache* tag) {
+  const unsigned cls = class_of_size(size);
   {
     event_handle release = 0;
     std::unique_lock lock(mu_);
     if (block* b = find_fit_locked(size, cls, s); b != nullptr && !fence_first_locked(size, cls)) {
-      alloc_result r = take_locked(b, size, bytes, s, release);
+      alloc_result r = take_locked(b, size, requested, s, release, tag);
       ++st_.cache_hits;
       check_locked();
       lock.unlock();
@@ -351,56 +369,77 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
       return r;
     }
   }
-  return allocate_slow(size, bytes, s);
+  return allocate_slow(size, requested, s, tag);
+}
+
+void pool_impl::make_pending_locked(block* b) {
+  b->state = block_state::pending;
+  b->stamp = seq_;
+  b->fifo_next = nullptr;
+  if (pending_tail_ != nullptr)
+    pending_tail_->fifo_next = b;
+  else
+    pending_head_ = b;
+  pending_tail_ = b;
+  st_.pending_bytes += b->size;
+  ++st_.pending_blocks;
+  pending_class_bytes_[class_of(b->seg)] += b->size;
+}
+
+void pool_impl::release_block_locked(block* b, stream_handle s, event_handle (&released)[2],
+                                     std::unique_ptr<deferred>* d, bool program_free) {
+  st_.live_bytes -= b->size;
+  st_.live_requested_bytes -= b->requested;
+  --st_.live_blocks;
+  if (program_free) ++st_.total_frees;
+  b->requested = 0;
+  b->owner = nullptr;
+  if (!opt_.reuse_safety) {
+    insert_free_locked(b);
+  } else if (s == k_no_stream) { // stream-less: pending
+    make_pending_locked(b);
+  } else { // stream-free, unsealed: reusable at once on s, by others once sealed
+    stream_cache* sc = get_stream_locked(s);
+    sc->retiring = false; // a free on s: the program uses the handle (again)
+    b->ev = nullptr;
+    b->stream = s;
+    b->stamp = seq_;
+    b->freed_seq = ++free_seq_;
+    insert_stream_free_locked(b, *sc, released);
+  }
+  if (d != nullptr && (idle_head_ != nullptr || page_ != 0) && opt_.max_cached_bytes != SIZE_MAX &&
+      free_bytes_locked() > opt_.max_cached_bytes) {
+    if (!*d) *d = std::make_unique<deferred>();
+    enforce_cache_cap_locked(**d);
+  }
 }
 
 // No driver call on this path: a free on a stream leaves its block unsealed (no event yet);
 // the slow path records one event per stream for many frees when another stream needs them.
 pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
+  if (opt_.thread_caches)
+    if (thread_cache* c = this_thread_cache(id_, nullptr)) {
+      const pool_status status = deallocate_cached(*c, address, s);
+      if (status != pool_status::not_owned) return status;
+    }
+  return deallocate_shared(address, s, false);
+}
+
+pool_status pool_impl::deallocate_shared(std::uintptr_t address, stream_handle s, bool from_cache) {
   std::unique_ptr<deferred> d; // only when the cache cap trims (rare; keeps the fast path lean)
   event_handle released[2] = {};
   pool_status status = pool_status::ok;
   {
     std::lock_guard lock(mu_);
-    block* b = live_.erase(address);
+    block* b = live_.find(address);
+    if (b != nullptr && b->owner != nullptr && !from_cache && !untag_locked(b)) b = nullptr;
     if (b == nullptr) {
       status =
           segment_of_locked(address) != nullptr ? pool_status::invalid : pool_status::not_owned;
       if (status == pool_status::invalid) ++st_.invalid_frees;
     } else {
-      st_.live_bytes -= b->size;
-      st_.live_requested_bytes -= b->requested;
-      --st_.live_blocks;
-      ++st_.total_frees;
-      b->requested = 0;
-      if (!opt_.reuse_safety) {
-        insert_free_locked(b);
-      } else if (s == k_no_stream) { // stream-less: pending
-        b->state = block_state::pending;
-        b->stamp = seq_;
-        b->fifo_next = nullptr;
-        if (pending_tail_ != nullptr)
-          pending_tail_->fifo_next = b;
-        else
-          pending_head_ = b;
-        pending_tail_ = b;
-        st_.pending_bytes += b->size;
-        ++st_.pending_blocks;
-        pending_class_bytes_[class_of(b->seg)] += b->size;
-      } else { // stream-free, unsealed: reusable at once on s, by others once sealed
-        stream_cache* sc = get_stream_locked(s);
-        sc->retiring = false; // a free on s: the program uses the handle (again)
-        b->ev = nullptr;
-        b->stream = s;
-        b->stamp = seq_;
-        b->freed_seq = ++free_seq_;
-        insert_stream_free_locked(b, *sc, released);
-      }
-      if ((idle_head_ != nullptr || page_ != 0) && opt_.max_cached_bytes != SIZE_MAX &&
-          free_bytes_locked() > opt_.max_cached_bytes) {
-        d = std::make_unique<deferred>();
-        enforce_cache_cap_locked(*d);
-      }
+      live_.erase(address);
+      release_block_locked(b, s, released, &d, true);
       check_locked();
     }
   }
@@ -456,6 +495,9 @@ void pool::abandon() {
 }
 pool_stats pool::stats() const {
   return impl_->stats();
+}
+spin_mutex::contention pool::lock_contention() const {
+  return impl_->lock_contention();
 }
 void pool::reset_peaks() {
   impl_->reset_peaks();

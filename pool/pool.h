@@ -47,7 +47,9 @@
 // allocations. docs/pool.md gives the measurements behind every number.
 //
 // Threads: every public function is thread-safe. One lock (a short spin, then a futex sleep)
-// guards the structures; upstream, fences and the observer are always called without it.
+// guards the structures; upstream, fences and the observer are always called without it. In
+// front of it, each thread's cache keeps a few blocks it freed on a stream for its next
+// allocations on that stream (pool/thread_cache.h; pool_options::thread_caches).
 // Two threads may both grow at once; the second segment stays cached. Pool fences run one at
 // a time, and threads that ask for one while another runs share the next.
 // Reuse safety (DESIGN.md): a block is never handed out while device work issued before its
@@ -55,6 +57,7 @@
 #pragma once
 
 #include "pool/fences.h"
+#include "pool/spin_mutex.h"
 #include "pool/stats.h"
 #include "pool/upstream.h"
 
@@ -105,6 +108,10 @@ struct pool_options {
   // free arena pages go back to the upstream only on trim, the limit, max_cached_bytes and
   // out-of-memory recovery. Ignored when the upstream has no arena_page().
   bool arena = false;
+  // Per-thread caches of stream-ordered blocks in front of the pool (pool/thread_cache.h): a
+  // thread's free on a stream and its next allocation of a similar size on that stream take
+  // no shared lock.
+  bool thread_caches = true;
 };
 
 enum class pool_status {
@@ -195,8 +202,10 @@ public:
 
   // The program is destroying stream s (call before the driver's destroy): no driver call of
   // the pool touches s once this returns (the pool records events on other threads' streams
-  // when it seals them). Blocks still stream-free on s wait for a fence. A later free on a
-  // stream with the same handle makes it a stream like any other again.
+  // when it seals them). The blocks freed on s, in the pool and in the threads' caches, become
+  // pending: they wait for a fence, so a new stream that gets s's handle never receives them
+  // while s's work may still run. A later free on a stream with that handle makes it a stream
+  // like any other again.
   void stream_destroying(stream_handle s);
 
   std::size_t trim(std::size_t keep_free_bytes = 0); // unmaps free segments; bytes released
@@ -204,6 +213,7 @@ public:
   void abandon(); // forget all segments without unmapping (context gone, exit)
 
   pool_stats stats() const;
+  spin_mutex::contention lock_contention() const; // the pool lock's, for GMEM_VERBOSE
   void reset_peaks();
   // Calls f once per segment, in address order, with a snapshot taken under the lock; f runs
   // without the lock and may call the pool.

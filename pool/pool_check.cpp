@@ -26,21 +26,43 @@ std::optional<block_info> pool_impl::find(std::uintptr_t address) const {
   if (seg == nullptr) return std::nullopt;
   std::size_t i = seg->starts.find_prev(seg->granule(address));
   block* b = live_.find(seg->base + i * k_block_granule);
-  if (b == nullptr || address - b->address >= b->size) return std::nullopt;
+  stream_handle freed_on = k_no_stream;
+  if (b == nullptr || address - b->address >= b->size || cached_free_locked(b, &freed_on))
+    return std::nullopt;
   return block_info{b->address, b->size, b->requested, seg->base, seg->size, b->stream};
 }
 
 pool_stats pool_impl::stats() const {
-  std::lock_guard lock(mu_);
-  pool_stats s = st_;
-  s.free_bytes = 0;
-  for (const auto& index : free_)
-    s.free_bytes += index.bytes();
-  std::size_t largest = 0;
-  for (const auto& index : free_)
-    if (block* b = index.largest(); b != nullptr && b->size > largest) largest = b->size;
-  s.largest_free_block = largest;
-  s.limit_bytes = opt_.limit_bytes;
+  pool_stats s;
+  {
+    std::lock_guard lock(mu_);
+    s = st_;
+    s.free_bytes = 0;
+    for (const auto& index : free_)
+      s.free_bytes += index.bytes();
+    std::size_t largest = 0;
+    for (const auto& index : free_)
+      if (block* b = index.largest(); b != nullptr && b->size > largest) largest = b->size;
+    s.largest_free_block = largest;
+    s.limit_bytes = opt_.limit_bytes;
+  }
+  // The pool counts the blocks of the threads' caches live; free ones are stream-free for the
+  // program. Read after the pool's counters: a block moving meanwhile may be off by one
+  // block until the next read (never below zero).
+  const cache_totals c = cache_totals_now();
+  auto minus = [](std::size_t a, std::size_t b) { return a > b ? a - b : 0; };
+  s.live_bytes = minus(s.live_bytes, c.free_bytes);
+  s.live_blocks = minus(s.live_blocks, c.free_blocks);
+  s.live_requested_bytes =
+      c.requested_excess >= 0
+          ? minus(s.live_requested_bytes, static_cast<std::size_t>(c.requested_excess))
+          : s.live_requested_bytes + static_cast<std::size_t>(-c.requested_excess);
+  s.stream_free_bytes += c.free_bytes;
+  s.total_allocs += c.hits;
+  s.cache_hits += c.hits;
+  s.total_alloc_bytes += c.hit_bytes;
+  s.total_frees += c.frees;
+  s.invalid_frees += c.invalid;
   return s;
 }
 
@@ -60,9 +82,15 @@ void pool_impl::for_each_segment(const std::function<void(const segment_view&)>&
       v.base = base;
       v.size = seg->size;
       v.kind = seg->kind;
-      for (const block* b = seg->first; b != nullptr; b = b->next)
+      for (const block* b = seg->first; b != nullptr; b = b->next) {
+        if (stream_handle freed_on; cached_free_locked(b, &freed_on)) { // in a thread's cache
+          v.blocks.push_back(
+              block_view{b->address, b->size, 0, block_state::stream_free, freed_on});
+          continue;
+        }
         v.blocks.push_back(block_view{b->address, b->size, b->requested, b->state,
                                       b->state == block_state::pending ? k_no_stream : b->stream});
+      }
       views.push_back(std::move(v));
     }
   }
@@ -71,7 +99,9 @@ void pool_impl::for_each_segment(const std::function<void(const segment_view&)>&
 }
 
 void pool_impl::abandon() {
+  std::lock_guard guard(caches_mutex());
   std::lock_guard lock(mu_);
+  detach_caches_locked();
   segments_.clear();
   for (auto& index : free_)
     index = free_index{};

@@ -30,10 +30,11 @@ std::size_t pool_impl::pending_or_stream_bytes_locked(unsigned cls, stream_handl
   return n;
 }
 
-alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, stream_handle s) {
+alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, stream_handle s,
+                                      thread_cache* tag) {
   const unsigned cls = class_of_size(size);
   bool queried = false, waited = false, fenced = false, trimmed = false, limit_trimmed = false;
-  bool own_sealed = false;
+  bool own_sealed = false, flushed = false;
   bool grown = false; // the arena grew for this request: the fit below is no cache hit
   for (;;) {
     deferred d;
@@ -41,7 +42,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     block* b = find_fit_locked(size, cls, s);
     if (b != nullptr && (fenced || !fence_first_locked(size, cls))) {
       event_handle release = 0;
-      alloc_result r = take_locked(b, size, requested, s, release);
+      alloc_result r = take_locked(b, size, requested, s, release, tag);
       if (release != 0) d.release(release);
       if (!grown) ++st_.cache_hits;
       check_locked();
@@ -65,7 +66,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       waited = true;
       lock.unlock();
       alloc_result r;
-      if (try_wait_for_other_stream(size, requested, s, r)) return r;
+      if (try_wait_for_other_stream(size, requested, s, r, tag)) return r;
       continue;
     }
     // 3. A fence, when what it would release could cover the request: cheaper than growing
@@ -88,6 +89,15 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
         if (seal_streams(s, 0, cls, true)) refresh_events();
         continue;
       }
+    }
+    // Before growing, the threads' caches give back their free blocks (pool/thread_cache.h):
+    // memory the pool already holds serves first.
+    if (!flushed && cache_count_.load(std::memory_order_relaxed) != 0) {
+      flushed = true;
+      lock.unlock();
+      run_deferred(d);
+      flush_caches(k_no_stream);
+      continue;
     }
     // 4. Grow, within the limit: the arena where it ends, or a new segment.
     const bool arena = cls == k_large && page_ != 0;
@@ -140,7 +150,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
         add_segment_locked(base, bytes, kind);
         event_handle release = 0;
         alloc_result r =
-            take_locked(segments_.find(base)->second->first, size, requested, s, release);
+            take_locked(segments_.find(base)->second->first, size, requested, s, release, tag);
         if (release != 0) d2.release(release);
         ++st_.upstream_allocs;
         check_locked();
@@ -286,7 +296,7 @@ bool pool_impl::refresh_events() {
 }
 
 bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
-                                          alloc_result& out) {
+                                          alloc_result& out, thread_cache* tag) {
   const unsigned cls = class_of_size(size);
   block* b = nullptr;
   bool own_needed = false; // b is unsealed: an event is recorded on its stream below
@@ -322,7 +332,7 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
     b->claimed = false;
     if (ok) {
       event_handle release = 0;
-      out = make_live_locked(b, requested, s, release);
+      out = make_live_locked(b, requested, s, release, tag);
       if (release != 0) d.release(release);
       ++st_.cache_hits;
     } else {
@@ -393,17 +403,35 @@ std::size_t pool_impl::complete_fence_locked(std::uint64_t ticket, deferred& d) 
   return released;
 }
 
+// A stream created later may get s's handle, and work queued on s may still run: the blocks
+// freed on s (the threads' caches' too) wait for a fence, as stream-less frees do.
 void pool_impl::stream_destroying(stream_handle s) {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    stream_cache* sc = find_stream_locked(s);
-    if (sc == nullptr) return;
-    sc->retiring = true;
-    if (sc->calls == 0) return;
-    lock.unlock(); // a record on s is in progress on another thread: a driver call, short
-    std::this_thread::yield();
-    lock.lock();
+  if (cache_count_.load(std::memory_order_relaxed) != 0) {
+    flush_caches(s);
+    wait_for_cache_transits(); // another thread's batch may hold frees on s
   }
+  deferred d;
+  {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      stream_cache* sc = find_stream_locked(s);
+      if (sc == nullptr) break;
+      sc->retiring = true;
+      if (sc->calls == 0) {
+        while (block* b = sc->fifo_head) {
+          unlist_locked(b);
+          if (event_handle e = drop_event_locked(b)) d.release(e);
+          make_pending_locked(b);
+        }
+        check_locked();
+        break;
+      }
+      lock.unlock(); // a record on s is in progress on another thread: a driver call, short
+      std::this_thread::yield();
+      lock.lock();
+    }
+  }
+  run_deferred(d);
 }
 
 void pool_impl::end_stream_sync(stream_handle s, std::uint64_t ticket) {

@@ -12,6 +12,7 @@
 #include "pool/free_index.h"
 #include "pool/pool.h"
 #include "pool/spin_mutex.h"
+#include "pool/thread_cache.h"
 
 #include <atomic>
 #include <map>
@@ -104,6 +105,10 @@ public:
 
   alloc_result allocate(std::size_t bytes, stream_handle s);
   pool_status deallocate(std::uintptr_t address, stream_handle s);
+  // --- pool_thread_cache.cpp: the per-thread caches (pool/thread_cache.h) ---
+  // Under caches_mutex(): c serves this pool from now on / its thread exited (c is deleted).
+  void register_cache(thread_cache* c);
+  void thread_exited(thread_cache* c);
   std::optional<block_info> find(std::uintptr_t address) const;
   bool owns(std::uintptr_t address) const;
   std::uint64_t begin_fence();
@@ -115,6 +120,7 @@ public:
   void set_limit(std::size_t bytes);
   void abandon();
   pool_stats stats() const;
+  spin_mutex::contention lock_contention() const { return mu_.contention_stats(); }
   void reset_peaks();
   void for_each_segment(const std::function<void(const segment_view&)>& f) const;
   bool is_valid() const;
@@ -139,15 +145,55 @@ private:
   void carve_locked(block* b, std::size_t size); // split off the tail beyond size if worth it
   // b becomes live; an event it held and no other block shares is returned for release.
   alloc_result make_live_locked(block* b, std::size_t requested, stream_handle s,
-                                event_handle& release);
+                                event_handle& release, thread_cache* tag);
   // Serves a request of `size` (rounded) from the listed block b: unlist, carve, make live.
   alloc_result take_locked(block* b, std::size_t size, std::size_t requested, stream_handle s,
-                           event_handle& release) {
+                           event_handle& release, thread_cache* tag) {
     unlist_locked(b);
     carve_locked(b, size);
-    return make_live_locked(b, requested, s, release);
+    return make_live_locked(b, requested, s, release, tag);
   }
-  void insert_free_locked(block* b); // free for all, merging with neighbours
+  // The pool's allocation, b tagged with `tag` (may be nullptr) when served.
+  alloc_result allocate_shared(std::size_t size, std::size_t requested, stream_handle s,
+                               thread_cache* tag);
+  // The pool's free of a block that is no longer live for the program (erased from live_,
+  // untagged): pending, stream-free on s, or free (reuse_safety off). Events that lost their
+  // last reference land in `released`; a trim the cache cap needs is queued in **d (created;
+  // d == nullptr: the cap waits for the next free). program_free: the program's free
+  // (counted); else a cached block going back (counted when the cache kept it).
+  void release_block_locked(block* b, stream_handle s, event_handle (&released)[2],
+                            std::unique_ptr<deferred>* d, bool program_free);
+  pool_status deallocate_shared(std::uintptr_t address, stream_handle s, bool from_cache);
+  // b is tagged: its owner's table lets go of it. false: b is not live for the program
+  // (free in the cache, or on its way back to the pool): a double free.
+  bool untag_locked(block* b);
+  // b sits free in its owner's cache: true, and the stream it was freed on in *stream.
+  bool cached_free_locked(const block* b, stream_handle* stream) const;
+  alloc_result allocate_cached(thread_cache& c, std::size_t size, std::size_t requested,
+                               stream_handle s);
+  // The owner's free on stream s: kept in c, or returned to the pool; not_owned: c does not
+  // know the address (the pool's free decides).
+  pool_status deallocate_cached(thread_cache& c, std::uintptr_t address, stream_handle s);
+  struct cached_free {
+    std::uintptr_t address;
+    stream_handle stream;
+  };
+  // Blocks taken out of a cache's table go back to the pool (their tags are still set).
+  void return_to_pool(const cached_free* blocks, std::size_t n);
+  // Every cache's free entries (of stream `only`; all with k_no_stream) go back to the pool;
+  // true if any did.
+  bool flush_caches(stream_handle only);
+  void wait_for_cache_transits(); // every batch taken out of a table is back in the pool
+  // Under caches_mutex() and mu_: the caches let go of this pool (teardown, abandon()).
+  void detach_caches_locked();
+  struct cache_totals {
+    std::size_t free_bytes = 0, free_blocks = 0, hits = 0, hit_bytes = 0, frees = 0, invalid = 0;
+    std::int64_t requested_excess = 0;
+    void add(const thread_cache& c);
+  };
+  cache_totals cache_totals_now() const;
+  void insert_free_locked(block* b);  // free for all, merging with neighbours
+  void make_pending_locked(block* b); // b (unlisted) waits for a fence begun after now
   // b becomes stream_free in sc (b->stream's), merging with neighbours freed on its stream
   // under the same event or by the same thread; events that lost their last reference land in
   // `released`.
@@ -177,14 +223,15 @@ private:
   void check_locked() const;
 
   // --- pool_grow.cpp and pool_segments.cpp ---
-  alloc_result allocate_slow(std::size_t size, std::size_t requested, stream_handle s);
+  alloc_result allocate_slow(std::size_t size, std::size_t requested, stream_handle s,
+                             thread_cache* tag);
   // Records one event on each stream (other than `except`) that has unsealed blocks and a
   // block that could serve `size` of class `cls`, without the lock, and gives it to the
   // blocks freed before the record; true if any was sealed. only: seals `except` alone.
   bool seal_streams(stream_handle except, std::size_t size, unsigned cls, bool only = false);
   bool refresh_events(); // queries stream-free events without the lock; true if any completed
   bool try_wait_for_other_stream(std::size_t size, std::size_t requested, stream_handle s,
-                                 alloc_result& out);
+                                 alloc_result& out, thread_cache* tag);
   // Pool-issued fence (a barrier when allowed); bytes it made free. One at a time: a thread
   // that asks while another's runs waits for it, and makes none of its own when a fence that
   // began after it asked has completed meanwhile (it covered every block freed before).
@@ -226,6 +273,15 @@ private:
 
   upstream& up_;
   fences& fe_;
+  const std::uint64_t id_; // names the pool in threads' cache slots (never reused)
+  // The caches serving this pool, and the counters of those gone (exited threads); guarded by
+  // caches_mutex(). cache_count_: caches_.size(), read without it.
+  std::vector<thread_cache*> caches_;
+  cache_totals retired_caches_;
+  std::atomic<std::size_t> cache_count_{0};
+  // Batches of cached blocks out of their table (under its lock) and not yet the pool's: a
+  // stream being destroyed waits for them (they may be its frees).
+  std::atomic<unsigned> cache_transit_{0};
   pool_options opt_;
   pool_observer* obs_;
 

@@ -167,6 +167,7 @@ void pool_impl::idle_remove_locked(segment* seg) {
 }
 
 std::size_t pool_impl::trim(std::size_t keep_free_bytes) {
+  flush_caches(k_no_stream); // what the threads' caches hold is free memory too
   deferred d;
   std::size_t released;
   {
@@ -179,6 +180,7 @@ std::size_t pool_impl::trim(std::size_t keep_free_bytes) {
 }
 
 void pool_impl::set_limit(std::size_t bytes) {
+  if (bytes != 0) flush_caches(k_no_stream);
   deferred d;
   {
     std::lock_guard lock(mu_);

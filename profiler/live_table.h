@@ -25,9 +25,7 @@
 #include <functional>
 #include <memory>
 
-#include <atomic>
-#include <sched.h>
-
+#include "pool/spin_mutex.h"
 #include "profiler/trace_layout.h"
 #include "profiler/trace_space.h"
 #include "profiler/trace_types.h"
@@ -69,29 +67,8 @@ public:
   bool is_valid() const;
 
 private:
-  // A shard's lock: one atomic exchange to take it, a release store to give it back (the
-  // pool's spin_mutex spends a second exchange on waking sleepers). Critical sections are a
-  // few dozen instructions, so a waiter spins, then yields its core.
-  class shard_lock {
-  public:
-    void lock() noexcept {
-      for (int spins = 0; locked_.exchange(true, std::memory_order_acquire); ++spins) {
-        while (locked_.load(std::memory_order_relaxed)) {
-          if (++spins > 64) {
-            sched_yield();
-          } else {
-            layout::cpu_relax();
-          }
-        }
-      }
-    }
-    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
-
-  private:
-    std::atomic<bool> locked_{false};
-  };
   struct alignas(64) shard {
-    shard_lock mu;
+    spin_lock mu; // process-private; readers never take it
     std::uint64_t* slots = nullptr;
     std::uint64_t offset = 0;
     std::uint64_t capacity = 0;

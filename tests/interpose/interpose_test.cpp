@@ -253,11 +253,12 @@ TEST_P(route_test, ipc_exports_every_block_of_a_segment) {
   EXPECT_FALSE(r.has("gmem: warning: cuIpcGetMemHandle")) << r.child.output;
 }
 
-TEST_P(route_test, destroyed_stream_is_drained_first) {
+TEST_P(route_test, destroyed_streams_blocks_wait_for_a_fence) {
   const probe_run r = run_probe(GetParam(), "stream_destroy");
   EXPECT_PROBE_OK(r);
-  EXPECT_TRUE(r.has("stream_destroy synchronized=1")) << r.child.output;
+  EXPECT_TRUE(r.has("stream_destroy synchronized=0")) << r.child.output;
   EXPECT_TRUE(r.has("stream_free_bytes=0")) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "pending_blocks"), 1u) << r.child.output;
 }
 
 // Streams created through this route are registered: a non-blocking stream created before the

@@ -274,8 +274,8 @@ void scenario_ipc() {
   CHECK_CU(g.mem_free(b));
 }
 
-// A stream destroyed while it owns stream-freed blocks is drained first, so its handle value,
-// if reused, cannot be handed blocks its old work still writes.
+// A stream destroyed while it owns stream-freed blocks: they wait for a fence, so its handle
+// value, if reused, cannot be handed blocks its old work still writes; the host does not wait.
 void scenario_stream_destroy() {
   CUstream s = nullptr;
   CHECK_CU(g.stream_create(&s, CU_STREAM_NON_BLOCKING));

@@ -31,7 +31,8 @@ constexpr stream_handle k_shared = 0x900;
 struct freed {
   std::size_t size;
   stream_handle stream;
-  std::uint64_t at; // fake_fences clock read before the free
+  std::uint64_t at;       // fake_fences clock read before the free
+  bool destroyed = false; // the stream was destroyed since: its handle names another stream
 };
 
 class hazard_table {
@@ -55,15 +56,22 @@ public:
       const freed h = hazards_.at(start);
       bool safe = fe_.fenced_since(h.at);
       if (h.stream != k_no_stream)
-        safe = safe || h.stream == s || fe_.completed_since(h.stream, h.at) ||
+        safe = safe || (h.stream == s && !h.destroyed) || fe_.completed_since(h.stream, h.at) ||
                (s != k_no_stream && fe_.waited_since(s, h.stream, h.at));
       if (!safe) ++violations;
       // The new owner's work now follows the old; keep the parts outside the new block.
       hazards_.erase(start);
-      if (start < a) hazards_[start] = freed{a - start, h.stream, h.at};
+      if (start < a) hazards_[start] = freed{a - start, h.stream, h.at, h.destroyed};
       if (start + h.size > a + size)
-        hazards_[a + size] = freed{start + h.size - a - size, h.stream, h.at};
+        hazards_[a + size] = freed{start + h.size - a - size, h.stream, h.at, h.destroyed};
     }
+  }
+  // cuStreamDestroy(s): a stream created later may get the handle, and s's work may still run,
+  // so a later allocation on "s" is another stream: s's frees are not its own.
+  void stream_destroyed(stream_handle s) {
+    std::lock_guard lock(mu_);
+    for (auto& [start, h] : hazards_)
+      if (h.stream == s) h.destroyed = true;
   }
   std::size_t violations = 0;
 
@@ -143,6 +151,100 @@ TEST(concurrent_hazard, seals_waits_and_fences_never_hand_out_a_block_early) {
     EXPECT_EQ(fe.bad_uses, 0u);
     EXPECT_EQ(fe.live_events(), 0u); // every event released once
   }
+}
+
+// The threads' caches (pool/thread_cache.h) under the races they add: blocks freed by threads
+// other than the one they were served to (through an exchange), streams destroyed and their
+// handles used again at once, and the limit making the pool take cached blocks back.
+TEST(concurrent_hazard, thread_caches_never_hand_out_a_block_early) {
+  fake_upstream up;
+  fake_fences fe;
+  pool_options o;
+  o.limit_bytes = 64 * k_mib;
+  hazard_table table(fe);
+  std::atomic<bool> done{false};
+  std::atomic<std::size_t> allocs{0}, handed_over{0};
+  std::mutex exchange_mu;
+  std::vector<std::pair<std::uintptr_t, std::size_t>> exchange; // freed by whoever takes them
+  {
+    pool p(up, fe, o);
+    std::thread completer([&] {
+      std::mt19937_64 rng(7);
+      while (!done.load()) {
+        const event_handle last = fe.last_event();
+        if (last != 0) fe.complete(1 + rng() % last);
+        std::this_thread::yield();
+      }
+    });
+    std::vector<std::thread> threads;
+    for (int id = 0; id < k_threads; ++id)
+      threads.emplace_back([&, id] {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(id) * 7919 + 3);
+        const stream_handle own = 0x2000 + static_cast<stream_handle>(id);
+        std::vector<std::pair<std::uintptr_t, std::size_t>> mine;
+        auto free_on_own = [&](std::uintptr_t a, std::size_t n) {
+          table.freeing(a, n, own);
+          EXPECT_EQ(p.deallocate(a, own), pool_status::ok);
+        };
+        for (int i = 0; i < k_ops_per_thread; ++i) {
+          const unsigned k = static_cast<unsigned>(rng() % 16);
+          if (k == 0) { // destroy the stream; the next one gets the same handle
+            table.stream_destroyed(own);
+            p.stream_destroying(own);
+          } else if (k < 3) { // free a block another thread was served
+            std::pair<std::uintptr_t, std::size_t> b{0, 0};
+            {
+              std::lock_guard lock(exchange_mu);
+              if (!exchange.empty()) {
+                b = exchange.back();
+                exchange.pop_back();
+              }
+            }
+            if (b.first != 0) free_on_own(b.first, b.second);
+          } else if ((k < 10 && mine.size() < 16) || mine.empty()) {
+            const std::size_t n = 1 + rng() % (rng() % 4 == 0 ? 3 * k_mib : 256 << 10);
+            const alloc_result r = p.allocate(n, own);
+            if (r.status != pool_status::ok) continue; // the limit may refuse it
+            table.allocated(r.address, r.size, own);
+            ++allocs;
+            if (rng() % 4 == 0) {
+              std::lock_guard lock(exchange_mu);
+              exchange.emplace_back(r.address, r.size);
+              ++handed_over;
+            } else {
+              mine.emplace_back(r.address, r.size);
+            }
+          } else {
+            const std::size_t j = rng() % mine.size();
+            free_on_own(mine[j].first, mine[j].second);
+            mine[j] = mine.back();
+            mine.pop_back();
+          }
+        }
+        for (const auto& [a, n] : mine)
+          free_on_own(a, n);
+      });
+    for (auto& t : threads)
+      t.join();
+    for (const auto& [a, n] : exchange) { // this thread's frees: the pool's path
+      table.freeing(a, n, k_shared);
+      EXPECT_EQ(p.deallocate(a, k_shared), pool_status::ok);
+    }
+    done = true;
+    completer.join();
+    EXPECT_TRUE(p.is_valid());
+    const pool_stats s = p.stats();
+    EXPECT_EQ(s.live_bytes, 0u);
+    EXPECT_EQ(s.live_blocks, 0u);
+    EXPECT_EQ(s.total_allocs, allocs.load());
+    EXPECT_EQ(s.total_frees, allocs.load());
+    EXPECT_EQ(s.invalid_frees, 0u);
+  }
+  EXPECT_EQ(table.violations, 0u);
+  EXPECT_GT(handed_over.load(), static_cast<std::size_t>(k_threads * k_ops_per_thread / 40));
+  EXPECT_EQ(fe.bad_releases, 0u);
+  EXPECT_EQ(fe.bad_uses, 0u);
+  EXPECT_EQ(fe.live_events(), 0u);
 }
 
 // A pool held to one small segment (the limit stops growth), filled with blocks of k_block:
@@ -250,6 +352,27 @@ TEST_F(full_pool, seals_pass_a_stream_being_destroyed_by) {
   ASSERT_EQ(p.deallocate(blocks[1], k_s1), pool_status::ok);
   EXPECT_EQ(p.allocate(k_block, k_s2).address, blocks[1]);
   EXPECT_EQ(fe.records_on(k_s1), 1u); // sealed: S1 is a stream like any other again
+  EXPECT_TRUE(p.is_valid());
+}
+
+// A stream's handle comes back after cuStreamDestroy (a new stream): the blocks freed on the
+// old stream, which may still run, reach it only through a fence (no thread cache here).
+TEST(stream_destroy, a_handle_used_again_gets_the_old_streams_blocks_after_a_fence) {
+  constexpr stream_handle k_s1 = 0x100;
+  fake_upstream up;
+  fake_fences fe;
+  pool_options o;
+  o.limit_bytes = o.small_segment_bytes;
+  o.thread_caches = false;
+  pool p(up, fe, o);
+  std::vector<std::uintptr_t> blocks;
+  for (std::size_t i = 0; i < o.small_segment_bytes / (64 << 10); ++i)
+    blocks.push_back(p.allocate(64 << 10, k_s1).address);
+  ASSERT_EQ(p.deallocate(blocks[5], k_s1), pool_status::ok);
+  const std::uint64_t freed = fe.now();
+  p.stream_destroying(k_s1);
+  EXPECT_EQ(p.allocate(64 << 10, k_s1).address, blocks[5]);
+  EXPECT_TRUE(fe.fenced_since(freed));
   EXPECT_TRUE(p.is_valid());
 }
 

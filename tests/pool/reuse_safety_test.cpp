@@ -311,7 +311,9 @@ TEST_F(reuse_test, without_reuse_safety_a_free_is_reused_at_once) {
 // Frees on a stream record nothing; neighbouring ones merge (the event a later seal records
 // on the stream covers both frees), whichever thread freed them.
 TEST_F(reuse_test, frees_on_a_stream_merge_and_record_no_event) {
-  pool p(up, fe, tight());
+  pool_options o = tight();
+  o.thread_caches = false; // the pool's own merging (a thread's cache keeps its frees apart)
+  pool p(up, fe, o);
   auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(4096, s1);
   (void)c;
   p.deallocate(a.address, s1);
@@ -332,7 +334,9 @@ TEST_F(reuse_test, frees_on_a_stream_merge_and_record_no_event) {
 // A free next to a sealed block merges with it and unseals it: another stream then gets the
 // merged block only through an event recorded after the later free, not the old one.
 TEST_F(reuse_test, a_free_next_to_a_sealed_block_unseals_it) {
-  pool p(up, fe, tight());
+  pool_options o = tight();
+  o.thread_caches = false; // the pool's own sealing (a thread's cache would keep a)
+  pool p(up, fe, o);
   auto a = p.allocate(4096, s1), b = p.allocate(4096, s1), c = p.allocate(4096, s1);
   const std::size_t fill = (pool_options{}.small_segment_bytes - 3 * 4096) / 2;
   auto f1 = p.allocate(fill, s1), f2 = p.allocate(fill, s1); // the segment is full
