@@ -372,15 +372,26 @@ alloc_result pool_impl::allocate_shared(std::size_t size, std::size_t requested,
   return allocate_slow(size, requested, s, tag);
 }
 
-void pool_impl::make_pending_locked(block* b) {
+void pool_impl::make_pending_locked(block* b, std::uint64_t stamp) {
   b->state = block_state::pending;
-  b->stamp = seq_;
-  b->fifo_next = nullptr;
-  if (pending_tail_ != nullptr)
-    pending_tail_->fifo_next = b;
-  else
+  b->stamp = stamp;
+  if (pending_tail_ == nullptr || pending_tail_->stamp <= stamp) { // the usual case: at the end
+    b->fifo_next = nullptr;
+    if (pending_tail_ != nullptr)
+      pending_tail_->fifo_next = b;
+    else
+      pending_head_ = b;
+    pending_tail_ = b;
+  } else if (pending_head_->stamp > stamp) {
+    b->fifo_next = pending_head_;
     pending_head_ = b;
-  pending_tail_ = b;
+  } else { // an older free (a destroyed stream's): in stamp order
+    block* at = pending_head_;
+    while (at->fifo_next->stamp <= stamp)
+      at = at->fifo_next;
+    b->fifo_next = at->fifo_next;
+    at->fifo_next = b;
+  }
   st_.pending_bytes += b->size;
   ++st_.pending_blocks;
   pending_class_bytes_[class_of(b->seg)] += b->size;
@@ -397,7 +408,7 @@ void pool_impl::release_block_locked(block* b, stream_handle s, event_handle (&r
   if (!opt_.reuse_safety) {
     insert_free_locked(b);
   } else if (s == k_no_stream) { // stream-less: pending
-    make_pending_locked(b);
+    make_pending_locked(b, seq_);
   } else { // stream-free, unsealed: reusable at once on s, by others once sealed
     stream_cache* sc = get_stream_locked(s);
     sc->retiring = false; // a free on s: the program uses the handle (again)

@@ -421,7 +421,7 @@ void pool_impl::stream_destroying(stream_handle s) {
         while (block* b = sc->fifo_head) {
           unlist_locked(b);
           if (event_handle e = drop_event_locked(b)) d.release(e);
-          make_pending_locked(b);
+          make_pending_locked(b, b->stamp); // a fence begun since its free covers it
         }
         check_locked();
         break;

@@ -192,8 +192,9 @@ private:
     void add(const thread_cache& c);
   };
   cache_totals cache_totals_now() const;
-  void insert_free_locked(block* b);  // free for all, merging with neighbours
-  void make_pending_locked(block* b); // b (unlisted) waits for a fence begun after now
+  void insert_free_locked(block* b); // free for all, merging with neighbours
+  // b (unlisted), freed at `stamp` (<= seq_), waits for a fence begun after that.
+  void make_pending_locked(block* b, std::uint64_t stamp);
   // b becomes stream_free in sc (b->stream's), merging with neighbours freed on its stream
   // under the same event or by the same thread; events that lost their last reference land in
   // `released`.

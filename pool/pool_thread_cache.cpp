@@ -166,13 +166,13 @@ alloc_result pool_impl::allocate_cached(thread_cache& c, std::size_t size, std::
   const alloc_result r = allocate_shared(size, requested, s, tag ? &c : nullptr);
   if (tag && r.status == pool_status::ok) {
     std::lock_guard lock(c.mu);
-    if (c.pool == this) c.insert_locked(thread_cache::handed{r.address, r.size, requested, requested});
+    if (c.pool == this)
+      c.insert_locked(thread_cache::handed{r.address, r.size, requested, requested});
   }
   return r;
 }
 
-pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address,
-                                         stream_handle s) {
+pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address, stream_handle s) {
   cached_free out[thread_cache::k_max_free + 1];
   std::size_t n = 0;
   bool pending = false;

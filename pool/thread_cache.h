@@ -46,10 +46,10 @@ namespace gmem {
 class pool_impl;
 
 struct thread_cache {
-  static constexpr unsigned k_slots = 128;  // handed-out table (power of two)
+  static constexpr unsigned k_slots = 128;     // handed-out table (power of two)
   static constexpr unsigned k_max_handed = 96; // entries in it at most (load <= 3/4)
-  static constexpr unsigned k_max_free = 16;  // free blocks kept
-  static constexpr std::size_t k_max_free_bytes = std::size_t{16} << 20;
+  static constexpr unsigned k_max_free = 16;   // free blocks kept
+  static constexpr std::size_t k_max_free_bytes = std::size_t{8} << 20;
   static constexpr std::size_t k_max_block = std::size_t{4} << 20;
 
   // A block the program holds (address 0: empty slot).

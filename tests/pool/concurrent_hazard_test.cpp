@@ -376,5 +376,31 @@ TEST(stream_destroy, a_handle_used_again_gets_the_old_streams_blocks_after_a_fen
   EXPECT_TRUE(p.is_valid());
 }
 
+// A destroyed stream's frees keep their place in time: a fence begun after them (and before
+// later stream-less frees) makes them safe, as it would have on the stream.
+TEST(stream_destroy, a_fence_begun_after_the_old_streams_frees_covers_them) {
+  constexpr stream_handle k_s1 = 0x100, k_s2 = 0x200;
+  fake_upstream up;
+  fake_fences fe;
+  pool_options o;
+  o.limit_bytes = o.small_segment_bytes;
+  o.thread_caches = false;
+  pool p(up, fe, o);
+  std::vector<std::uintptr_t> blocks;
+  for (std::size_t i = 0; i < o.small_segment_bytes / (64 << 10); ++i)
+    blocks.push_back(p.allocate(64 << 10, k_s1).address);
+  ASSERT_EQ(p.deallocate(blocks[2], k_s1), pool_status::ok);
+  const std::uint64_t ticket = p.begin_external_fence();
+  ASSERT_EQ(p.deallocate(blocks[7]), pool_status::ok); // pending, after the fence began
+  p.stream_destroying(k_s1);
+  EXPECT_TRUE(p.is_valid()); // pending blocks in free order
+  p.end_external_fence(ticket);
+  const std::uint64_t fences = p.stats().fences;
+  EXPECT_EQ(p.allocate(64 << 10, k_s2).address, blocks[2]);
+  EXPECT_EQ(p.stats().fences, fences); // no other fence needed
+  EXPECT_EQ(p.stats().pending_blocks, 1u);
+  EXPECT_TRUE(p.is_valid());
+}
+
 } // namespace
 } // namespace gmem::testing

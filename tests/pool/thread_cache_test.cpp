@@ -32,7 +32,8 @@ TEST(thread_cache_table, matches_a_map_under_churn) {
   std::mt19937_64 rng(5);
   std::lock_guard lock(c->mu);
   for (int i = 0; i < 200000; ++i) {
-    const std::uintptr_t a = (std::uintptr_t{1} << 32) + (rng() % 300) * 512 * (rng() % 2 ? 1 : 128);
+    const std::uintptr_t a =
+        (std::uintptr_t{1} << 32) + (rng() % 300) * 512 * (rng() % 2 ? 1 : 128);
     const int slot = c->find_locked(a);
     ASSERT_EQ(slot >= 0, model.count(a) == 1);
     if (slot >= 0) {
