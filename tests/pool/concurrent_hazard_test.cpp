@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -91,18 +92,10 @@ TEST(concurrent_hazard, seals_waits_and_fences_never_hand_out_a_block_early) {
     o.arena = arena;
     o.limit_bytes = 96 * k_mib; // blocks keep moving between streams
     hazard_table table(fe);
-    std::atomic<bool> done{false};
     std::atomic<std::size_t> allocs{0};
     {
       pool p(up, fe, o);
-      std::thread completer([&] {
-        std::mt19937_64 rng(99);
-        while (!done.load()) {
-          const event_handle last = fe.last_event();
-          if (last != 0) fe.complete(1 + rng() % last);
-          std::this_thread::yield();
-        }
-      });
+      event_completer completer(fe, 99);
       std::vector<std::thread> threads;
       for (int id = 0; id < k_threads; ++id)
         threads.emplace_back([&, id] {
@@ -139,8 +132,7 @@ TEST(concurrent_hazard, seals_waits_and_fences_never_hand_out_a_block_early) {
         });
       for (auto& t : threads)
         t.join();
-      done = true;
-      completer.join();
+      completer.stop();
       EXPECT_TRUE(p.is_valid());
       EXPECT_EQ(p.stats().live_bytes, 0u);
     }
@@ -162,20 +154,12 @@ TEST(concurrent_hazard, thread_caches_never_hand_out_a_block_early) {
   pool_options o;
   o.limit_bytes = 64 * k_mib;
   hazard_table table(fe);
-  std::atomic<bool> done{false};
   std::atomic<std::size_t> allocs{0}, handed_over{0};
   std::mutex exchange_mu;
   std::vector<std::pair<std::uintptr_t, std::size_t>> exchange; // freed by whoever takes them
   {
     pool p(up, fe, o);
-    std::thread completer([&] {
-      std::mt19937_64 rng(7);
-      while (!done.load()) {
-        const event_handle last = fe.last_event();
-        if (last != 0) fe.complete(1 + rng() % last);
-        std::this_thread::yield();
-      }
-    });
+    event_completer completer(fe, 7);
     std::vector<std::thread> threads;
     for (int id = 0; id < k_threads; ++id)
       threads.emplace_back([&, id] {
@@ -230,8 +214,7 @@ TEST(concurrent_hazard, thread_caches_never_hand_out_a_block_early) {
       table.freeing(a, n, k_shared);
       EXPECT_EQ(p.deallocate(a, k_shared), pool_status::ok);
     }
-    done = true;
-    completer.join();
+    completer.stop();
     EXPECT_TRUE(p.is_valid());
     const pool_stats s = p.stats();
     EXPECT_EQ(s.live_bytes, 0u);
@@ -251,21 +234,14 @@ TEST(concurrent_hazard, thread_caches_never_hand_out_a_block_early) {
 // every allocation past that needs a block freed earlier, through a seal or a fence.
 struct full_pool : ::testing::Test {
   static constexpr std::size_t k_block = 64 * 1024;
-  static pool_options one_segment() {
-    pool_options o;
-    o.limit_bytes = o.small_segment_bytes;
-    return o;
-  }
   // Fills the segment with blocks allocated on s.
   void fill(stream_handle s = k_no_stream) {
-    for (std::size_t i = 0; i < p.options().small_segment_bytes / k_block; ++i) {
-      blocks.push_back(p.allocate(k_block, s).address);
-      ASSERT_NE(blocks.back(), 0u);
-    }
+    blocks = fill_segment(p, k_block, s);
+    ASSERT_EQ(std::count(blocks.begin(), blocks.end(), 0u), 0);
   }
   fake_upstream up;
   fake_fences fe;
-  pool p{up, fe, one_segment()};
+  pool p{up, fe, one_segment_options()};
   std::vector<std::uintptr_t> blocks;
 };
 
@@ -361,13 +337,10 @@ TEST(stream_destroy, a_handle_used_again_gets_the_old_streams_blocks_after_a_fen
   constexpr stream_handle k_s1 = 0x100;
   fake_upstream up;
   fake_fences fe;
-  pool_options o;
-  o.limit_bytes = o.small_segment_bytes;
+  pool_options o = one_segment_options();
   o.thread_caches = false;
   pool p(up, fe, o);
-  std::vector<std::uintptr_t> blocks;
-  for (std::size_t i = 0; i < o.small_segment_bytes / (64 << 10); ++i)
-    blocks.push_back(p.allocate(64 << 10, k_s1).address);
+  const std::vector<std::uintptr_t> blocks = fill_segment(p, 64 << 10, k_s1);
   ASSERT_EQ(p.deallocate(blocks[5], k_s1), pool_status::ok);
   const std::uint64_t freed = fe.now();
   p.stream_destroying(k_s1);
@@ -382,13 +355,10 @@ TEST(stream_destroy, a_fence_begun_after_the_old_streams_frees_covers_them) {
   constexpr stream_handle k_s1 = 0x100, k_s2 = 0x200;
   fake_upstream up;
   fake_fences fe;
-  pool_options o;
-  o.limit_bytes = o.small_segment_bytes;
+  pool_options o = one_segment_options();
   o.thread_caches = false;
   pool p(up, fe, o);
-  std::vector<std::uintptr_t> blocks;
-  for (std::size_t i = 0; i < o.small_segment_bytes / (64 << 10); ++i)
-    blocks.push_back(p.allocate(64 << 10, k_s1).address);
+  const std::vector<std::uintptr_t> blocks = fill_segment(p, 64 << 10, k_s1);
   ASSERT_EQ(p.deallocate(blocks[2], k_s1), pool_status::ok);
   const std::uint64_t ticket = p.begin_external_fence();
   ASSERT_EQ(p.deallocate(blocks[7]), pool_status::ok); // pending, after the fence began

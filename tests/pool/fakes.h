@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
@@ -318,6 +319,44 @@ private:
   event_handle next_event_ = 0;
   std::uint64_t latest_fence_begin_ = 0;
 };
+
+// Completes random recorded events until `done`, as the GPU would (hazard tests).
+class event_completer {
+public:
+  event_completer(fake_fences& fe, std::uint64_t seed)
+      : thread_([this, &fe, seed] {
+          std::mt19937_64 rng(seed);
+          while (!done_.load()) {
+            const event_handle last = fe.last_event();
+            if (last != 0) fe.complete(1 + rng() % last);
+            std::this_thread::yield();
+          }
+        }) {}
+  ~event_completer() { stop(); }
+  void stop() {
+    done_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+private:
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+// Options holding a pool to one small segment (the limit stops growth), and that segment
+// filled with blocks of `block` bytes allocated on s: what comes next needs a block freed
+// earlier.
+inline pool_options one_segment_options() {
+  pool_options o;
+  o.limit_bytes = o.small_segment_bytes;
+  return o;
+}
+inline std::vector<std::uintptr_t> fill_segment(pool& p, std::size_t block, stream_handle s) {
+  std::vector<std::uintptr_t> blocks;
+  for (std::size_t i = 0; i < p.options().small_segment_bytes / block; ++i)
+    blocks.push_back(p.allocate(block, s).address);
+  return blocks;
+}
 
 struct recording_observer : pool_observer {
   void on_segment_map(std::uintptr_t, std::size_t b) noexcept override {

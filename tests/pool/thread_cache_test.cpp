@@ -114,12 +114,8 @@ TEST_F(thread_cache_test, only_its_stream_and_a_similar_size_get_a_cached_block)
 // A full pool: another stream gets the cached block only once the pool has it back (growth
 // is refused), and then only behind an event recorded on the freeing stream after the free.
 TEST_F(thread_cache_test, another_stream_gets_a_cached_block_only_through_the_pool) {
-  pool_options o;
-  o.limit_bytes = o.small_segment_bytes;
-  pool full(up, fe, o);
-  std::vector<std::uintptr_t> blocks;
-  for (std::size_t i = 0; i < o.small_segment_bytes / (64 << 10); ++i)
-    blocks.push_back(full.allocate(64 << 10, k_s1).address);
+  pool full(up, fe, one_segment_options());
+  const std::vector<std::uintptr_t> blocks = fill_segment(full, 64 << 10, k_s1);
   ASSERT_EQ(full.deallocate(blocks[3], k_s1), pool_status::ok);
   const std::uint64_t freed = fe.now();
   const alloc_result b = full.allocate(64 << 10, k_s2);
@@ -175,12 +171,8 @@ TEST_F(thread_cache_test, a_stream_less_free_goes_to_the_pool_pending) {
 // A stream handle comes back after cuStreamDestroy: the blocks cached for the old stream must
 // not reach the new one without a fence. The pool is full, so the block moves only through it.
 TEST_F(thread_cache_test, a_destroyed_streams_blocks_leave_the_cache) {
-  pool_options o;
-  o.limit_bytes = o.small_segment_bytes;
-  pool full(up, fe, o);
-  std::vector<std::uintptr_t> blocks;
-  for (std::size_t i = 0; i < o.small_segment_bytes / (64 << 10); ++i)
-    blocks.push_back(full.allocate(64 << 10, k_s1).address);
+  pool full(up, fe, one_segment_options());
+  const std::vector<std::uintptr_t> blocks = fill_segment(full, 64 << 10, k_s1);
   ASSERT_EQ(full.deallocate(blocks[0], k_s1), pool_status::ok);
   full.stream_destroying(k_s1);
   EXPECT_EQ(full.stats().pending_bytes, 64u << 10); // the pool waits for a fence
