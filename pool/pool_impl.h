@@ -189,7 +189,8 @@ private:
   struct cache_totals {
     std::size_t free_bytes = 0, free_blocks = 0, hits = 0, hit_bytes = 0, frees = 0, invalid = 0;
     std::int64_t requested_excess = 0;
-    void add(const thread_cache& c);
+    void add_history(const thread_cache& c); // what it served and kept (exited threads)
+    void add(const thread_cache& c);         // and what it holds now
   };
   cache_totals cache_totals_now() const;
   void insert_free_locked(block* b); // free for all, merging with neighbours

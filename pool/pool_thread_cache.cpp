@@ -27,8 +27,8 @@ void on_thread_exit(void*) {
   std::lock_guard guard(caches_mutex());
   for (cache_slot& slot : t_slots) {
     if (slot.cache == nullptr) continue;
-    if (slot.cache->pool != nullptr)
-      slot.cache->pool->thread_exited(slot.cache); // deletes it
+    if (pool_impl* pool = slot.cache->pool.load(std::memory_order_relaxed))
+      pool->thread_exited(slot.cache); // deletes it
     else
       delete slot.cache; // its pool went first
     slot = cache_slot{};
@@ -40,7 +40,8 @@ thread_cache* register_slow(std::uint64_t pool_id, pool_impl* pool) {
   std::lock_guard guard(caches_mutex());
   cache_slot* room = nullptr;
   for (cache_slot& slot : t_slots) {
-    if (slot.cache != nullptr && slot.cache->pool == nullptr) { // its pool is gone
+    if (slot.cache != nullptr && slot.cache->pool.load(std::memory_order_relaxed) == nullptr) {
+      // its pool is gone
       delete slot.cache;
       slot = cache_slot{};
     }
@@ -75,7 +76,7 @@ thread_cache* this_thread_cache(std::uint64_t pool_id, pool_impl* pool) {
 void pool_impl::register_cache(thread_cache* c) {
   {
     std::lock_guard lock(c->mu);
-    c->pool = this;
+    c->pool.store(this, std::memory_order_relaxed);
   }
   caches_.push_back(c);
   cache_count_.store(caches_.size(), std::memory_order_relaxed);
@@ -109,10 +110,10 @@ void pool_impl::thread_exited(thread_cache* c) {
         b->owner = nullptr;
       }
     }
-    c->pool = nullptr;
+    c->pool.store(nullptr, std::memory_order_relaxed);
     check_locked();
   }
-  retired_caches_.add(*c);
+  retired_caches_.add_history(*c);
   std::erase(caches_, c);
   cache_count_.store(caches_.size(), std::memory_order_relaxed);
   delete c;
@@ -123,15 +124,13 @@ void pool_impl::thread_exited(thread_cache* c) {
 void pool_impl::detach_caches_locked() {
   for (thread_cache* c : caches_) {
     std::lock_guard cache_lock(c->mu);
-    retired_caches_.add(*c);
-    retired_caches_.free_bytes = retired_caches_.free_blocks = 0; // nothing is cached now
-    retired_caches_.requested_excess = 0;
+    retired_caches_.add_history(*c);
     while (c->free_count != 0)
       c->take_free_locked(0);
     for (unsigned i = 0; i < thread_cache::k_slots; ++i)
       c->table[i] = thread_cache::handed{};
     c->handed_count.store(0, std::memory_order_relaxed);
-    c->pool = nullptr; // the thread deletes it (its exit, or its next registration)
+    c->pool.store(nullptr, std::memory_order_relaxed); // its thread deletes it
   }
   caches_.clear();
   cache_count_.store(0, std::memory_order_relaxed);
@@ -161,12 +160,14 @@ alloc_result pool_impl::allocate_cached(thread_cache& c, std::size_t size, std::
       return alloc_result{f.address, pool_status::ok, f.size};
     }
   }
-  // The pool's, tagged with c when its table has room (only this thread adds to it).
-  const bool tag = c.handed_count.load(std::memory_order_relaxed) < thread_cache::k_max_handed;
+  // The pool's, tagged with c when its table has room (only this thread adds to it) and the
+  // pool has not let go of c (abandon()).
+  const bool tag = c.handed_count.load(std::memory_order_relaxed) < thread_cache::k_max_handed &&
+                   c.pool.load(std::memory_order_relaxed) == this;
   const alloc_result r = allocate_shared(size, requested, s, tag ? &c : nullptr);
   if (tag && r.status == pool_status::ok) {
     std::lock_guard lock(c.mu);
-    if (c.pool == this)
+    if (c.pool.load(std::memory_order_relaxed) == this)
       c.insert_locked(thread_cache::handed{r.address, r.size, requested, requested});
   }
   return r;
@@ -178,7 +179,7 @@ pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address
   bool pending = false;
   {
     std::lock_guard lock(c.mu);
-    if (c.pool != this) return pool_status::not_owned;
+    if (c.pool.load(std::memory_order_relaxed) != this) return pool_status::not_owned;
     const int i = c.find_locked(address);
     if (i < 0) {
       if (c.find_free_locked(address) < 0) return pool_status::not_owned;
@@ -282,13 +283,17 @@ void pool_impl::wait_for_cache_transits() {
     std::this_thread::yield();
 }
 
-void pool_impl::cache_totals::add(const thread_cache& c) {
-  free_bytes += c.free_bytes.load(std::memory_order_relaxed);
-  free_blocks += c.free_blocks.load(std::memory_order_relaxed);
+void pool_impl::cache_totals::add_history(const thread_cache& c) {
   hits += c.hits.load(std::memory_order_relaxed);
   hit_bytes += c.hit_bytes.load(std::memory_order_relaxed);
   frees += c.frees.load(std::memory_order_relaxed);
   invalid += c.invalid.load(std::memory_order_relaxed);
+}
+
+void pool_impl::cache_totals::add(const thread_cache& c) {
+  add_history(c);
+  free_bytes += c.free_bytes.load(std::memory_order_relaxed);
+  free_blocks += c.free_blocks.load(std::memory_order_relaxed);
   requested_excess += c.requested_excess.load(std::memory_order_relaxed);
 }
 

@@ -68,9 +68,9 @@ struct thread_cache {
   };
 
   spin_lock mu; // the owner takes it on every call; others rarely
-  // Guarded by mu (and, to change, caches_mutex() too): the pool served; nullptr once the
-  // pool is gone (its teardown or abandon()).
-  pool_impl* pool = nullptr;
+  // The pool served; nullptr once the pool is gone (its teardown or abandon()). Changed
+  // under caches_mutex() and mu; the owner reads it without them.
+  std::atomic<pool_impl*> pool{nullptr};
   // Guarded by mu. Open addressing with linear probing, no tombstones (removal shifts back).
   handed table[k_slots];
   // Changed under mu; the owner reads it without: only the owner adds entries, so what it

@@ -186,21 +186,24 @@ TEST_F(thread_cache_test, a_threads_exit_returns_its_free_blocks_and_keeps_its_l
   alloc_result kept;
   std::thread([&] {
     const alloc_result a = p.allocate(64 << 10, k_s1), b = p.allocate(128 << 10, k_s1);
-    kept = p.allocate(200 << 10, k_s1);
+    const alloc_result c = p.allocate(200 << 10, k_s1);
+    ASSERT_EQ(p.deallocate(c.address, k_s1), pool_status::ok);
+    kept = p.allocate(150 << 10, k_s1); // c again, from the cache
+    ASSERT_EQ(kept.address, c.address);
     ASSERT_EQ(p.deallocate(a.address, k_s1), pool_status::ok);
     ASSERT_EQ(p.deallocate(b.address, k_s1), pool_status::ok);
   }).join();
   pool_stats s = p.stats();
   EXPECT_EQ(s.live_blocks, 1u);
   EXPECT_EQ(s.live_bytes, kept.size);
-  EXPECT_EQ(s.live_requested_bytes, 200u << 10);
-  EXPECT_EQ(s.total_allocs, 3u);
-  EXPECT_EQ(s.total_frees, 2u);
+  EXPECT_EQ(s.live_requested_bytes, 150u << 10);
+  EXPECT_EQ(s.total_allocs, 4u);
+  EXPECT_EQ(s.total_frees, 3u);
   EXPECT_EQ(p.deallocate(kept.address, k_s1), pool_status::ok);
   s = p.stats();
   EXPECT_EQ(s.live_blocks, 0u);
   EXPECT_EQ(s.live_requested_bytes, 0u);
-  EXPECT_EQ(s.total_frees, 3u);
+  EXPECT_EQ(s.total_frees, 4u);
   EXPECT_TRUE(p.is_valid());
 }
 
@@ -248,6 +251,19 @@ TEST_F(thread_cache_test, the_cache_keeps_a_bounded_number_of_free_blocks) {
       cached += b.state == block_state::stream_free ? 1 : 0;
   });
   EXPECT_LE(cached, 20u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// abandon() (the context is gone) lets go of the caches: a later pair on a stream is the
+// pool's, not a double free of a block no table lists.
+TEST_F(thread_cache_test, after_abandon_the_pool_serves_without_the_caches) {
+  const alloc_result a = p.allocate(64 << 10, k_s1);
+  ASSERT_EQ(p.deallocate(a.address, k_s1), pool_status::ok);
+  p.abandon();
+  const alloc_result b = p.allocate(64 << 10, k_s1);
+  ASSERT_EQ(b.status, pool_status::ok);
+  EXPECT_EQ(p.deallocate(b.address, k_s1), pool_status::ok);
+  EXPECT_EQ(p.stats().invalid_frees, 0u);
   EXPECT_TRUE(p.is_valid());
 }
 
