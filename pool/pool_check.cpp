@@ -26,9 +26,7 @@ std::optional<block_info> pool_impl::find(std::uintptr_t address) const {
   if (seg == nullptr) return std::nullopt;
   std::size_t i = seg->starts.find_prev(seg->granule(address));
   block* b = live_.find(seg->base + i * k_block_granule);
-  stream_handle freed_on = k_no_stream;
-  if (b == nullptr || address - b->address >= b->size || cached_free_locked(b, &freed_on))
-    return std::nullopt;
+  if (b == nullptr || address - b->address >= b->size || cached_free_locked(b)) return std::nullopt;
   return block_info{b->address, b->size, b->requested, seg->base, seg->size, b->stream};
 }
 

@@ -168,7 +168,7 @@ private:
   // (free in the cache, or on its way back to the pool): a double free.
   bool untag_locked(block* b);
   // b sits free in its owner's cache: true, and the stream it was freed on in *stream.
-  bool cached_free_locked(const block* b, stream_handle* stream) const;
+  bool cached_free_locked(const block* b, stream_handle* stream = nullptr) const;
   alloc_result allocate_cached(thread_cache& c, std::size_t size, std::size_t requested,
                                stream_handle s);
   // The owner's free on stream s: kept in c, or returned to the pool; not_owned: c does not
@@ -180,9 +180,8 @@ private:
   };
   // Blocks taken out of a cache's table go back to the pool (their tags are still set).
   void return_to_pool(const cached_free* blocks, std::size_t n);
-  // Every cache's free entries (of stream `only`; all with k_no_stream) go back to the pool;
-  // true if any did.
-  bool flush_caches(stream_handle only);
+  // Every cache's free entries (of stream `only`; all with k_no_stream) go back to the pool.
+  void flush_caches(stream_handle only);
   void wait_for_cache_transits(); // every batch taken out of a table is back in the pool
   // Under caches_mutex() and mu_: the caches let go of this pool (teardown, abandon()).
   void detach_caches_locked();

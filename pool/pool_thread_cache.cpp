@@ -89,7 +89,7 @@ void pool_impl::thread_exited(thread_cache* c) {
   {
     std::lock_guard lock(mu_);
     std::lock_guard cache_lock(c->mu);
-    while (c->free_count != 0) { // back to the pool, freed on their stream
+    while (c->free_count_locked() != 0) { // back to the pool, freed on their stream
       const thread_cache::cached f = c->take_free_locked(0);
       block* b = live_.find(f.address);
       if (b == nullptr || b->owner != c) continue;
@@ -125,7 +125,7 @@ void pool_impl::detach_caches_locked() {
   for (thread_cache* c : caches_) {
     std::lock_guard cache_lock(c->mu);
     retired_caches_.add_history(*c);
-    while (c->free_count != 0)
+    while (c->free_count_locked() != 0)
       c->take_free_locked(0);
     for (unsigned i = 0; i < thread_cache::k_slots; ++i)
       c->table[i] = thread_cache::handed{};
@@ -144,10 +144,10 @@ alloc_result pool_impl::allocate_cached(thread_cache& c, std::size_t size, std::
     // stay out of the arena), at most twice its size.
     int best = -1;
     const unsigned cls = class_of_size(size);
-    for (unsigned k = 0; k < c.free_count; ++k) {
-      const thread_cache::cached& f = c.free_blocks_[k];
+    for (unsigned k = 0; k < c.free_count_locked(); ++k) {
+      const thread_cache::cached& f = c.free_list[k];
       if (f.stream != s || f.size < size || f.size / 2 > size || class_of_size(f.size) != cls ||
-          (best >= 0 && f.size >= c.free_blocks_[best].size))
+          (best >= 0 && f.size >= c.free_list[best].size))
         continue;
       best = static_cast<int>(k);
       if (f.size == size) break;
@@ -195,10 +195,10 @@ pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address
       thread_cache::bump(c.frees, 1);
     }
     // Over the bounds: the oldest half goes back to the pool, under one lock.
-    if (!pending && (c.free_count > thread_cache::k_max_free ||
-                     c.free_bytes_now > thread_cache::k_max_free_bytes)) {
-      while (c.free_count > thread_cache::k_max_free / 2 ||
-             c.free_bytes_now > thread_cache::k_max_free_bytes / 2) {
+    if (!pending && (c.free_count_locked() > thread_cache::k_max_free ||
+                     c.free_bytes_locked() > thread_cache::k_max_free_bytes)) {
+      while (c.free_count_locked() > thread_cache::k_max_free / 2 ||
+             c.free_bytes_locked() > thread_cache::k_max_free_bytes / 2) {
         const thread_cache::cached f = c.take_free_locked(0);
         out[n++] = cached_free{f.address, f.stream};
       }
@@ -228,7 +228,7 @@ bool pool_impl::cached_free_locked(const block* b, stream_handle* stream) const 
   std::lock_guard cache_lock(b->owner->mu);
   const int k = b->owner->find_free_locked(b->address);
   if (k < 0) return false;
-  *stream = b->owner->free_blocks_[k].stream;
+  if (stream != nullptr) *stream = b->owner->free_list[k].stream;
   return true;
 }
 
@@ -253,15 +253,15 @@ void pool_impl::return_to_pool(const cached_free* blocks, std::size_t n) {
   if (d) run_deferred(*d);
 }
 
-bool pool_impl::flush_caches(stream_handle only) {
+void pool_impl::flush_caches(stream_handle only) {
   std::vector<cached_free> out;
   {
     std::lock_guard guard(caches_mutex());
     cache_transit_.fetch_add(1, std::memory_order_relaxed);
     for (thread_cache* c : caches_) {
       std::lock_guard cache_lock(c->mu);
-      for (unsigned k = 0; k < c->free_count;) {
-        if (only != k_no_stream && c->free_blocks_[k].stream != only) {
+      for (unsigned k = 0; k < c->free_count_locked();) {
+        if (only != k_no_stream && c->free_list[k].stream != only) {
           ++k;
           continue;
         }
@@ -273,7 +273,6 @@ bool pool_impl::flush_caches(stream_handle only) {
   // Out of every table and still tagged: a free racing with this one is a double free.
   if (!out.empty()) return_to_pool(out.data(), out.size());
   cache_transit_.fetch_sub(1, std::memory_order_release);
-  return !out.empty();
 }
 
 void pool_impl::wait_for_cache_transits() {

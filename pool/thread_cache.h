@@ -76,13 +76,11 @@ struct thread_cache {
   // Changed under mu; the owner reads it without: only the owner adds entries, so what it
   // reads is never below the count.
   std::atomic<unsigned> handed_count{0};
-  cached free_blocks_[k_max_free + 1]; // oldest first
-  unsigned free_count = 0;
-  std::size_t free_bytes_now = 0;
+  cached free_list[k_max_free + 1]; // oldest first; free_blocks entries
 
   // What stats() adds to the pool's view; written under mu, read without it.
-  // free_blocks == free_count; the owner reads it without mu: only the owner adds blocks, so
-  // 0 means none.
+  // The free list's length and bytes. The owner reads free_blocks without mu too: only the
+  // owner adds blocks, so 0 means none.
   std::atomic<std::size_t> free_bytes{0};
   std::atomic<std::size_t> free_blocks{0};
   std::atomic<std::size_t> hits{0};      // allocations served from the cache
@@ -130,19 +128,20 @@ struct thread_cache {
     table[i] = handed{};
     return out;
   }
+  unsigned free_count_locked() const {
+    return static_cast<unsigned>(free_blocks.load(std::memory_order_relaxed));
+  }
+  std::size_t free_bytes_locked() const { return free_bytes.load(std::memory_order_relaxed); }
   void push_free_locked(const cached& c) {
-    free_blocks_[free_count++] = c;
-    free_bytes_now += c.size;
+    free_list[free_count_locked()] = c;
     bump(free_blocks, 1);
     bump(free_bytes, c.size);
     add_excess(static_cast<std::int64_t>(c.pool_requested));
   }
   cached take_free_locked(unsigned k) {
-    const cached out = free_blocks_[k];
-    for (unsigned m = k + 1; m < free_count; ++m)
-      free_blocks_[m - 1] = free_blocks_[m];
-    --free_count;
-    free_bytes_now -= out.size;
+    const cached out = free_list[k];
+    for (unsigned m = k + 1; m < free_count_locked(); ++m)
+      free_list[m - 1] = free_list[m];
     bump(free_blocks, std::size_t(0) - 1);
     bump(free_bytes, std::size_t(0) - out.size);
     add_excess(-static_cast<std::int64_t>(out.pool_requested));
@@ -150,8 +149,8 @@ struct thread_cache {
   }
   // The free block at address, or -1.
   int find_free_locked(std::uintptr_t address) const {
-    for (unsigned k = 0; k < free_count; ++k)
-      if (free_blocks_[k].address == address) return static_cast<int>(k);
+    for (unsigned k = 0; k < free_count_locked(); ++k)
+      if (free_list[k].address == address) return static_cast<int>(k);
     return -1;
   }
   void add_excess(std::int64_t v) {
