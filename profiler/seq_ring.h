@@ -62,10 +62,21 @@ public:
     for (std::uint32_t i = 1; i < record_words_; ++i)
       layout::store_release(rec + i, words[i]);
     layout::store_release(rec, 2 * seq);
+    prefetch(index + 1);
     return seq;
   }
 
 private:
+  // Starts loading the record at `index` (the next record written): a lapped ring's records
+  // were written a lap ago and are out of the cache, and a program that does other work between
+  // its allocations (an interpreter) would otherwise stall on that line at its next event.
+  void prefetch(std::uint64_t index) const noexcept {
+    index &= mask_;
+    const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);
+    if (const std::uint64_t* chunk = chunks_[k].load(std::memory_order_relaxed))
+      __builtin_prefetch(chunk +
+                         (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_);
+  }
   std::uint64_t* add_chunk(std::uint32_t k) noexcept; // slow path: the first visit of chunk k
 
   trace_space* space_ = nullptr;

@@ -121,6 +121,23 @@ TEST_F(cfi_unwind, matches_libunwind_through_frames_of_every_shape) {
   expect_same(in_thread[0]);
 }
 
+// Many call sites in turn, each walk meeting return addresses the others met too: the
+// thread's copy of the rules (128 addresses, direct-mapped) must give each address its own rule,
+// whatever else shares its entry.
+TEST_F(cfi_unwind, walks_from_many_call_sites_in_turn_match_libunwind) {
+  for (int round = 0; round < 3; ++round) {
+    expect_same(nested<40>());
+    expect_same(with_alloca(64));
+    expect_same(nested<7>());
+    expect_same(with_alloca(4096));
+    expect_same(nested<23>());
+    int v[] = {3, 1, 2};
+    g_from_qsort = {};
+    std::qsort(v, 3, sizeof(int), compare_and_walk);
+    expect_same(g_from_qsort);
+  }
+}
+
 TEST_F(cfi_unwind, learns_a_call_site_once) {
   cfi_unwind_counters before;
   for (int i = 0; i < 100; ++i) {
@@ -157,6 +174,11 @@ TEST_F(cfi_unwind, gives_up_or_matches_in_a_signal_handler) {
   }
 }
 
+void load_and_unload_a_library() {
+  for (const char* name : {"libcrypt.so.1", "libutil.so.1", "libanl.so.1"})
+    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) dlclose(h);
+}
+
 TEST_F(cfi_unwind, unloading_a_module_empties_the_cache) {
   expect_same(nested<4>());
   cfi_unwind_modules_changed();
@@ -164,8 +186,7 @@ TEST_F(cfi_unwind, unloading_a_module_empties_the_cache) {
   cfi_unwind_modules_changed(); // nothing unloaded since the last look: no reset
   EXPECT_EQ(cfi_unwind_stats().resets, before.resets);
   const unsigned long long subs = module_loads_now().subs;
-  for (const char* name : {"libcrypt.so.1", "libutil.so.1", "libanl.so.1"})
-    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) dlclose(h);
+  load_and_unload_a_library();
   if (module_loads_now().subs == subs) {
     GTEST_SKIP() << "no library here to load and unload";
   }
@@ -173,6 +194,21 @@ TEST_F(cfi_unwind, unloading_a_module_empties_the_cache) {
   EXPECT_EQ(cfi_unwind_stats().resets, before.resets + 1);
   expect_same(nested<4>()); // learned again
   EXPECT_GT(cfi_unwind_stats().learned, before.learned);
+  // The same call site, twice: the second walk learns its rules again, also those this
+  // thread kept a copy of.
+  for (int i = 0; i < 2; ++i) {
+    if (i == 1) {
+      load_and_unload_a_library();
+      cfi_unwind_modules_changed();
+    }
+    const cfi_unwind_counters was = cfi_unwind_stats();
+    const walk w = nested<4>();
+    expect_same(w);
+    const cfi_unwind_counters now = cfi_unwind_stats();
+    if (i == 1) { // every frame's rule looked up anew
+      EXPECT_GE(now.learned + now.refused - was.learned - was.refused, w.cached.size());
+    }
+  }
 }
 
 TEST_F(cfi_unwind, threads_walk_while_the_cache_is_reset) {
