@@ -3,6 +3,7 @@
 #include <cstring>
 #include <gtest/gtest.h>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +37,36 @@ struct intern_fixture : testing::space_fixture {
     return out;
   }
 };
+
+// Every word and byte of the input counts: stacks that differ in one word (at any place, in any
+// of the hash's lanes) or in length, and strings that differ in one trailing byte, hash apart.
+TEST(intern_table, the_hash_sees_every_word_and_the_length) {
+  std::set<std::uint64_t> seen;
+  std::size_t inputs = 0;
+  std::uint64_t words[40];
+  for (std::size_t len = 1; len <= 40; ++len) {
+    for (std::size_t k = 0; k < len; ++k)
+      words[k] = 0x7f0000001000ull + 0x40 * k;
+    seen.insert(hash_bytes(words, len * 8));
+    ++inputs;
+    for (std::size_t at = 0; at < len; ++at) {
+      words[at] += 8;
+      seen.insert(hash_bytes(words, len * 8));
+      words[at] -= 8;
+      ++inputs;
+    }
+  }
+  char text[] = "profiler/intern_table.cpp:42 in hash_bytes";
+  for (std::size_t len = 1; len < sizeof text; ++len) {
+    seen.insert(hash_bytes(text, len));
+    text[len - 1] ^= 0x20; // the same length, another last byte
+    seen.insert(hash_bytes(text, len));
+    text[len - 1] ^= 0x20;
+    inputs += 2;
+  }
+  EXPECT_EQ(seen.size(), inputs);
+  EXPECT_EQ(hash_bytes(words, 33 * 8), hash_bytes(words, 33 * 8));
+}
 
 TEST(intern_table, equal_stacks_get_one_id) {
   intern_fixture f(64, 4096, 256, 4096, 8);
