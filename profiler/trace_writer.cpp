@@ -27,6 +27,21 @@ std::uint32_t thread_id() noexcept {
   return t_tid;
 }
 
+// The calling thread's last stack and its id in the writer `writer` (a serial, never reused:
+// a writer made at a freed one's address must not get its ids). A loop that allocates from one
+// call site captures the same stack each time; comparing it with the last one costs a compare
+// of lines this thread just wrote, where interning it costs a hash and a compare with the copy
+// in the trace, whose lines the program has evicted since.
+constexpr unsigned k_memo_words = 48; // the default depths' 33 words fit
+struct stack_memo {
+  std::uint64_t writer = 0; // 0 = none
+  std::uint32_t id = 0;
+  std::uint32_t count = 0;
+  std::uintptr_t ips[k_memo_words];
+};
+thread_local stack_memo t_last_stack; // general-dynamic: also fine when libgmem.so is dlopen'ed
+std::atomic<std::uint64_t> g_writer_serial{0};
+
 std::uint64_t pow2_at_least(std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
   return std::bit_ceil(std::clamp(v, lo, hi));
 }
@@ -127,7 +142,8 @@ process_identity process_identity::current() {
 
 trace_writer::trace_writer(void* memory, std::uint64_t map_bytes, const writer_config& config,
                            const process_identity& who, trace_backing* backing)
-    : config_(config.normalized()), header_(static_cast<l::header*>(memory)),
+    : serial_(g_writer_serial.fetch_add(1, std::memory_order_relaxed) + 1),
+      config_(config.normalized()), header_(static_cast<l::header*>(memory)),
       space_(static_cast<std::byte*>(memory), map_bytes, l::k_header_bytes, &header_->total_bytes,
              &header_->growth_refused, &header_->flags, backing) {
   l::header& h = *header_;
@@ -295,7 +311,19 @@ void trace_writer::option(std::string_view name, std::string_view value) noexcep
 }
 
 std::uint32_t trace_writer::intern_stack(const std::uintptr_t* ips, unsigned count) noexcept {
-  return count == 0 ? 0 : stacks_.intern(ips, count);
+  if (count == 0) return 0;
+  stack_memo& last = t_last_stack;
+  const std::size_t bytes = std::size_t{count} * sizeof *ips;
+  if (last.writer == serial_ && last.count == count && std::memcmp(last.ips, ips, bytes) == 0)
+    return last.id;
+  const std::uint32_t id = stacks_.intern(ips, count);
+  if (id != 0 && count <= k_memo_words) {
+    last.writer = serial_;
+    last.id = id;
+    last.count = count;
+    std::memcpy(last.ips, ips, bytes);
+  }
+  return id;
 }
 
 std::uint32_t trace_writer::capture_stack(unsigned skip) noexcept {

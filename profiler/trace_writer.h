@@ -89,7 +89,8 @@ public:
   void marker(std::string_view label) noexcept;
   void option(std::string_view name, std::string_view value) noexcept;
 
-  // Stores a stack (ips innermost first); returns its id, 0 if none or no room.
+  // Stores a stack (ips innermost first); returns its id, 0 if none or no room. The calling
+  // thread's last stack is remembered with its id, so repeating it costs one compare.
   std::uint32_t intern_stack(const std::uintptr_t* ips, unsigned count) noexcept;
   // Captures the caller's stack at the configured depth, skipping `skip` more frames, and the
   // Python frames of a thread holding the GIL (python_frames.h) after the native ones.
@@ -122,6 +123,7 @@ private:
             std::uint64_t size, std::uint64_t size2, std::uintptr_t stream,
             std::uint32_t ref) noexcept;
 
+  const std::uint64_t serial_; // this process's writers, counted from 1 (intern_stack's memo)
   writer_config config_;
   layout::header* header_ = nullptr;
   trace_space space_;

@@ -297,6 +297,35 @@ TEST(trace_round_trip, python_frames_and_notes) {
   EXPECT_EQ(t.live[0].stack_id, a);
 }
 
+// A thread that interns the same stack again gets its id back without the table (a memo of
+// its last stack); a new writer, perhaps at the last one's address, stores it in its own trace.
+TEST(trace_round_trip, a_stack_repeated_by_a_thread_keeps_its_id_in_each_trace) {
+  const std::uintptr_t ips[] = {0x401000, 0x402000, 0x403000};
+  const std::uintptr_t other[] = {0x401000, 0x402000, 0x403001};
+  {
+    trace_buffer a;
+    const std::uint32_t first = a.writer->intern_stack(ips, 3);
+    ASSERT_NE(first, 0u);
+    EXPECT_EQ(a.writer->intern_stack(ips, 3), first);
+    const std::uint32_t changed = a.writer->intern_stack(other, 3);
+    const std::uint32_t shorter = a.writer->intern_stack(ips, 2);
+    EXPECT_NE(changed, first);
+    EXPECT_NE(shorter, first);
+    EXPECT_NE(shorter, changed);
+    EXPECT_EQ(a.writer->intern_stack(ips, 3), first);
+  }
+  for (int i = 0; i < 2; ++i) {
+    trace_buffer b;
+    const std::uint32_t id = b.writer->intern_stack(ips, 3);
+    const read_result r = decode_buffer(b);
+    ASSERT_TRUE(r) << r.error.to_string();
+    ASSERT_NE(r.value.stack(id), nullptr);
+    ASSERT_EQ(r.value.stack(id)->size(), 3u);
+    for (std::size_t k = 0; k < 3; ++k)
+      EXPECT_EQ((*r.value.stack(id))[k], ips[k]);
+  }
+}
+
 // Format 2 traces (before Python frames) still read: no python_depth, no tagged words.
 TEST(trace_round_trip, reads_format_2) {
   trace_buffer b;
