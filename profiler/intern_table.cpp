@@ -14,9 +14,7 @@ using layout::load_word;
 namespace {
 constexpr std::uint64_t k_slot_bytes = sw::count * 8;
 constexpr std::uint64_t k_min_level = 64;
-} // namespace
 
-namespace {
 inline std::uint64_t mix(std::uint64_t h, std::uint64_t v) noexcept {
   h = (h ^ v) * 0x100000001b3ull;
   return h ^ (h >> 29);
