@@ -5,17 +5,19 @@
 // faults and rehashes, not only the median. No GPU.
 //
 //   make build/bench/trace_bench && build/bench/trace_bench [--pairs N] [--first-lap N]
-//       [--live N] [--runs N] [--only off|offdeep|nostacks|shallow|deep]
+//       [--live N] [--runs N] [--only off|offdeep|nostacks|shallow|deep|offsites|sites]
 //
 // Each configuration runs in its own child process (a fresh trace), `runs` times: off (the
 // loop without recording: the baseline), off from 40 frames deep (the deep row's baseline:
 // the calls and returns alone), stacks off (GMEM_STACK_DEPTH=0), stacks at the default depth
-// from a shallow and from a 40-frame-deep call site; --only runs one of them. The figures are of
+// from a shallow and from a 40-frame-deep call site, and from 8 call sites 20 frames deep taken
+// in turn (against the same calls without recording); --only runs one of them. The figures are of
 // the pairs after a first lap that fills the event ring (a long run's steady state); the first
 // lap's mean, which includes growing the trace to its full ring, is the last column. Targets (issue
 // 12): <= 60 ns mean per pair without stacks; <= 400 ns with stacks (measured on the GPU host in a
 // Python process, see bench/README.md).
 #include <algorithm>
+#include <array>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +28,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <utility>
 #include <vector>
 #include <x86intrin.h>
 
@@ -93,12 +96,34 @@ template <int N> __attribute__((noinline)) std::uint32_t deep_capture(bool captu
   }
 }
 
-enum class mode { off, off_deep, stacks_off, stacks_shallow, stacks_deep };
+// Call sites as a real program has them: k_sites paths of k_site_depth frames each, every
+// frame a function of its own (the volatile counter keeps the compiler from folding the paths
+// into one), taken in turn. A training step allocates from tens of such sites, so a walk meets
+// well over a hundred return addresses, not one path's.
+constexpr int k_sites = 8;
+constexpr int k_site_depth = 20;
+volatile std::uint32_t g_site_visits[k_sites * (k_site_depth + 1)];
+template <int S, int N> __attribute__((noinline)) std::uint32_t site_capture(bool capture) {
+  g_site_visits[S * (k_site_depth + 1) + N] = g_site_visits[S * (k_site_depth + 1) + N] + 1;
+  if constexpr (N == 0) {
+    return capture ? capture_stack() : 0;
+  } else {
+    const std::uint32_t id = site_capture<S, N - 1>(capture);
+    asm volatile("" ::: "memory");
+    return id;
+  }
+}
+template <int... S> constexpr auto site_table(std::integer_sequence<int, S...>) {
+  return std::array<std::uint32_t (*)(bool), sizeof...(S)>{&site_capture<S, k_site_depth>...};
+}
+constexpr auto k_site_calls = site_table(std::make_integer_sequence<int, k_sites>{});
+
+enum class mode { off, off_deep, stacks_off, stacks_shallow, stacks_deep, off_sites, stacks_sites };
 
 summary measure(mode m, const settings& s, double tpn) {
   address_stream addresses;
   std::vector<std::pair<std::uintptr_t, std::size_t>> live;
-  const bool record = m != mode::off && m != mode::off_deep;
+  const bool record = m != mode::off && m != mode::off_deep && m != mode::off_sites;
   for (std::size_t i = 0; i < s.live; ++i) {
     live.push_back(addresses.take());
     if (record)
@@ -111,12 +136,15 @@ summary measure(mode m, const settings& s, double tpn) {
     const std::uint64_t t0 = __rdtsc();
     if (record) {
       const std::uint32_t stack = m == mode::stacks_deep      ? deep_capture<40>(true)
+                                  : m == mode::stacks_sites   ? k_site_calls[i % k_sites](true)
                                   : m == mode::stacks_shallow ? capture_stack()
                                                               : 0;
       alloc(a, size, (size + 511) & ~std::size_t{511}, 0, 0, alloc_kind::device, stack);
       free(live[victim].first, 0, 0, alloc_kind::device);
     } else if (m == mode::off_deep) {
       (void)deep_capture<40>(false);
+    } else if (m == mode::off_sites) {
+      (void)k_site_calls[i % k_sites](false);
     }
     asm volatile("" ::: "memory");
     const std::uint64_t t1 = __rdtsc();
@@ -190,13 +218,13 @@ int main(int argc, char** argv) {
       s.runs = static_cast<int>(v);
     } else {
       std::fprintf(stderr, "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] "
-                           "[--only off|offdeep|nostacks|shallow|deep]\n");
+                           "[--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n");
       return 2;
     }
   }
   if (argc % 2 == 0) {
     std::fprintf(stderr, "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] "
-                         "[--only off|offdeep|nostacks|shallow|deep]\n");
+                         "[--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n");
     return 2;
   }
   struct row {
@@ -208,11 +236,14 @@ int main(int argc, char** argv) {
                       {"off, 40 deep (baseline)", "offdeep", mode::off_deep},
                       {"on, stacks off", "nostacks", mode::stacks_off},
                       {"on, stacks 16 (shallow)", "shallow", mode::stacks_shallow},
-                      {"on, stacks 16 (40 deep)", "deep", mode::stacks_deep}};
+                      {"on, stacks 16 (40 deep)", "deep", mode::stacks_deep},
+                      {"off, 8 sites (baseline)", "offsites", mode::off_sites},
+                      {"on, stacks 16 (8 sites)", "sites", mode::stacks_sites}};
   if (!s.only.empty() && std::none_of(std::begin(rows), std::end(rows),
                                       [&](const row& r) { return s.only == r.key; })) {
     std::fprintf(stderr,
-                 "trace_bench: --only takes off, offdeep, nostacks, shallow or deep, not '%s'\n",
+                 "trace_bench: --only takes off, offdeep, nostacks, shallow, deep, offsites or "
+                 "sites, not '%s'\n",
                  s.only.c_str());
     return 2;
   }
@@ -222,7 +253,7 @@ int main(int argc, char** argv) {
               s.pairs, s.live, s.runs, tpn);
   std::printf("%-24s %10s %10s %10s %10s %12s %12s\n", "recording", "mean ns", "p50 ns", "p99 ns",
               "max ns", "trace bytes", "added ns");
-  double baseline = 0, deep_baseline = 0; // "added ns": over the row's own baseline
+  double baseline = 0, deep_baseline = 0, sites_baseline = 0; // "added ns": over its baseline
   for (const row& r : rows) {
     if (!s.only.empty() && s.only != r.key) continue;
     summary total;
@@ -237,10 +268,14 @@ int main(int argc, char** argv) {
     }
     if (r.m == mode::off) baseline = total.mean_ns;
     if (r.m == mode::off_deep) deep_baseline = total.mean_ns;
-    const double base = r.m == mode::stacks_deep ? deep_baseline : baseline;
+    if (r.m == mode::off_sites) sites_baseline = total.mean_ns;
+    const double base = r.m == mode::stacks_deep    ? deep_baseline
+                        : r.m == mode::stacks_sites ? sites_baseline
+                                                    : baseline;
+    const bool is_baseline = r.m == mode::off_deep || r.m == mode::off_sites;
     std::printf("%-24s %10.1f %10.1f %10.1f %10.0f %12" PRIu64 " %12.1f %14.1f\n", r.name,
                 total.mean_ns, total.p50_ns, total.p99_ns, total.max_ns, total.trace_bytes,
-                r.m == mode::off_deep ? 0.0 : total.mean_ns - base, total.first_lap_mean_ns);
+                is_baseline ? 0.0 : total.mean_ns - base, total.first_lap_mean_ns);
   }
   return 0;
 }

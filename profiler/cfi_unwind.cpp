@@ -80,9 +80,10 @@ cfi_unwind_counters g_counts;       // under g_mu
 // one miss per frame was most of a walk's cost in a Python process. First the rule the last
 // walk used at the same depth (a loop allocating from one call site walks the same addresses
 // each time, and a match known from the depth alone lets the processor run ahead of the walk's
-// chain of loads), then the 128 rules met last (direct-mapped). Both are checked by address
-// and emptied when the shared table is (g_generation).
-constexpr unsigned k_thread_rule_bits = 7;
+// chain of loads), then the 512 rules met last (direct-mapped; a training step's walks meet
+// about 200 return addresses). Both are checked by address and emptied when the shared table
+// is (g_generation).
+constexpr unsigned k_thread_rule_bits = 9;
 constexpr unsigned k_last_walk_depth = 32;
 struct thread_rules {
   struct entry {
