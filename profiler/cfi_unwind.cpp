@@ -8,9 +8,11 @@
 #include <fcntl.h>
 #include <link.h>
 #include <mutex>
+#include <new>
 #include <pthread.h>
 #include <string>
 #include <sys/stat.h>
+#include <type_traits>
 #include <unistd.h>
 #include <vector>
 
@@ -85,7 +87,7 @@ cfi_unwind_counters g_counts;       // under g_mu
 // is (g_generation).
 constexpr unsigned k_thread_rule_bits = 9;
 constexpr unsigned k_last_walk_depth = 32;
-struct thread_rules {
+struct thread_rules { // all zero: empty
   struct entry {
     std::uintptr_t pc = 0;
     std::uint64_t rule = 0;
@@ -94,8 +96,34 @@ struct thread_rules {
   entry entries[std::size_t{1} << k_thread_rule_bits];
   entry last_walk[k_last_walk_depth]; // by depth
 };
-thread_local thread_rules t_rules; // general-dynamic: also fine when libgmem.so is dlopen'ed
+static_assert(std::is_trivially_copyable_v<thread_rules>); // emptied with memset
 std::atomic<std::uint64_t> g_generation{1}; // moves on each reset of the shared table
+
+// On the heap, not in thread-local storage: a preloaded library's TLS is carved out of every
+// thread's stack, and a program that makes threads with small stacks must not lose 8.5 KiB of
+// each (or fail to create them). Freed at the thread's exit.
+thread_local thread_rules* t_rules __attribute__((tls_model("initial-exec"))) = nullptr;
+pthread_key_t g_rules_key;
+bool g_rules_key_made = false; // set once, under g_rules_key_once
+std::once_flag g_rules_key_once;
+
+__attribute__((noinline)) thread_rules* new_thread_rules() noexcept {
+  std::call_once(g_rules_key_once, [] {
+    g_rules_key_made = pthread_key_create(&g_rules_key, [](void* p) {
+                         t_rules = nullptr;
+                         delete static_cast<thread_rules*>(p);
+                       }) == 0;
+  });
+  if (!g_rules_key_made) return nullptr; // copies could not be freed at exit: walk without
+  auto* rules = new (std::nothrow) thread_rules();
+  if (rules == nullptr) return nullptr;
+  if (pthread_setspecific(g_rules_key, rules) != 0) {
+    delete rules;
+    return nullptr;
+  }
+  t_rules = rules;
+  return rules;
+}
 
 // The calling thread's stack, [lo, hi): found once per thread.
 struct stack_bounds {
@@ -275,16 +303,20 @@ __attribute__((noinline)) std::uint64_t learn(std::uintptr_t pc) noexcept {
   return rule;
 }
 
-// The rule for `pc`: the thread's copy, else the shared table's (learned if new), copied.
+// The rule for `pc` from the shared table (learned if new).
+inline __attribute__((always_inline)) std::uint64_t shared_rule(const slot* table,
+                                                                std::uintptr_t pc) noexcept {
+  const std::uint64_t rule = lookup(table, pc);
+  return rule != 0 ? rule : learn(pc);
+}
+
+// The rule for `pc`: the thread's copy, else the shared table's, copied.
 inline __attribute__((always_inline)) std::uint64_t rule_for(thread_rules& mine, const slot* table,
                                                              std::uintptr_t pc) noexcept {
   thread_rules::entry& e = mine.entries[(pc * 0x9E3779B97F4A7C15ull) >> (64 - k_thread_rule_bits)];
   if (e.pc == pc) return e.rule;
-  std::uint64_t rule = lookup(table, pc);
-  if (rule == 0) rule = learn(pc);
-  e.pc = pc;
-  e.rule = rule;
-  return rule;
+  e = {pc, shared_rule(table, pc)};
+  return e.rule;
 }
 
 bool load_libdw() {
@@ -342,23 +374,26 @@ __attribute__((noinline, no_sanitize_address)) int cfi_backtrace(std::uintptr_t*
   if (sp <= st.lo || sp > st.hi) return -1; // another stack (sigaltstack, a coroutine)
   std::uintptr_t ip = fp[1];
   std::uintptr_t bp = fp[0];
-  thread_rules& mine = t_rules;
+  thread_rules* mine = t_rules;
+  if (mine == nullptr) mine = new_thread_rules(); // null still: no memory, no copies
   if (const std::uint64_t generation = g_generation.load(std::memory_order_acquire);
-      mine.generation != generation) {
-    mine = thread_rules{};
-    mine.generation = generation;
+      mine != nullptr && mine->generation != generation) {
+    std::memset(static_cast<void*>(mine), 0, sizeof *mine); // no 8.5 KiB temporary on the stack
+    mine->generation = generation;
   }
   unsigned n = 0;
   while (n < max && ip != 0) {
     ips[n++] = ip;
     if (n == max) break;
     std::uint64_t rule;
-    if (n <= k_last_walk_depth) {
-      thread_rules::entry& last = mine.last_walk[n - 1];
-      if (last.pc != ip) last = {ip, rule_for(mine, table, ip)};
+    if (mine == nullptr) {
+      rule = shared_rule(table, ip);
+    } else if (n <= k_last_walk_depth) {
+      thread_rules::entry& last = mine->last_walk[n - 1];
+      if (last.pc != ip) last = {ip, rule_for(*mine, table, ip)};
       rule = last.rule;
     } else {
-      rule = rule_for(mine, table, ip);
+      rule = rule_for(*mine, table, ip);
     }
     const std::uint64_t kind = rule & 3;
     if (kind == k_outermost) break;
