@@ -14,10 +14,10 @@
 // the walk makes lies inside the calling thread's stack, above the frame before it.
 //
 // Cache: 32768 return addresses, lock-free to read; learning takes a mutex. Each thread keeps
-// copies (8.5 KiB): the rules of its last walk by depth, and the 512 it met last
-// (direct-mapped), so a repeated call site costs no shared-table lookup. All are emptied when a
-// module was unloaded (cfi_unwind_modules_changed), since new code may then sit at old
-// addresses.
+// copies (8.5 KiB on the heap, freed at its exit): the rules of its last walk by depth, and the
+// 512 it met last (direct-mapped), so a repeated call site costs no shared-table lookup. All are
+// emptied when a module was unloaded (cfi_unwind_modules_changed), since new code may then sit
+// at old addresses.
 #pragma once
 
 #include <cstdint>
