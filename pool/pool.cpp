@@ -442,14 +442,16 @@ pool_status pool_impl::deallocate_shared(std::uintptr_t address, stream_handle s
   pool_status status = pool_status::ok;
   {
     std::lock_guard lock(mu_);
-    block* b = live_.find(address);
-    if (b != nullptr && b->owner != nullptr && !from_cache && !untag_locked(b)) b = nullptr;
+    block* b = live_.erase(address); // one probe; put back below on a double free (rare)
+    if (b != nullptr && b->owner != nullptr && !from_cache && !untag_locked(b)) {
+      live_.insert(address, b); // freed already: it waits in its owner's cache
+      b = nullptr;
+    }
     if (b == nullptr) {
       status =
           segment_of_locked(address) != nullptr ? pool_status::invalid : pool_status::not_owned;
       if (status == pool_status::invalid) ++st_.invalid_frees;
     } else {
-      live_.erase(address);
       release_block_locked(b, s, released, &d, true);
       check_locked();
     }
