@@ -2,7 +2,12 @@
 // sizes 256 B - 4 MiB with 8 blocks live, no kernels; every pair timed, mean / p50 / p99 / max
 // printed as one JSON line. Run it natively and under libgmem.so with GMEM_TRACE=0,
 // GMEM_STACK_DEPTH=0 and the defaults (bench/trace_cost_gpu.sh does).
-//   nvcc -O2 -arch=sm_90 bench/trace_cost.cu -o trace_cost && ./trace_cost [pairs] [label]
+//   nvcc -O2 -arch=sm_90 bench/trace_cost.cu -lcuda -o trace_cost
+//   ./trace_cost [pairs] [label] [runtime|driver|timer]
+// The route: runtime (default) calls cudaMalloc/cudaFree; driver calls cuMemAlloc/cuMemFree,
+// which is what the runtime calls, so under gmem the two differ by the runtime's own layer
+// (gmem's hooks and pool do the same work below both); timer times nothing (the clock pair).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -11,23 +16,47 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 int main(int argc, char** argv) {
   const long pairs = argc > 1 ? std::atol(argv[1]) : 200000;
   const char* label = argc > 2 ? argv[2] : "run";
+  const std::string name = argc > 3 ? argv[3] : "runtime";
+  enum class route { runtime, driver, timer } r = route::runtime;
+  if (name == "driver") {
+    r = route::driver;
+  } else if (name == "timer") {
+    r = route::timer;
+  } else if (name != "runtime") {
+    std::fprintf(stderr, "trace_cost: the route is runtime, driver or timer, not '%s'\n",
+                 name.c_str());
+    return 2;
+  }
+  if (cudaFree(nullptr) != cudaSuccess) return 1; // the primary context, current on this thread
+  auto alloc = [r](void** p, size_t bytes) {
+    if (r == route::runtime) return cudaMalloc(p, bytes) == cudaSuccess;
+    CUdeviceptr d = 0;
+    const bool ok = cuMemAlloc(&d, bytes) == CUDA_SUCCESS;
+    *p = reinterpret_cast<void*>(d);
+    return ok;
+  };
+  auto release = [r](void* p) {
+    if (r == route::runtime) return cudaFree(p) == cudaSuccess;
+    return cuMemFree(reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS;
+  };
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> lg(8.0, 22.0);
   std::vector<void*> live(8, nullptr);
   for (auto& p : live)
-    if (cudaMalloc(&p, static_cast<size_t>(std::exp2(lg(rng)))) != cudaSuccess) return 1;
+    if (!alloc(&p, static_cast<size_t>(std::exp2(lg(rng))))) return 1;
   std::vector<double> ns(static_cast<size_t>(pairs));
   for (long i = 0; i < pairs; ++i) {
     const size_t bytes = static_cast<size_t>(std::exp2(lg(rng)));
     const size_t victim = static_cast<size_t>(i) % live.size();
     const auto t0 = std::chrono::steady_clock::now();
-    void* p = nullptr;
-    if (cudaMalloc(&p, bytes) != cudaSuccess || cudaFree(live[victim]) != cudaSuccess) {
+    void* p = live[victim];
+    if (r != route::timer && (!alloc(&p, bytes) || !release(live[victim]))) {
       std::fprintf(stderr, "trace_cost: CUDA call failed at pair %ld\n", i);
       return 1;
     }
@@ -36,7 +65,7 @@ int main(int argc, char** argv) {
     ns[static_cast<size_t>(i)] = std::chrono::duration<double, std::nano>(t1 - t0).count();
   }
   for (void* p : live)
-    cudaFree(p);
+    release(p);
   double sum = 0;
   for (double v : ns)
     sum += v;

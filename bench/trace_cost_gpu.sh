@@ -23,10 +23,12 @@ with_gmem() { # label env... -- cmd...
   local label=$1; shift
   env LD_PRELOAD="$lib" GMEM_TRACE_KEEP=none "$@"
 }
-echo "== trace_cost (C++, cudaMalloc pairs)"
+echo "== trace_cost (C++, cudaMalloc pairs; the driver route and the clock pair alone beside them)"
 for rep in $(seq "$REPS"); do
+  "$BUILD/bench/trace_cost" 200000 timer timer
   "$BUILD/bench/trace_cost" 200000 native
   with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off
+  with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off-driver driver
   with_gmem x GMEM_STACK_DEPTH=0 "$BUILD/bench/trace_cost" 200000 gmem-stacks-off
   with_gmem x "$BUILD/bench/trace_cost" 200000 gmem-default
 done | tee "$OUT/trace_cost.jsonl"
