@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,6 +24,18 @@ void report_at_exit() {
 #undef FAKE_CUDA_PRINT
 }
 
+// fork(): the child gets the state with get().mu free (held across the fork by the forking
+// thread, so that no stream thread is inside it) and none of the stream threads.
+void before_fork() {
+  get().mu.lock();
+}
+void after_fork_in_parent() {
+  get().mu.unlock();
+}
+void after_fork_in_child() {
+  get().mu.unlock();
+}
+
 state* make_state() {
   auto* s = new state; // leaked on purpose: see fake_state.h
   if (const char* total = std::getenv("FAKE_CUDA_TOTAL_BYTES")) {
@@ -36,6 +49,7 @@ state* make_state() {
   s->primary_refs.assign(devices, 0);
   s->count.smallest_alloc = ~std::uint64_t{0};
   std::atexit(report_at_exit);
+  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
   return s;
 }
 
@@ -108,8 +122,11 @@ void synchronize_context(context* c) {
     if (!live_context(c)) return;
     streams = c->streams;
   }
+  // A forked child has none of its parent's stream threads: their work never runs there, and
+  // one of them may have held its stream's lock at the fork.
+  const pid_t self = getpid();
   for (stream* s : streams)
-    s->synchronize();
+    if (s->owner() == self) s->synchronize();
 }
 
 const std::map<std::uintptr_t, allocation>::iterator find_allocation(std::uintptr_t address) {

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 #include "tests/fake_cuda/fake_cuda.h"
@@ -49,6 +50,7 @@ public:
   }
   unsigned flags() const { return flags_; }
   context* ctx() const { return ctx_; }
+  pid_t owner() const { return owner_; } // the process its thread runs in
   bool non_blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) != 0; }
   std::atomic<bool> capturing{false};
   std::atomic<bool> destroyed{false};          // cuStreamDestroy: the handle is invalid now
@@ -72,6 +74,7 @@ private:
   }
   unsigned flags_;
   context* ctx_;
+  pid_t owner_ = getpid();
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
