@@ -45,6 +45,24 @@ live_entry entry(std::uintptr_t address, std::uint64_t requested) {
   return e;
 }
 
+// Allocations are aligned and often consecutive: every shard count in use (1 to 24) must get
+// its share of them, or one shard's lock and table take the load of several.
+TEST(live_table, shards_share_aligned_addresses_evenly) {
+  for (std::uint32_t shards = 1; shards <= 24; ++shards) {
+    std::vector<std::uint64_t> count(shards, 0);
+    constexpr std::uint64_t n = 1 << 16;
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const std::uint32_t k = layout::shard_of(0x7f0000000000ull + i * 512, shards);
+      ASSERT_LT(k, shards);
+      ++count[k];
+    }
+    for (std::uint32_t k = 0; k < shards; ++k) {
+      EXPECT_GT(count[k], n / shards * 9 / 10) << shards << " shards, shard " << k;
+      EXPECT_LT(count[k], n / shards * 11 / 10 + 1) << shards << " shards, shard " << k;
+    }
+  }
+}
+
 TEST(live_table, insert_erase_round_trip) {
   table_fixture f(4, 64, 1024);
   ASSERT_TRUE(f.table.insert(entry(0x1000, 100)));
