@@ -66,16 +66,21 @@ public:
     return seq;
   }
 
+  // Starts loading the record the next append() will claim, for writing. A lapped ring's
+  // records were written a lap ago and are out of the cache, and the append's compare-exchange
+  // on that line would stall: the writer calls this where work (a stack walk, a table update)
+  // remains before its append, and the append itself does it for the record after its own.
+  void prefetch_next() const noexcept {
+    if (head_ != nullptr) prefetch(layout::load_word(head_));
+  }
+
 private:
-  // Starts loading the record at `index` (the next record written): a lapped ring's records
-  // were written a lap ago and are out of the cache, and a program that does other work between
-  // its allocations (an interpreter) would otherwise stall on that line at its next event.
   void prefetch(std::uint64_t index) const noexcept {
     index &= mask_;
     const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);
     if (const std::uint64_t* chunk = chunks_[k].load(std::memory_order_relaxed))
-      __builtin_prefetch(chunk +
-                         (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_);
+      __builtin_prefetch(
+          chunk + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_, 1);
   }
   std::uint64_t* add_chunk(std::uint32_t k) noexcept; // slow path: the first visit of chunk k
 

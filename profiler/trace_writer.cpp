@@ -257,6 +257,7 @@ void trace_writer::alloc(std::uintptr_t addr, std::size_t requested, std::size_t
 
 void trace_writer::free(std::uintptr_t addr, int device, std::uintptr_t stream,
                         alloc_kind kind) noexcept {
+  events_.prefetch_next(); // the free event's record, loaded while the live slot is erased
   live_entry gone;
   live_.erase(addr, &gone);
   emit(event_type::free, device, kind, addr, gone.requested, gone.rounded, stream, 0);
@@ -327,6 +328,7 @@ std::uint32_t trace_writer::intern_stack(const std::uintptr_t* ips, unsigned cou
 }
 
 std::uint32_t trace_writer::capture_stack(unsigned skip) noexcept {
+  events_.prefetch_next(); // the alloc event's record, loaded while the stack is walked
   if (config_.stack_depth == 0 && config_.python_depth == 0) return 0;
   std::uintptr_t ips[l::k_max_stack_depth + l::k_max_python_depth + 1];
   unsigned n = capture_ips(ips, config_.stack_depth, skip + 1);
