@@ -295,6 +295,13 @@ int instruction_offset(const layout_of& l, const char* frame, const char* code) 
   return static_cast<int>(addr);
 }
 
+// The frame's own record of where it runs (f_lasti in 3.10, else the instruction pointer),
+// read from the frame alone: compared with the last capture's before the code object is read.
+std::intptr_t raw_instruction(const layout_of& l, const char* frame) {
+  if (l.code_units < 0) return field<int>(frame, l.frame_instr);
+  return reinterpret_cast<std::intptr_t>(field<const char*>(frame, l.frame_instr));
+}
+
 } // namespace
 
 bool python_init() noexcept {
@@ -321,11 +328,13 @@ namespace {
 // those words are taken from here, without the shared cache or its lock. A frame matches when
 // its address, code object, that code's line table and the instruction are the same (a frame
 // holds its code object, so a live code object at that address is the one seen last time).
+// A match is decided before the code object's header is read (its type and size were checked
+// when the entry was made): a loop's frames then cost the code object's line table line only.
 struct memo_entry {
   const char* frame = nullptr;
   const char* code = nullptr;
   const void* linetable = nullptr;
-  int addr = 0;
+  std::intptr_t instr = 0; // raw_instruction()
   std::uint64_t word = 0;
 };
 struct thread_memo {
@@ -363,21 +372,23 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
         continue;
       }
       const char* code = field<const char*>(frame, l.frame_code);
-      if (!plausible(code) || field<const void*>(code, k_ob_type) != api->code_type) break;
-      const int addr = instruction_offset(l, frame, code);
-      if (addr == INT32_MIN) break;
-      const void* linetable = field<const void*>(code, l.code_linetable);
+      if (!plausible(code)) break;
+      const std::intptr_t instr = raw_instruction(l, frame);
       memo_entry* m = n < std::size(memo.frames) ? &memo.frames[n] : nullptr;
-      if (m != nullptr && m->frame == frame && m->code == code && m->linetable == linetable &&
-          m->addr == addr) {
+      if (m != nullptr && m->frame == frame && m->code == code && m->instr == instr &&
+          m->linetable == field<const void*>(code, l.code_linetable)) {
         out[n++] = m->word;
       } else {
+        if (field<const void*>(code, k_ob_type) != api->code_type) break;
+        const int addr = instruction_offset(l, frame, code);
+        if (addr == INT32_MIN) break;
         if (!tried) {
           tried = true;
           locked = cache().try_lock();
         }
         const std::uint64_t word = frame_word(*api, code, addr, locked, intern, ctx);
-        if (m != nullptr && pw::location_of(word) != 0) *m = {frame, code, linetable, addr, word};
+        if (m != nullptr && pw::location_of(word) != 0)
+          *m = {frame, code, field<const void*>(code, l.code_linetable), instr, word};
         out[n++] = word;
       }
       frame = back;
