@@ -66,12 +66,15 @@ public:
     return seq;
   }
 
-  // Starts loading the record the next append() will claim, for writing. A lapped ring's
-  // records were written a lap ago and are out of the cache, and the append's compare-exchange
-  // on that line would stall: the writer calls this where work (a stack walk, a table update)
-  // remains before its append, and the append itself does it for the record after its own.
-  void prefetch_next() const noexcept {
-    if (head_ != nullptr) prefetch(layout::load_word(head_));
+  // Starts loading, for writing, the head and the record after `last` (the caller's last seq:
+  // the next one it appends when no other thread appended since). A lapped ring's records were
+  // written a lap ago and are out of the cache, and the append's locked instructions on those
+  // lines would stall: the writer calls this where work (a stack walk, a table update) remains
+  // before its append. It reads no shared word, so a wrong guess costs one line.
+  void prefetch_after(std::uint64_t last) const noexcept {
+    if (head_ == nullptr) return;
+    __builtin_prefetch(head_, 1);
+    prefetch(last);
   }
 
 private:

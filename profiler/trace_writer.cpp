@@ -22,6 +22,8 @@ namespace l = layout;
 namespace {
 
 thread_local std::uint32_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
+// The seq of this thread's last event (in whichever writer): where its next one likely goes.
+thread_local std::uint64_t t_last_seq __attribute__((tls_model("initial-exec"))) = 0;
 std::uint32_t thread_id() noexcept {
   if (t_tid == 0) t_tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   return t_tid;
@@ -235,7 +237,7 @@ void trace_writer::emit(event_type type, int device, alloc_kind kind, std::uintp
   w[ew::thread_ref] = thread | static_cast<std::uint64_t>(ref) << 32;
   w[ew::device_type] = static_cast<std::uint32_t>(device) | static_cast<std::uint64_t>(type) << 32 |
                        static_cast<std::uint64_t>(kind) << 40;
-  events_.append(w);
+  if (const std::uint64_t seq = events_.append(w)) t_last_seq = seq;
 }
 
 void trace_writer::alloc(std::uintptr_t addr, std::size_t requested, std::size_t rounded,
@@ -257,7 +259,7 @@ void trace_writer::alloc(std::uintptr_t addr, std::size_t requested, std::size_t
 
 void trace_writer::free(std::uintptr_t addr, int device, std::uintptr_t stream,
                         alloc_kind kind) noexcept {
-  events_.prefetch_next(); // the free event's record, loaded while the live slot is erased
+  events_.prefetch_after(t_last_seq); // the free event's lines, loaded while the slot is erased
   live_entry gone;
   live_.erase(addr, &gone);
   emit(event_type::free, device, kind, addr, gone.requested, gone.rounded, stream, 0);
@@ -328,7 +330,7 @@ std::uint32_t trace_writer::intern_stack(const std::uintptr_t* ips, unsigned cou
 }
 
 std::uint32_t trace_writer::capture_stack(unsigned skip) noexcept {
-  events_.prefetch_next(); // the alloc event's record, loaded while the stack is walked
+  events_.prefetch_after(t_last_seq); // the alloc event's lines, loaded while the stack is walked
   if (config_.stack_depth == 0 && config_.python_depth == 0) return 0;
   std::uintptr_t ips[l::k_max_stack_depth + l::k_max_python_depth + 1];
   unsigned n = capture_ips(ips, config_.stack_depth, skip + 1);
