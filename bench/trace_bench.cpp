@@ -5,7 +5,8 @@
 // faults and rehashes, not only the median. No GPU.
 //
 //   make build/bench/trace_bench && build/bench/trace_bench [--pairs N] [--first-lap N]
-//       [--live N] [--runs N] [--only off|offdeep|nostacks|shallow|deep|offsites|sites]
+//       [--live N] [--runs N] [--between BYTES]
+//       [--only off|offdeep|nostacks|shallow|deep|offsites|sites]
 //
 // Each configuration runs in its own child process (a fresh trace), `runs` times: off (the
 // loop without recording: the baseline), off from 40 frames deep (the deep row's baseline:
@@ -15,7 +16,10 @@
 // the pairs after a first lap that fills the event ring (a long run's steady state); the first
 // lap's mean, which includes growing the trace to its full ring, is the last column. Targets (issue
 // 12): <= 60 ns mean per pair without stacks; <= 400 ns with stacks (measured on the GPU host in a
-// Python process, see bench/README.md).
+// Python process, see bench/README.md). --between BYTES (default 0) writes one word in every
+// 64-byte line of that many bytes between two pairs, untimed: a program's own work (an
+// interpreter's) that pushes the recorder's lines out of the core's caches, as a Python
+// process with torch does between its allocations (e.g. --between 256K).
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -32,6 +36,7 @@
 #include <vector>
 #include <x86intrin.h>
 
+#include "common/units.h"
 #include "interpose/trace_hooks.h"
 #include "profiler/recorder.h"
 
@@ -44,7 +49,8 @@ struct settings {
   std::size_t first_lap = 300000; // pairs that fill the default event ring (524288 events)
   std::size_t live = 8;           // blocks live besides the one of each pair
   int runs = 5;
-  std::string only; // "" = every row; else the key of the one row to run
+  std::size_t between = 0; // bytes written between two pairs (untimed), one word per line
+  std::string only;        // "" = every row; else the key of the one row to run
 };
 
 struct summary {
@@ -130,6 +136,7 @@ summary measure(mode m, const settings& s, double tpn) {
       alloc(live.back().first, live.back().second, live.back().second, 0, 0, alloc_kind::device, 0);
   }
   std::vector<std::uint32_t> samples(s.first_lap + s.pairs);
+  std::vector<std::uint64_t> scratch(s.between / sizeof(std::uint64_t));
   std::size_t victim = 0;
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const auto [a, size] = addresses.take();
@@ -151,6 +158,9 @@ summary measure(mode m, const settings& s, double tpn) {
     live[victim] = {a, size};
     victim = (victim + 1) % live.size();
     samples[i] = static_cast<std::uint32_t>(std::min<std::uint64_t>(t1 - t0, 0xffffffffu));
+    for (std::size_t j = 0; j < scratch.size(); j += 64 / sizeof(std::uint64_t))
+      scratch[j] += i;
+    asm volatile("" : : "r"(scratch.data()) : "memory");
   }
   summary r;
   double first = 0;
@@ -201,6 +211,10 @@ summary run_child(mode m, const settings& s, double tpn) {
 
 } // namespace
 
+constexpr const char* k_usage =
+    "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] [--between BYTES] "
+    "[--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n";
+
 int main(int argc, char** argv) {
   settings s;
   for (int i = 1; i + 1 < argc; i += 2) {
@@ -216,15 +230,23 @@ int main(int argc, char** argv) {
       s.live = v;
     } else if (flag == "--runs" && v > 0) {
       s.runs = static_cast<int>(v);
+    } else if (flag == "--between") {
+      const auto bytes = gmem::parse_size(argv[i + 1]);
+      if (!bytes || *bytes > (std::uint64_t{1} << 30)) {
+        std::fprintf(stderr,
+                     "trace_bench: --between takes a size up to 1G (256K, 4M...), not "
+                     "'%s'\n",
+                     argv[i + 1]);
+        return 2;
+      }
+      s.between = static_cast<std::size_t>(*bytes);
     } else {
-      std::fprintf(stderr, "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] "
-                           "[--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n");
+      std::fprintf(stderr, "%s", k_usage);
       return 2;
     }
   }
   if (argc % 2 == 0) {
-    std::fprintf(stderr, "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] "
-                         "[--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n");
+    std::fprintf(stderr, "%s", k_usage);
     return 2;
   }
   struct row {
@@ -248,9 +270,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double tpn = ticks_per_ns();
-  std::printf("trace_bench: %zu alloc+free pairs per run, %zu live, %d runs per row, %.2f "
-              "ticks/ns; each run a fresh process and trace\n",
-              s.pairs, s.live, s.runs, tpn);
+  std::printf("trace_bench: %zu alloc+free pairs per run, %zu live, %d runs per row, %zu bytes "
+              "written between pairs, %.2f ticks/ns; each run a fresh process and trace\n",
+              s.pairs, s.live, s.runs, s.between, tpn);
   std::printf("%-24s %10s %10s %10s %10s %12s %12s\n", "recording", "mean ns", "p50 ns", "p99 ns",
               "max ns", "trace bytes", "added ns");
   double baseline = 0, deep_baseline = 0, sites_baseline = 0; // "added ns": over its baseline
