@@ -19,7 +19,8 @@
 // Python process, see bench/README.md). --between BYTES (default 0) writes one word in every
 // 64-byte line of that many bytes between two pairs, untimed: a program's own work (an
 // interpreter's) that pushes the recorder's lines out of the core's caches, as a Python
-// process with torch does between its allocations (e.g. --between 256K).
+// process with torch does between its allocations (e.g. --between 1M: on the H200 that is
+// where the recorder's cache misses show).
 #include <algorithm>
 #include <array>
 #include <cinttypes>
