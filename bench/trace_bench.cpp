@@ -143,10 +143,10 @@ summary measure(mode m, const settings& s, double tpn) {
     const auto [a, size] = addresses.take();
     const std::uint64_t t0 = __rdtsc();
     if (record) {
-      const std::uint32_t stack = m == mode::stacks_deep      ? deep_capture<40>(true)
-                                  : m == mode::stacks_sites   ? k_site_calls[i % k_sites](true)
-                                  : m == mode::stacks_shallow ? capture_stack()
-                                                              : 0;
+      // Stacks off too: the shim's allocation hook calls capture_stack() whatever the depth.
+      const std::uint32_t stack = m == mode::stacks_deep    ? deep_capture<40>(true)
+                                  : m == mode::stacks_sites ? k_site_calls[i % k_sites](true)
+                                                            : capture_stack();
       alloc(a, size, (size + 511) & ~std::size_t{511}, 0, 0, alloc_kind::device, stack);
       free(live[victim].first, 0, 0, alloc_kind::device);
     } else if (m == mode::off_deep) {
