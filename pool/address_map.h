@@ -65,8 +65,8 @@ inline void address_map::insert(std::uintptr_t key, block* value) {
 inline block* address_map::erase(std::uintptr_t key) {
   std::size_t i = home(key);
   for (;; i = (i + 1) & mask_) {
+    if (slots_[i].key == 0) return nullptr; // first: key 0 marks an empty slot, never a key
     if (slots_[i].key == key) break;
-    if (slots_[i].key == 0) return nullptr;
   }
   block* value = slots_[i].value;
   // Backward shift: move later entries of the probe run into the hole when their home slot

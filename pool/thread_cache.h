@@ -97,8 +97,8 @@ struct thread_cache {
   // The slot holding address, or -1.
   int find_locked(std::uintptr_t address) const {
     for (unsigned i = home(address);; i = (i + 1) & (k_slots - 1)) {
+      if (table[i].address == 0) return -1; // first: 0 marks an empty slot, never a block
       if (table[i].address == address) return static_cast<int>(i);
-      if (table[i].address == 0) return -1;
     }
   }
   void insert_locked(const handed& h) {

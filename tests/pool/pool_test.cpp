@@ -148,6 +148,9 @@ TEST_F(pool_test, deallocate_reports_not_owned_and_invalid) {
   pool p(up, fe, opts());
   auto r = p.allocate(4096, 1);
   EXPECT_EQ(p.deallocate(12345), pool_status::not_owned);
+  EXPECT_EQ(p.deallocate(0), pool_status::not_owned); // 0 is no block, on no path
+  EXPECT_EQ(p.deallocate(0, 1), pool_status::not_owned);
+  EXPECT_FALSE(p.find(0).has_value());
   EXPECT_EQ(p.deallocate(r.address + 512, 1), pool_status::invalid); // interior pointer
   EXPECT_EQ(p.deallocate(r.address, 1), pool_status::ok);
   EXPECT_EQ(p.deallocate(r.address, 1), pool_status::invalid); // double free

@@ -121,6 +121,12 @@ TEST(address_map_test, matches_std_map_under_churn) {
     EXPECT_EQ(m.find(k), v);
   EXPECT_EQ(m.find(512 * 7777), nullptr);
   EXPECT_TRUE(m.is_valid());
+  // 0 marks an empty slot: asking for it finds nothing and changes nothing.
+  const std::size_t n = m.size();
+  EXPECT_EQ(m.erase(0), nullptr);
+  EXPECT_EQ(m.find(0), nullptr);
+  EXPECT_EQ(m.size(), n);
+  EXPECT_TRUE(m.is_valid());
   m.clear();
   EXPECT_EQ(m.size(), 0u);
   EXPECT_EQ(m.find(ref.begin()->first), nullptr);
