@@ -2,7 +2,8 @@
 // fake fences (events complete at once), so what is measured is the host arithmetic under the
 // lock. Prints per alloc+free pair on a warmed pool for 512 B .. 256 MiB, the random workload
 // (1,000 live blocks, log-uniform 256 B .. 64 MiB, random free order) per op with
-// peak reserved / peak live, and pairs from 1/2/4/8 threads on one pool.
+// peak reserved / peak live, trace_cost's pattern on the shim's default policy, and pairs
+// from 1/2/4/8 threads on one pool.
 //   build/bench/pool_bench --benchmark_repetitions=10 --benchmark_report_aggregates_only=true
 #include "pool/pool.h"
 
@@ -30,9 +31,25 @@ private:
   std::atomic<std::uintptr_t> next_{std::uintptr_t{1} << 40};
 };
 
+// The shim's default upstream shape: an arena of 16 MiB pages (GMEM_ARENA_PAGE_MB) reserved
+// up front, grown where it ends, beside 2 MiB small segments.
+class arena_upstream final : public bench_upstream {
+public:
+  std::size_t arena_page() const noexcept override { return std::size_t{16} << 20; }
+  std::uintptr_t extend(std::uintptr_t at, std::size_t bytes) noexcept override {
+    const std::uintptr_t base = at != 0 ? at : top_;
+    top_ = std::max(top_, base + bytes);
+    return base;
+  }
+
+private:
+  std::uintptr_t top_ = std::uintptr_t{1} << 46;
+};
+
 class bench_fences : public fences {
 public:
   bool synchronize() noexcept override { return true; }
+  bool barrier() noexcept override { return true; }
   event_handle record(stream_handle) noexcept override { return 1; } // the pool never compares them
   bool query(event_handle) noexcept override { return true; }
   bool wait(stream_handle, event_handle) noexcept override { return true; }
@@ -120,6 +137,44 @@ void BM_random(benchmark::State& state) {
   state.counters["failures"] = static_cast<double>(failures);
 }
 BENCHMARK(BM_random)->ArgNames({"streamless"})->Arg(0)->Arg(1)->Iterations(1 << 20);
+
+// The tracing issue's C++ program (bench/trace_cost.cu) on the shim's default policy (arena,
+// barriers): one thread, stream-less pairs (cudaMalloc + cudaFree) of log-uniform sizes
+// 256 B - 4 MiB, 8 blocks live, the oldest freed after each allocation. The pool's share of
+// trace_cost's driver route, without the hooks, the driver's event record or the clock.
+void BM_cudamalloc_pattern(benchmark::State& state) {
+  arena_upstream up;
+  bench_fences fe;
+  pool_options o;
+  o.arena = true;
+  o.barriers = true;
+  o.reuse_safety = state.range(0) != 0;
+  pool p(up, fe, o);
+  constexpr std::size_t k_script = 1 << 16;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> lg(8.0, 22.0);
+  std::vector<std::size_t> sizes(k_script);
+  for (std::size_t& n : sizes)
+    n = static_cast<std::size_t>(std::exp2(lg(rng)));
+  std::vector<std::uintptr_t> live(8);
+  for (std::size_t k = 0; k < live.size(); ++k)
+    live[k] = p.allocate(sizes[k], k_no_stream).address;
+  std::size_t i = 0, victim = 0, failures = 0;
+  for (auto _ : state) {
+    alloc_result r = p.allocate(sizes[i], k_no_stream);
+    failures += r.status != pool_status::ok;
+    p.deallocate(live[victim], k_no_stream);
+    live[victim] = r.address;
+    if (++victim == live.size()) victim = 0;
+    if (++i == k_script) i = 0;
+  }
+  const pool_stats st = p.stats();
+  state.counters["fences_per_kpair"] =
+      1000.0 * static_cast<double>(st.fences) / static_cast<double>(state.iterations());
+  state.counters["peak_reserved_MiB"] = static_cast<double>(st.peak_reserved_bytes) / (1 << 20);
+  state.counters["failures"] = static_cast<double>(failures);
+}
+BENCHMARK(BM_cudamalloc_pattern)->ArgNames({"reuse_safety"})->Arg(1)->Arg(0);
 
 // Pairs from several threads on one pool, each on its own stream, 64 KiB.
 std::unique_ptr<pool> g_shared;
