@@ -28,7 +28,7 @@ wait
 nv tests/gpu/reuse_hazard.cu -o "$DEST/tests/gpu/reuse_hazard" &
 nv tests/gpu/alloc_bench.cu -o "$DEST/tests/gpu/alloc_bench" &
 wait
-nv bench/trace_cost.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/bench/trace_cost" &
+nv -I. bench/trace_cost.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/bench/trace_cost" &
 nv -I. bench/stream_alloc_bench.cu -o "$DEST/tests/gpu/stream_alloc_bench" &
 wait
 # The programs the GPU tests build with build_cu (tests/gpu/lib.sh), prebuilt so a run spends
