@@ -15,6 +15,8 @@
 // H200 (2026-11-26, bench/results/2026-11-26-session26.md): with 32 streams the event barrier
 // took 18-35 us (p50) and the memops one 69-156 us, and the memops series blocked the host
 // until the kernel ended (mean ~1 ms per barrier); so the shim's barrier stays on events.
+#include "probe_common.cuh"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -26,25 +28,13 @@
 
 namespace {
 
-__global__ void spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
+using probe::check;
+using probe::spin;
 
 __global__ void stamp(unsigned long long* at) {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   *at = t;
-}
-
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    const char* s = nullptr;
-    cuGetErrorString(r, &s);
-    std::fprintf(stderr, "barrier_cost: %s failed: %s\n", what, s != nullptr ? s : "?");
-    std::exit(1);
-  }
 }
 
 double now_ns() {

@@ -5,6 +5,8 @@
 //  2. which memory calls block the host behind a running kernel on an unrelated stream
 //     (cuMemFree does, DESIGN.md), and what the virtual-memory calls cost.
 // Build: nvcc -O2 -arch=sm_90 -o driver_facts bench/probes/driver_facts.cu -lcuda
+#include "probe_common.cuh"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -14,20 +16,8 @@
 
 namespace {
 
-__global__ void spin(long long cycles) {
-  const long long start = clock64();
-  while (clock64() - start < cycles) {
-  }
-}
-
-void check(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    const char* s = nullptr;
-    cuGetErrorString(r, &s);
-    std::fprintf(stderr, "driver_facts: %s failed: %s\n", what, s != nullptr ? s : "?");
-    std::exit(1);
-  }
-}
+using probe::check;
+using probe::spin;
 
 double now_us() {
   return std::chrono::duration<double, std::micro>(
