@@ -142,6 +142,8 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
     g_options.oversize_bytes = bytes;
   else if (name == "small_segment_bytes")
     g_options.small_segment_bytes = bytes;
+  else if (name == "small_max_bytes" && bytes != 0) // GMEM_SMALL_MAX
+    g_options.small_max_bytes = bytes;
   else if (name == "oversize_fraction")
     g_options.oversize_fraction = v;
   else if (name == "oversize_max_waste")
