@@ -26,13 +26,10 @@ void report_at_exit() {
 
 // fork(): the child gets the state with get().mu free (held across the fork by the forking
 // thread, so that no stream thread is inside it) and none of the stream threads.
-void before_fork() {
+void lock_for_fork() {
   get().mu.lock();
 }
-void after_fork_in_parent() {
-  get().mu.unlock();
-}
-void after_fork_in_child() {
+void unlock_after_fork() { // in the parent and in the child alike
   get().mu.unlock();
 }
 
@@ -49,7 +46,7 @@ state* make_state() {
   s->primary_refs.assign(devices, 0);
   s->count.smallest_alloc = ~std::uint64_t{0};
   std::atexit(report_at_exit);
-  pthread_atfork(before_fork, after_fork_in_parent, after_fork_in_child);
+  pthread_atfork(lock_for_fork, unlock_after_fork, unlock_after_fork);
   return s;
 }
 
