@@ -9,28 +9,66 @@ namespace gmem::trace {
 bool seq_ring::open(trace_space* space, layout::header* h, layout::section_id id,
                     std::uint64_t capacity, std::uint64_t first_chunk, std::uint32_t record_words,
                     std::uint64_t* head, std::uint64_t* dropped) noexcept {
+  const std::uint64_t c0 = std::min(first_chunk, capacity);
+  h->sections[id].capacity = capacity;
+  h->sections[id].record_bytes = record_words * 8;
+  h->sections[id].extent_count = layout::ring_chunk_count(capacity, c0);
+  return open(space, h->extents[id], capacity, c0, record_words, head, dropped, false, nullptr,
+              nullptr);
+}
+
+bool seq_ring::open(trace_space* space, layout::extent* dir, std::uint64_t capacity,
+                    std::uint64_t first_chunk, std::uint32_t record_words, std::uint64_t* head,
+                    std::uint64_t* dropped, bool owned, std::uint64_t* size_word,
+                    std::atomic<std::int64_t>* budget) noexcept {
   space_ = space;
-  dir_ = h->extents[id];
-  mask_ = capacity - 1;
+  dir_ = dir;
   first_chunk_ = std::min(first_chunk, capacity);
   record_words_ = record_words;
   head_ = head;
   dropped_ = dropped;
+  budget_ = budget;
   const std::uint32_t chunks = layout::ring_chunk_count(capacity, first_chunk_);
-  h->sections[id].capacity = capacity;
-  h->sections[id].record_bytes = record_words * 8;
-  h->sections[id].extent_count = chunks;
   for (std::uint32_t k = 0; k < chunks; ++k)
     dir_[k] = {0, layout::ring_chunk_records(k, first_chunk_)};
-  return add_chunk(0) != nullptr;
+  if (!owned) {
+    mask_ = capacity - 1;
+    return add_chunk(0) != nullptr;
+  }
+  capacity_ = capacity;
+  size_word_ = size_word;
+  last_ = layout::load_word(head);
+  mask_ = first_chunk_ - 1;
+  grow_at_ = first_chunk_ < capacity ? first_chunk_ : ~std::uint64_t{0};
+  if (add_chunk(0) == nullptr) return false;
+  layout::store_release(size_word_, first_chunk_);
+  return true;
+}
+
+void seq_ring::grow() noexcept {
+  if (add_chunk(layout::ring_chunk_of(grow_at_, first_chunk_)) == nullptr) {
+    grow_at_ = ~std::uint64_t{0}; // wrap here from now on: the ring keeps the size it has
+    return;
+  }
+  const std::uint64_t size = grow_at_ * 2; // chunk k >= 1 holds as many records as before it
+  layout::store_release(size_word_, size); // before any record of the new chunk
+  mask_ = size - 1;
+  grow_at_ = size < capacity_ ? size : ~std::uint64_t{0};
 }
 
 std::uint64_t* seq_ring::add_chunk(std::uint32_t k) noexcept {
   std::lock_guard lock(mu_);
   if (std::uint64_t* chunk = chunks_[k].load(std::memory_order_acquire)) return chunk;
   if (refused_) return nullptr;
-  const std::uint64_t offset =
-      space_->allocate(layout::ring_chunk_records(k, first_chunk_) * record_words_ * 8);
+  const std::uint64_t records = layout::ring_chunk_records(k, first_chunk_);
+  if (budget_ != nullptr &&
+      budget_->fetch_sub(static_cast<std::int64_t>(records), std::memory_order_relaxed) <
+          static_cast<std::int64_t>(records)) {
+    budget_->fetch_add(static_cast<std::int64_t>(records), std::memory_order_relaxed);
+    refused_ = true; // over the budget: as if the trace had no room
+    return nullptr;
+  }
+  const std::uint64_t offset = space_->allocate(records * record_words_ * 8);
   if (offset == 0) {
     refused_ = true; // asked once; the records of this chunk are dropped from now on
     return nullptr;
@@ -80,6 +118,25 @@ bool ring_view::open(const std::byte* base, std::uint64_t size, const layout::se
     chunks_[k] = reinterpret_cast<const std::uint64_t*>(base + offset);
   }
   return true;
+}
+
+std::vector<std::uint64_t> ring_view::seqs_present(std::uint64_t first, std::uint64_t last) const {
+  std::vector<std::uint64_t> seqs;
+  if (first == 0 || first > last) return seqs;
+  const std::uint64_t mask = capacity_ - 1;
+  const std::uint64_t span = last - first; // < capacity for the callers; clamped anyway
+  for (std::uint32_t k = 0; k < chunk_count_; ++k) {
+    if (chunks_[k] == nullptr) continue;
+    const std::uint64_t start = layout::ring_chunk_start(k, first_chunk_);
+    const std::uint64_t records = layout::ring_chunk_records(k, first_chunk_);
+    for (std::uint64_t index = start; index < start + records; ++index) {
+      // The newest seq <= last that maps to this slot.
+      const std::uint64_t back = (last - 1 - index) & mask;
+      if (back <= span) seqs.push_back(last - back);
+    }
+  }
+  std::sort(seqs.begin(), seqs.end());
+  return seqs;
 }
 
 std::uint64_t ring_view::offset_of(std::uint64_t seq) const noexcept {

@@ -31,7 +31,7 @@ enum section_id : std::uint32_t {
   k_counters = 0,     // per-device counter records (stat records, seqlocked)       fixed
   k_live = 1,         // live allocation table (live records)                        shards
   k_segments = 2,     // live segment table (live records)                           shards
-  k_events = 3,       // event ring (event records)                                  ring
+  k_events = 3,       // event lanes (format 4; lane descriptors) or ring (2, 3)     lanes
   k_samples = 4,      // counter sample ring (stat records)                          ring
   k_stack_slots = 5,  // stack dedup table (16-byte slots)                           levels
   k_stack_ips = 6,    // instruction pointers of stored stacks (8-byte words)        arena
@@ -55,13 +55,18 @@ inline constexpr std::uint32_t k_section_slots = 16; // entries in the header's 
 //           capacities) + j + 1. The capacities add up to at most `capacity`.
 //   arena:  chunks added as the section fills; intern refs name elements by their absolute
 //           position in the trace (byte offset / element size), inside one chunk.
-enum class section_kind : std::uint8_t { fixed, shards, ring, levels, arena };
+//   lanes:  (the events, from format 4) one extent of `extent.capacity` lane descriptors
+//           (lane_word below), each a ring of event records with its own chunk directory.
+//           Lane 0 is shared by any number of threads; every other lane has one writer thread
+//           at a time. `capacity`: the most records one lane may hold.
+enum class section_kind : std::uint8_t { fixed, shards, ring, levels, arena, lanes };
 constexpr section_kind kind_of(std::uint32_t id) {
   switch (id) {
   case k_live:
   case k_segments:
     return section_kind::shards;
   case k_events:
+    return section_kind::lanes; // format 2 and 3: ring
   case k_samples:
     return section_kind::ring;
   case k_stack_slots:
@@ -115,8 +120,8 @@ struct header {
   std::uint32_t stat_names[k_max_stats]; // 640: string ids of the writer's stat names, in order
   std::uint64_t reserved2[16];           // 896
   // ---- mutable, from byte 1024 ----
-  std::uint64_t event_head;    // 1024: seq of the last claimed event (= events recorded)
-  std::uint64_t event_dropped; // 1032: events not written (slot still being written, no room)
+  std::uint64_t event_head;    // 1024: format 2, 3: seq of the last claimed event; 4: 0
+  std::uint64_t event_dropped; // 1032: format 2, 3: events not written; 4: 0 (see lane_word)
   std::uint64_t pad16[6];
   std::uint64_t live_count;      // 1088: live allocations in the table
   std::uint64_t live_overflow;   // 1096: allocations the live table had no slot for
@@ -223,6 +228,23 @@ inline constexpr unsigned state = 0, tick = 1, address = 2, size = 3, size2 = 4,
     device_type = 7; // device int32 (low 32) | type (bits 32..39) | kind (40..47)
 inline constexpr unsigned count = 8;
 } // namespace event_word
+
+// Event lane descriptor (format 4), 64 words: the events section's extent holds an array of
+// them. A lane is a ring of event records (chunks as in section_kind::ring) whose chunk
+// directory is inside the descriptor. Lane 0 is shared (flags k_shared: records claimed as in
+// a shared ring, so a claimed seq may still be being written); every other lane is written by
+// one thread at a time, which publishes `head` after each record.
+namespace lane_word {
+inline constexpr unsigned head = 0, // seq of the last record (shared: the last claimed)
+    dropped = 1,                    // records not written (no room, or a slot still busy)
+    capacity = 2,                   // records the lane holds now (a power of two; 0 = unused)
+    flags = 3,                      // k_shared
+    dir = 8;                        // k_max_extents extents {offset, records}, 2 words each
+inline constexpr unsigned count = 64;
+inline constexpr std::uint64_t k_shared = 1;
+inline constexpr std::uint32_t k_max_lanes = 4096;
+} // namespace lane_word
+static_assert(lane_word::dir + 2 * k_max_extents <= lane_word::count);
 
 // Live record (live allocations and live segments), 8 words.
 namespace live_word {

@@ -17,9 +17,10 @@
 
 namespace gmem::trace {
 
-// The trace format version this build writes (docs/trace-format.md). It also reads version 2
-// (k_oldest_format_version): the same layout without Python frames and python_depth.
-inline constexpr std::uint32_t k_format_version = 3;
+// The trace format version this build writes (docs/trace-format.md). It also reads versions 2
+// (k_oldest_format_version: no Python frames, no python_depth) and 3 (one event ring instead of
+// lanes).
+inline constexpr std::uint32_t k_format_version = 4;
 inline constexpr std::uint32_t k_oldest_format_version = 2;
 
 enum class trace_state : std::uint8_t {
@@ -95,7 +96,9 @@ struct live_segment {
 //   oom:          size = requested, size2 = seq of its sample in `samples` (0 = none)
 //   option, marker: label
 struct event {
-  std::uint64_t seq = 0; // 1, 2, ... in recording order; gaps = lost events
+  // 1, 2, ... in time order (format 4: the lanes merged by stamp); format 2-3: the ring's seq,
+  // gaps = lost events.
+  std::uint64_t seq = 0;
   event_type type = event_type::marker;
   std::uint64_t time_ns = 0;
   std::uint32_t thread = 0;
@@ -151,8 +154,11 @@ struct module {
 
 // Everything that was not, or could not be, recorded. Nonzero values belong in reports.
 struct trace_losses {
-  std::uint64_t lost_events = 0;      // seqs 1..last_seq not decoded (lapped, torn or dropped)
-  std::uint64_t last_seq = 0;         // events recorded in total
+  std::uint64_t lost_events = 0; // events recorded but not decoded (lapped, torn or dropped)
+  std::uint64_t last_seq = 0;    // events recorded in total
+  // 0: every event since the start is there (but for torn or dropped ones). Else a lane (or the
+  // ring) lapped: events before this time may be missing; from it on none is missing by lapping.
+  std::uint64_t history_from_ns = 0;
   std::uint64_t live_overflow = 0;    // allocations the full live table could not hold
   std::uint64_t unmatched_frees = 0;  // frees of addresses not in the live table
   std::uint64_t stack_overflow = 0;   // stacks not stored (table or arena full)
@@ -170,7 +176,7 @@ struct trace {
   std::vector<device_counters> devices;
   std::vector<live_allocation> live;  // sorted by address
   std::vector<live_segment> segments; // sorted by base
-  std::vector<event> events;          // sorted by seq
+  std::vector<event> events;          // sorted by seq (time)
   std::vector<stat_sample> samples;   // sorted by seq
   std::unordered_map<std::uint32_t, std::vector<std::uintptr_t>>
       stacks; // id -> native ips, innermost first

@@ -99,6 +99,9 @@ private:
   std::optional<failure> read_counters(trace& t);
   std::optional<failure> read_live(trace& t);
   std::optional<failure> read_events(trace& t);
+  std::optional<failure> read_event_ring(trace& t);
+  std::optional<std::pair<std::optional<event>, failure>>
+  read_event_record(const ring_view& ring, std::uint64_t seq, const trace& t);
   std::optional<failure> read_samples(trace& t);
   void read_stat_values(const std::uint64_t* w, pool_stats& out,
                         std::vector<std::pair<std::string, std::uint64_t>>* unknown) const;
@@ -115,6 +118,8 @@ private:
   std::unordered_map<std::uint32_t, std::string> strings_;
   std::uint32_t version_ = 0;
   std::uint64_t tick0_ = 0, mono0_ = 0, tick1_ = 0, mono1_ = 0, start_mono_ = 0;
+  std::uint32_t lane_count_ = 0; // format 4: event lanes
+  std::uint64_t tick_ = 0;       // the raw stamp of the last event record decoded
 };
 
 std::optional<failure> decoder::check_header() {
@@ -188,10 +193,23 @@ std::optional<failure> decoder::check_sections() {
     sections_[i] = s;
     dirs_[i] = reinterpret_cast<const l::extent*>(base_ + offsetof(l::header, extents) +
                                                   i * l::k_max_extents * sizeof(l::extent));
-    if (l::kind_of(i) != l::section_kind::fixed) continue;
     const std::uint64_t dir_at =
         offsetof(l::header, extents) + i * l::k_max_extents * sizeof(l::extent);
     const l::extent e{u64(dir_at), u64(dir_at + 8)};
+    if (i == l::k_events && version_ >= 4) { // lanes: one extent of lane descriptors
+      constexpr std::uint64_t k_lane_bytes = l::lane_word::count * 8;
+      if (s.extent_count != 1 || e.capacity == 0 || e.capacity > l::lane_word::k_max_lanes)
+        return failure{dir_at + 8, name + "must be one extent of 1.." +
+                                       std::to_string(l::lane_word::k_max_lanes) + " lanes"};
+      if (e.offset % l::k_section_align != 0 || e.offset < l::k_header_bytes || e.offset > size_ ||
+          e.capacity > (size_ - e.offset) / k_lane_bytes)
+        return failure{dir_at, name + "lane table at " + std::to_string(e.offset) + " of " +
+                                   std::to_string(e.capacity) + " lanes is not inside the trace"};
+      fixed_[i] = e.offset;
+      lane_count_ = static_cast<std::uint32_t>(e.capacity);
+      continue;
+    }
+    if (l::kind_of(i) != l::section_kind::fixed) continue;
     if (s.extent_count != 1 || e.capacity != s.capacity)
       return failure{dir_at + 8, name + "must be one extent of its capacity"};
     if (e.offset % l::k_section_align != 0 || e.offset < l::k_header_bytes || e.offset > size_ ||
@@ -299,46 +317,129 @@ std::optional<failure> decoder::read_live(trace& t) {
 }
 
 std::optional<failure> decoder::read_events(trace& t) {
+  if (version_ < 4) return read_event_ring(t);
+  // Format 4: lanes. Each is read like a ring from its own descriptor; the events are then
+  // merged by time stamp (a lane's are in order already; lanes are in no order between them).
+  namespace lw = l::lane_word;
+  std::vector<std::uint64_t> ticks;
+  std::uint64_t oldest_after_lap = 0; // the newest "oldest kept event" of the lanes that lapped
+  bool lapped = false;
+  const std::uint64_t table = fixed_[l::k_events];
+  for (std::uint32_t lane = 0; lane < lane_count_; ++lane) {
+    const std::uint64_t at = table + std::uint64_t{lane} * lw::count * 8;
+    const std::uint64_t* d = words(at);
+    const std::uint64_t head = l::load_acquire(d + lw::head);
+    const std::uint64_t capacity = l::load_acquire(d + lw::capacity);
+    t.losses.dropped_events += l::load_word(d + lw::dropped);
+    if (capacity == 0) {
+      if (head != 0)
+        return failure{at, "event lane " + std::to_string(lane) + " is unused but has a head"};
+      continue;
+    }
+    const auto* dir = reinterpret_cast<const l::extent*>(d + lw::dir);
+    const std::uint64_t c0 = l::load_acquire(&dir[0].capacity);
+    l::section shape{capacity, l::event_word::count * 8, 0, 0, 0};
+    if (c0 != 0 && (c0 & (c0 - 1)) == 0 && c0 <= capacity && (capacity & (capacity - 1)) == 0)
+      shape.extent_count = l::ring_chunk_count(capacity, c0);
+    ring_view ring;
+    const char* problem = nullptr;
+    if (!ring.open(base_, size_, shape, dir, l::event_word::count, &t.losses.torn_records,
+                   &problem))
+      return failure{at, "event lane " + std::to_string(lane) + ": " + problem};
+    if (head > ~std::uint64_t{0} - t.losses.last_seq)
+      return failure{at, "event lane " + std::to_string(lane) + " head overflows the count"};
+    t.losses.last_seq += head;
+    const std::uint64_t first = head > capacity ? head - capacity + 1 : 1;
+    std::uint64_t decoded = 0;
+    for (const std::uint64_t seq : ring.seqs_present(first, head)) {
+      auto e = read_event_record(ring, seq, t);
+      if (!e) continue;
+      if (!e->first) return e->second;
+      if (decoded++ == 0 && first > 1) {
+        lapped = true;
+        oldest_after_lap = std::max(oldest_after_lap, e->first->time_ns);
+      }
+      ticks.push_back(tick_);
+      t.events.push_back(std::move(*e->first));
+    }
+    t.losses.lost_events += head - decoded;
+  }
+  // By stamp; among equal stamps lane order, then seq order (a stable sort of what is in lane
+  // order already).
+  std::vector<std::uint32_t> order(t.events.size());
+  for (std::uint32_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::uint32_t a, std::uint32_t b) { return ticks[a] < ticks[b]; });
+  std::vector<event> merged;
+  merged.reserve(order.size());
+  for (std::uint32_t i : order)
+    merged.push_back(std::move(t.events[i]));
+  for (std::size_t i = 0; i < merged.size(); ++i)
+    merged[i].seq = i + 1;
+  t.events = std::move(merged);
+  t.losses.history_from_ns = lapped ? std::max<std::uint64_t>(oldest_after_lap, 1) : 0;
+  return std::nullopt;
+}
+
+// Decodes the event record `seq` of `ring`: nothing when it is not there (lapped, torn,
+// dropped); a failure when it is there but malformed. Leaves its raw stamp in tick_.
+std::optional<std::pair<std::optional<event>, failure>>
+decoder::read_event_record(const ring_view& ring, std::uint64_t seq, const trace& t) {
   namespace ew = l::event_word;
+  std::uint64_t w[ew::count];
+  if (!ring.read(seq, w)) return std::nullopt;
+  const std::uint64_t at = ring.offset_of(seq);
+  event e;
+  e.seq = seq;
+  const auto type = static_cast<std::uint8_t>(w[ew::device_type] >> 32);
+  const auto kind = static_cast<std::uint8_t>(w[ew::device_type] >> 40);
+  if (type == 0 || type > k_event_type_max)
+    return std::pair{std::nullopt, failure{at + ew::device_type * 8,
+                                           "event " + std::to_string(seq) + " has unknown type " +
+                                               std::to_string(type)}};
+  if (kind >= k_alloc_kind_count)
+    return std::pair{std::nullopt, failure{at + ew::device_type * 8,
+                                           "event " + std::to_string(seq) + " has unknown kind " +
+                                               std::to_string(kind)}};
+  e.type = static_cast<event_type>(type);
+  e.kind = static_cast<alloc_kind>(kind);
+  tick_ = w[ew::tick];
+  e.time_ns = to_ns(w[ew::tick]);
+  e.thread = static_cast<std::uint32_t>(w[ew::thread_ref]);
+  e.device = static_cast<std::int32_t>(static_cast<std::uint32_t>(w[ew::device_type]));
+  e.address = w[ew::address];
+  e.size = w[ew::size];
+  e.size2 = w[ew::size2];
+  e.stream = w[ew::stream];
+  const auto ref = static_cast<std::uint32_t>(w[ew::thread_ref] >> 32);
+  if (e.type == event_type::alloc) e.stack_id = t.stack(ref) ? ref : 0;
+  if (e.type == event_type::marker || e.type == event_type::option)
+    e.label = string_of(ref, k_max_label_bytes);
+  return std::pair{std::optional<event>(std::move(e)), failure{}};
+}
+
+// Formats 2 and 3: one ring, in seq order.
+std::optional<failure> decoder::read_event_ring(trace& t) {
   ring_view ring;
   const char* problem = nullptr;
-  if (!ring.open(base_, size_, sections_[l::k_events], dirs_[l::k_events], ew::count,
+  if (!ring.open(base_, size_, sections_[l::k_events], dirs_[l::k_events], l::event_word::count,
                  &t.losses.torn_records, &problem))
     return failure{offsetof(l::header, sections) + l::k_events * sizeof(l::section),
                    std::string("event ring: ") + problem};
   const std::uint64_t head = hdr_word(offsetof(l::header, event_head));
   t.losses.last_seq = head;
   const std::uint64_t first = head > ring.capacity() ? head - ring.capacity() + 1 : 1;
-  std::uint64_t w[ew::count];
-  for (std::uint64_t seq = first; seq <= head && seq != 0; ++seq) {
-    if (!ring.read(seq, w)) continue;
-    const std::uint64_t at = ring.offset_of(seq);
-    event e;
-    e.seq = seq;
-    const auto type = static_cast<std::uint8_t>(w[ew::device_type] >> 32);
-    const auto kind = static_cast<std::uint8_t>(w[ew::device_type] >> 40);
-    if (type == 0 || type > k_event_type_max)
-      return failure{at + ew::device_type * 8,
-                     "event " + std::to_string(seq) + " has unknown type " + std::to_string(type)};
-    if (kind >= k_alloc_kind_count)
-      return failure{at + ew::device_type * 8,
-                     "event " + std::to_string(seq) + " has unknown kind " + std::to_string(kind)};
-    e.type = static_cast<event_type>(type);
-    e.kind = static_cast<alloc_kind>(kind);
-    e.time_ns = to_ns(w[ew::tick]);
-    e.thread = static_cast<std::uint32_t>(w[ew::thread_ref]);
-    e.device = static_cast<std::int32_t>(static_cast<std::uint32_t>(w[ew::device_type]));
-    e.address = w[ew::address];
-    e.size = w[ew::size];
-    e.size2 = w[ew::size2];
-    e.stream = w[ew::stream];
-    const auto ref = static_cast<std::uint32_t>(w[ew::thread_ref] >> 32);
-    if (e.type == event_type::alloc) e.stack_id = t.stack(ref) ? ref : 0;
-    if (e.type == event_type::marker || e.type == event_type::option)
-      e.label = string_of(ref, k_max_label_bytes);
-    t.events.push_back(std::move(e));
+  for (const std::uint64_t seq : ring.seqs_present(first, head)) {
+    auto e = read_event_record(ring, seq, t);
+    if (!e) continue;
+    if (!e->first) return e->second;
+    t.events.push_back(std::move(*e->first));
   }
   t.losses.lost_events = head - t.events.size();
+  t.losses.dropped_events = hdr_word(offsetof(l::header, event_dropped));
+  if (!t.events.empty() && t.events.front().seq != 1)
+    t.losses.history_from_ns = t.events.front().time_ns;
   return std::nullopt;
 }
 
@@ -354,7 +455,7 @@ std::optional<failure> decoder::read_samples(trace& t) {
   const std::uint64_t first = head > ring.capacity() ? head - ring.capacity() + 1 : 1;
   std::vector<std::uint64_t> w(n);
   std::uint64_t got = 0;
-  for (std::uint64_t seq = first; seq <= head && seq != 0; ++seq) {
+  for (const std::uint64_t seq : ring.seqs_present(first, head)) {
     if (!ring.read(seq, w.data())) continue;
     const auto reason = static_cast<std::uint8_t>(w[l::stat_word::device_reason] >> 32);
     if (reason > k_sample_reason_max)
@@ -488,7 +589,6 @@ std::optional<failure> decoder::run(trace& t) {
   t.losses.module_overflow = u64(offsetof(l::header, module_overflow));
   t.losses.segment_overflow = u64(offsetof(l::header, segment_overflow));
   t.losses.growth_refused = u64(offsetof(l::header, growth_refused));
-  t.losses.dropped_events = u64(offsetof(l::header, event_dropped));
   return std::nullopt;
 }
 

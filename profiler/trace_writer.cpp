@@ -22,8 +22,6 @@ namespace l = layout;
 namespace {
 
 thread_local std::uint32_t t_tid __attribute__((tls_model("initial-exec"))) = 0;
-// The seq of this thread's last event (in whichever writer): where its next one likely goes.
-thread_local std::uint64_t t_last_seq __attribute__((tls_model("initial-exec"))) = 0;
 std::uint32_t thread_id() noexcept {
   if (t_tid == 0) t_tid = static_cast<std::uint32_t>(syscall(SYS_gettid));
   return t_tid;
@@ -61,7 +59,7 @@ constexpr std::uint32_t k_stat_record_words = l::stat_word::values + k_stat_slot
 // First extents: a new trace is the header plus these (about 600 KiB with the defaults).
 constexpr std::uint64_t k_first_live_slots = 256; // per shard
 constexpr std::uint64_t k_first_segment_slots = 64;
-constexpr std::uint64_t k_first_events = 1024;
+constexpr std::uint64_t k_first_events = 512; // per lane
 constexpr std::uint64_t k_first_samples = 64;
 constexpr std::uint64_t k_first_stack_slots = 1024;
 constexpr std::uint64_t k_first_stack_ips = 8192;
@@ -76,6 +74,16 @@ std::uint64_t per_shard(std::uint64_t slots, std::uint32_t shards) {
   return std::bit_ceil(std::max<std::uint64_t>(slots / shards, 16));
 }
 
+// Event lanes: each up to all of `events`, from a first chunk small enough that a short run
+// stays small and large enough that the chunk directory covers the lane; lane 0 (threads
+// beyond the lanes) an eighth of it, outside the lanes' budget.
+std::uint64_t first_event_chunk(std::uint64_t events) {
+  return std::min(events, std::max(k_first_events, events >> (l::k_max_extents - 2)));
+}
+std::uint64_t shared_lane_capacity(std::uint64_t events) {
+  return std::max(events / 8, first_event_chunk(events));
+}
+
 } // namespace
 
 writer_config writer_config::normalized() const {
@@ -85,6 +93,7 @@ writer_config writer_config::normalized() const {
       live_shards, 1, static_cast<std::uint32_t>(std::min<std::uint64_t>(c.live_slots / 16, 24)));
   c.segment_slots = pow2_at_least(segment_slots, 64, std::uint64_t{1} << 24);
   c.events = pow2_at_least(events, 64, std::uint64_t{1} << 28);
+  c.event_lanes = std::clamp<std::uint32_t>(event_lanes, 1, l::lane_word::k_max_lanes);
   c.samples = pow2_at_least(samples, 16, std::uint64_t{1} << 24);
   c.stack_slots = pow2_at_least(stack_slots, 64, std::uint64_t{1} << 24);
   c.stack_ips = std::clamp<std::uint64_t>(stack_ips, 1024, std::uint64_t{1} << 31);
@@ -106,7 +115,8 @@ std::uint64_t writer_config::map_bytes() const {
   bytes += align64(c.module_slots * l::module_word::count * 8);
   bytes += 3 * c.live_shards * per_shard(c.live_slots, c.live_shards) * l::live_word::count * 8;
   bytes += 3 * c.segment_slots * l::live_word::count * 8;
-  bytes += c.events * l::event_word::count * 8;
+  bytes += (c.events + shared_lane_capacity(c.events)) * l::event_word::count * 8 +
+           align64(std::uint64_t{c.event_lanes} * l::lane_word::count * 8);
   bytes += c.samples * k_stat_record_words * 8;
   bytes += 2 * c.stack_slots * l::slot_word::count * 8 + c.stack_ips * 8;
   bytes += 2 * c.string_slots * l::slot_word::count * 8 + c.string_bytes;
@@ -170,8 +180,8 @@ trace_writer::trace_writer(void* memory, std::uint64_t map_bytes, const writer_c
         stacks_.open(&space_, &h, l::k_stack_slots, l::k_stack_ips, 8, k_first_stack_slots,
                      c.stack_slots, k_first_stack_ips, c.stack_ips, &h.stack_count,
                      &h.stack_overflow, &h.stack_ips_used) &&
-        events_.open(&space_, &h, l::k_events, c.events, k_first_events, l::event_word::count,
-                     &h.event_head, &h.event_dropped) &&
+        events_.open(&space_, &h, c.event_lanes, c.events, shared_lane_capacity(c.events),
+                     first_event_chunk(c.events), c.events) &&
         samples_.open(&space_, &h, l::k_samples, c.samples, k_first_samples, k_stat_record_words,
                       &h.sample_head, &h.sample_dropped) &&
         live_.open(&space_, &h, l::k_live, c.live_shards, k_first_live_slots,
@@ -237,7 +247,7 @@ void trace_writer::emit(event_type type, int device, alloc_kind kind, std::uintp
   w[ew::thread_ref] = thread | static_cast<std::uint64_t>(ref) << 32;
   w[ew::device_type] = static_cast<std::uint32_t>(device) | static_cast<std::uint64_t>(type) << 32 |
                        static_cast<std::uint64_t>(kind) << 40;
-  if (const std::uint64_t seq = events_.append(w)) t_last_seq = seq;
+  events_.append(w);
 }
 
 void trace_writer::alloc(std::uintptr_t addr, std::size_t requested, std::size_t rounded,
@@ -259,7 +269,7 @@ void trace_writer::alloc(std::uintptr_t addr, std::size_t requested, std::size_t
 
 void trace_writer::free(std::uintptr_t addr, int device, std::uintptr_t stream,
                         alloc_kind kind) noexcept {
-  events_.prefetch_after(t_last_seq); // the free event's lines, loaded while the slot is erased
+  events_.prefetch(); // the free event's line, loaded while the slot is erased
   live_entry gone;
   live_.erase(addr, &gone);
   emit(event_type::free, device, kind, addr, gone.requested, gone.rounded, stream, 0);
@@ -330,7 +340,7 @@ std::uint32_t trace_writer::intern_stack(const std::uintptr_t* ips, unsigned cou
 }
 
 std::uint32_t trace_writer::capture_stack(unsigned skip) noexcept {
-  events_.prefetch_after(t_last_seq); // the alloc event's lines, loaded while the stack is walked
+  events_.prefetch(); // the alloc event's line, loaded while the stack is walked
   if (config_.stack_depth == 0 && config_.python_depth == 0) return 0;
   std::uintptr_t ips[l::k_max_stack_depth + l::k_max_python_depth + 1];
   unsigned n = capture_ips(ips, config_.stack_depth, skip + 1);

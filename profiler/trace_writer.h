@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "profiler/event_lanes.h"
 #include "profiler/intern_table.h"
 #include "profiler/live_table.h"
 #include "profiler/module_map.h"
@@ -33,7 +34,8 @@ struct writer_config {
   std::uint64_t live_slots = std::uint64_t{1} << 21; // holds >= 1M live allocations
   std::uint32_t live_shards = 8;                     // tables the live slots are spread over
   std::uint64_t segment_slots = std::uint64_t{1} << 14;
-  std::uint64_t events = std::uint64_t{1} << 19;
+  std::uint64_t events = std::uint64_t{1} << 19; // all lanes together (one may hold all)
+  std::uint32_t event_lanes = 64; // lanes: threads that record at once without sharing one
   std::uint64_t samples = std::uint64_t{1} << 14;
   std::uint64_t stack_slots = std::uint64_t{1} << 16;
   std::uint64_t stack_ips = std::uint64_t{1} << 20; // words
@@ -129,7 +131,7 @@ private:
   trace_space space_;
   bool ok_ = false;
   std::uint64_t* counters_ = nullptr; // the per-device counter records
-  seq_ring events_;
+  event_lanes events_;
   seq_ring samples_;
   live_table live_;
   live_table segments_;

@@ -50,9 +50,8 @@ growth_report build_growth_report(const gmem::trace::trace& t, site_resolver& si
   };
   std::unordered_map<std::uintptr_t, origin> open;
   if (!t.events.empty()) r.oldest_event_ns = t.events.front().time_ns;
-  // Complete when the ring starts at seq 1 or its oldest event is older than the window.
-  r.incomplete = r.from_ns > 0 && !t.events.empty() && t.events.front().seq != 1 &&
-                 t.events.front().time_ns > r.from_ns;
+  // Complete when no lane lapped, or none lapped past the window's start.
+  r.incomplete = r.from_ns > 0 && t.losses.history_from_ns > r.from_ns;
   if (t.events.empty() && t.losses.last_seq > 0) r.incomplete = true;
   for (const auto& e : t.events) {
     if (e.type == event_type::alloc) {

@@ -45,7 +45,7 @@ oom_report build_oom_report(const gmem::trace::trace& t, site_resolver& sites, s
   oom_report r;
   for (const auto& d : t.devices)
     r.counted_ooms += d.stats.ooms;
-  const bool complete = !t.events.empty() && t.events.front().seq == 1;
+  const bool complete = !t.events.empty() && t.losses.history_from_ns == 0; // nothing lapped
   std::unordered_map<std::uintptr_t, held> live; // replayed from the ring
   for (const auto& e : t.events) {
     if (e.type == event_type::alloc) {

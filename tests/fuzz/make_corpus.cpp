@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "profiler/trace_layout.h"
@@ -24,6 +25,7 @@ writer_config tiny() {
   c.module_slots = 16;
   c.device_slots = 2;
   c.stack_depth = 4;
+  c.event_lanes = 4;
   return c;
 }
 
@@ -42,6 +44,11 @@ struct image {
   layout::header& h() { return *reinterpret_cast<layout::header*>(words.data()); }
   std::uint64_t* at(std::uint64_t byte) { return words.data() + byte / 8; }
   std::uint64_t* first_extent(layout::section_id id) { return at(h().extents[id][0].offset); }
+  // Lane `lane`'s descriptor, and its first chunk of event records.
+  std::uint64_t* lane(std::uint32_t lane) {
+    return first_extent(layout::k_events) + lane * layout::lane_word::count;
+  }
+  std::uint64_t* lane_records(std::uint32_t n) { return at(lane(n)[layout::lane_word::dir]); }
 };
 
 void fill(trace_writer& w, int allocs) {
@@ -144,7 +151,7 @@ int main(int argc, char** argv) {
   }
   {
     image im;
-    im.h().format_version = 4;
+    im.h().format_version = 5;
     save(dir, "other_version", im);
   }
   {
@@ -170,12 +177,43 @@ int main(int argc, char** argv) {
   {
     image im;
     fill(*im.w, 5);
-    // Every live shard and ring chunk names the same extent, and a huge one.
-    for (auto id : {layout::k_live, layout::k_segments, layout::k_events})
+    // Every live shard and lane chunk names the same extent, and a huge one.
+    for (auto id : {layout::k_live, layout::k_segments})
       for (unsigned k = 0; k < layout::k_max_extents; ++k)
         im.h().extents[id][k].offset = im.h().extents[layout::k_live][0].offset;
+    for (std::uint32_t n = 0; n < 2; ++n)
+      im.lane(n)[layout::lane_word::dir] = im.h().extents[layout::k_live][0].offset;
     im.h().extents[layout::k_segments][0].capacity = 1ull << 40;
     save(dir, "hostile_extents", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    // A lane of 2^40 records (24 chunks of which only the first is inside the trace) whose
+    // head is at the end of time: the reader must visit the chunks that are there, not 2^40
+    // seqs.
+    namespace lw = layout::lane_word;
+    std::uint64_t* d = im.lane(1);
+    const std::uint64_t c0 = std::uint64_t{1} << 17;
+    d[lw::capacity] = std::uint64_t{1} << 40;
+    d[lw::head] = ~0ull >> 1;
+    for (std::uint32_t k = 0; k < layout::k_max_extents; ++k) {
+      d[lw::dir + 2 * k] = k == 0 ? d[lw::dir] : (std::uint64_t{1} << 40) + 64 * k;
+      d[lw::dir + 2 * k + 1] = layout::ring_chunk_records(k, c0);
+    }
+    save(dir, "hostile_lane", im);
+  }
+  {
+    // Events from three threads (three lanes), merged by time by the reader.
+    image im;
+    fill(*im.w, 3);
+    for (int t = 0; t < 2; ++t)
+      std::thread([&im, t] {
+        for (int i = 0; i < 4; ++i)
+          im.w->marker("thread " + std::to_string(t) + " " + std::to_string(i));
+      }).join();
+    im.w->marker("main again");
+    save(dir, "valid_threads", im);
   }
   {
     image im;
@@ -185,10 +223,16 @@ int main(int argc, char** argv) {
   {
     image im;
     fill(*im.w, 5);
-    im.h().event_head = ~0ull;
+    im.lane(1)[layout::lane_word::head] = ~0ull;
     im.h().sample_head = ~0ull;
     im.h().module_count = ~0ull;
     save(dir, "hostile_heads", im);
+  }
+  {
+    image im;
+    fill(*im.w, 5);
+    im.lane(2)[layout::lane_word::head] = 12; // a lane never used, with a head: refused
+    save(dir, "unused_lane_with_head", im);
   }
   {
     image im;
@@ -230,14 +274,14 @@ int main(int argc, char** argv) {
     auto* live = im.first_extent(layout::k_live);
     for (std::uint64_t i = 0; i < im.h().extents[layout::k_live][0].capacity; ++i)
       live[8 * i + 1] |= 1; // every slot mid-update: torn
-    auto* ring = im.first_extent(layout::k_events);
+    auto* ring = im.lane_records(1);
     ring[8 * 2] -= 1; // event 3 being written when the writer died
     save(dir, "torn_records", im);
   }
   {
     image im;
     fill(*im.w, 5);
-    auto* ring = im.first_extent(layout::k_events);
+    auto* ring = im.lane_records(1);
     ring[8 * 1 + 7] |= std::uint64_t{0xee} << 32; // unknown event type
     save(dir, "bad_event_type", im);
   }

@@ -21,9 +21,12 @@ read_result seed(const std::string& name) {
 }
 
 TEST(corpus, valid_seeds_decode) {
-  for (const char* name : {"valid_empty", "valid_every_kind", "valid_exited",
-                           "valid_wrapped_and_overflowed", "valid_grown", "valid_python",
-                           "hostile_heads", "hostile_refs", "hostile_extents", "torn_records"}) {
+  for (const char* name :
+       {"valid_empty", "valid_every_kind", "valid_exited", "valid_wrapped_and_overflowed",
+        "valid_grown", "valid_python", "valid_threads", "hostile_heads", "hostile_refs",
+        "hostile_extents", "hostile_lane", "torn_records", "v3_valid_every_kind",
+        "v3_valid_wrapped_and_overflowed", "v3_valid_grown", "v3_hostile_heads",
+        "v3_hostile_extents", "v3_torn_records"}) {
     const read_result r = seed(name);
     EXPECT_TRUE(r) << name << ": " << r.error.to_string();
   }
@@ -32,9 +35,29 @@ TEST(corpus, valid_seeds_decode) {
   EXPECT_EQ(every.value.live.size(), 4u);
   EXPECT_EQ(every.value.modules.size(), 1u);
   EXPECT_EQ(every.value.modules[0].build_id, "1234");
-  const read_result wrapped = seed("valid_wrapped_and_overflowed");
-  EXPECT_EQ(wrapped.value.events.size(), 64u);
-  EXPECT_EQ(wrapped.value.losses.live_overflow, 16u);
+  for (const char* name : {"valid_wrapped_and_overflowed", "v3_valid_wrapped_and_overflowed"}) {
+    const read_result wrapped = seed(name);
+    EXPECT_EQ(wrapped.value.events.size(), 64u) << name;
+    EXPECT_EQ(wrapped.value.losses.live_overflow, 16u) << name;
+    EXPECT_GT(wrapped.value.losses.history_from_ns, 0u) << name; // the oldest events are gone
+  }
+  // Format 3's single ring reads as before: in seq order, complete from the start.
+  const read_result v3 = seed("v3_valid_every_kind");
+  EXPECT_EQ(v3.value.info.format_version, 3u);
+  EXPECT_EQ(v3.value.events.size(), 12u);
+  EXPECT_EQ(v3.value.events.front().seq, 1u);
+  EXPECT_EQ(v3.value.losses.history_from_ns, 0u);
+  // Three threads' events: one timeline, in stamp order, numbered 1..n.
+  const read_result threads = seed("valid_threads");
+  ASSERT_EQ(threads.value.events.size(), 1u + 3 + 1 + 1 + 1 + 1 + 1 + 1 + 8 + 1);
+  for (std::size_t i = 0; i < threads.value.events.size(); ++i) {
+    EXPECT_EQ(threads.value.events[i].seq, i + 1);
+    if (i > 0) {
+      EXPECT_LE(threads.value.events[i - 1].time_ns, threads.value.events[i].time_ns);
+    }
+  }
+  EXPECT_EQ(threads.value.events.back().label, "main again");
+  EXPECT_EQ(threads.value.events[threads.value.events.size() - 2].label, "thread 1 3");
   EXPECT_EQ(seed("valid_exited").value.info.state, trace_state::exited);
   const read_result py = seed("valid_python");
   ASSERT_EQ(py.value.python_stacks.size(), 2u);
@@ -67,10 +90,18 @@ TEST(corpus, hostile_values_are_contained) {
   const read_result extents = seed("hostile_extents");
   EXPECT_LE(extents.value.live.size(), 5u);
   EXPECT_GT(extents.value.losses.torn_records, 0u);
-  const read_result torn = seed("torn_records");
-  EXPECT_TRUE(torn.value.live.empty());
-  EXPECT_GE(torn.value.losses.torn_records, 16u); // every slot of the one live table
-  EXPECT_EQ(torn.value.losses.lost_events, 1u);
+  for (const char* name : {"torn_records", "v3_torn_records"}) {
+    const read_result torn = seed(name);
+    EXPECT_TRUE(torn.value.live.empty()) << name;
+    EXPECT_GE(torn.value.losses.torn_records, 16u) << name; // every slot of the one live table
+    EXPECT_EQ(torn.value.losses.lost_events, 1u) << name;
+  }
+  // A lane of 2^40 records, none of its 24 chunks inside the trace, its head near 2^63: read
+  // as lost without visiting 2^40 seqs (the test would time out).
+  const read_result lane = seed("hostile_lane");
+  EXPECT_EQ(lane.value.losses.torn_records, 24u);
+  EXPECT_TRUE(lane.value.events.empty());
+  EXPECT_EQ(lane.value.losses.last_seq, ~0ull >> 1);
 }
 
 TEST(corpus, damaged_seeds_fail_at_the_right_byte) {
@@ -82,12 +113,15 @@ TEST(corpus, damaged_seeds_fail_at_the_right_byte) {
   for (const want& w :
        {want{"truncated_body", 16, "truncated"},
         want{"truncated_header", 100, "shorter than its 8192-byte header"},
-        want{"other_version", 8, "trace format version 4, this gmem reads versions 2 to 3"},
+        want{"other_version", 8, "trace format version 5, this gmem reads versions 2 to 4"},
         want{"unwritten_header", 0, "not written yet"},
         want{"hostile_capacity", 128 + 3 * 32, "capacity"},
         want{"hostile_offset", 4096, "not inside the trace"},
         want{"hostile_extent_count", 128 + 1 * 32 + 12, "extent count"},
         want{"hostile_stat_count", 72, "out of range"}, want{"bad_event_type", 0, "unknown type"},
+        want{"v3_hostile_capacity", 128 + 3 * 32, "capacity"},
+        want{"v3_bad_event_type", 0, "unknown type"},
+        want{"unused_lane_with_head", 0, "event lane 2 is unused but has a head"},
         want{"garbage_with_magic", 8, "version"}}) {
     const read_result r = seed(w.name);
     ASSERT_FALSE(r) << w.name;

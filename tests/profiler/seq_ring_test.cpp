@@ -155,5 +155,112 @@ TEST(seq_ring, a_chunk_the_trace_has_no_room_for_drops_its_records_only) {
   EXPECT_EQ(f.h->growth_refused, 1u);
 }
 
+// Owned mode: one writer, no locked instruction; the ring grows chunk by chunk until it wraps.
+struct owned_fixture : testing::space_fixture {
+  static constexpr std::uint32_t k_words = 8;
+  std::uint64_t head = 0, dropped = 0, size_word = 0;
+  layout::extent dir[layout::k_max_extents] = {};
+  std::atomic<std::int64_t> budget;
+  seq_ring ring;
+  owned_fixture(std::uint64_t capacity, std::uint64_t first_chunk, std::int64_t records_allowed)
+      : space_fixture(std::uint64_t{4} << 20), budget(records_allowed) {
+    EXPECT_TRUE(ring.open(&space, dir, capacity, first_chunk, k_words, &head, &dropped, true,
+                          &size_word, &budget));
+  }
+  std::uint64_t append(std::uint64_t payload) {
+    std::uint64_t w[k_words] = {0, payload, payload * 2, payload * 3};
+    return ring.append_owned(w);
+  }
+  ring_view view() {
+    ring_view v;
+    std::uint64_t corrupt = 0;
+    const char* problem = nullptr;
+    const std::uint64_t c0 = dir[0].capacity;
+    const layout::section shape{size_word, k_words * 8, layout::ring_chunk_count(size_word, c0), 0,
+                                0};
+    EXPECT_TRUE(v.open(base(), size(), shape, dir, k_words, &corrupt, &problem)) << problem;
+    EXPECT_EQ(corrupt, 0u);
+    return v;
+  }
+};
+
+TEST(seq_ring, owned_ring_grows_until_its_capacity_then_wraps) {
+  owned_fixture f(16, 4, 1000);
+  const std::uint64_t start = f.size();
+  EXPECT_EQ(f.size_word, 4u);
+  for (std::uint64_t i = 1; i <= 5; ++i)
+    EXPECT_EQ(f.append(i * 10), i);
+  EXPECT_EQ(f.size_word, 8u); // chunk 1 added when record 5 needed it
+  EXPECT_EQ(f.size(), start + 4 * 64);
+  for (std::uint64_t i = 6; i <= 40; ++i)
+    f.append(i * 10);
+  EXPECT_EQ(f.size_word, 16u);
+  EXPECT_EQ(f.size(), start + (16 - 4) * 64); // never more than its capacity
+  EXPECT_EQ(f.head, 40u);
+  EXPECT_EQ(f.budget.load(), 1000 - 16);
+  const ring_view v = f.view();
+  EXPECT_EQ(v.seqs_present(1, 40), (std::vector<std::uint64_t>{25, 26, 27, 28, 29, 30, 31, 32, 33,
+                                                               34, 35, 36, 37, 38, 39, 40}));
+  std::uint64_t out[8];
+  for (std::uint64_t seq = 25; seq <= 40; ++seq) {
+    ASSERT_TRUE(v.read(seq, out)) << seq;
+    EXPECT_EQ(out[1], seq * 10);
+    EXPECT_EQ(out[3], seq * 30);
+  }
+  EXPECT_FALSE(v.read(24, out)); // lapped
+  EXPECT_EQ(f.dropped, 0u);
+}
+
+TEST(seq_ring, owned_ring_wraps_early_when_the_budget_refuses_a_chunk) {
+  owned_fixture f(64, 4, 16); // chunks of 4, 4, 8 fit the budget; the next 16 does not
+  const std::uint64_t start = f.size();
+  for (std::uint64_t i = 1; i <= 50; ++i)
+    f.append(i);
+  EXPECT_EQ(f.size_word, 16u);
+  EXPECT_EQ(f.size(), start + (16 - 4) * 64);
+  EXPECT_EQ(f.budget.load(), 0);
+  const ring_view v = f.view();
+  std::uint64_t out[8];
+  for (std::uint64_t seq = 35; seq <= 50; ++seq) {
+    ASSERT_TRUE(v.read(seq, out)) << seq;
+    EXPECT_EQ(out[1], seq);
+  }
+  EXPECT_FALSE(v.read(34, out));
+  EXPECT_EQ(f.dropped, 0u); // wrapping early loses history, never a new record
+}
+
+TEST(seq_ring, owned_record_being_rewritten_is_not_read) {
+  owned_fixture f(8, 8, 100);
+  for (std::uint64_t i = 1; i <= 3; ++i)
+    f.append(i);
+  const ring_view v = f.view();
+  std::uint64_t out[8];
+  ASSERT_TRUE(v.read(2, out));
+  // The writer died after marking slot 1 for seq 10 (2 * 10 - 1) and before its words.
+  f.space.words(f.dir[0].offset)[8] = 2 * 10 - 1;
+  EXPECT_FALSE(v.read(2, out));
+  EXPECT_FALSE(v.read(10, out));
+}
+
+TEST(seq_ring, seqs_present_skips_missing_chunks_and_hostile_heads) {
+  ring_fixture f(64, 4, layout::k_header_bytes + 4 * 64 + 4 * 64); // chunks 0 and 1 only
+  for (std::uint64_t i = 1; i <= 6; ++i)
+    f.append(i);
+  ring_view v;
+  std::uint64_t corrupt = 0;
+  const char* problem = nullptr;
+  ASSERT_TRUE(v.open(f.base(), f.size(), f.h->sections[layout::k_events],
+                     f.h->extents[layout::k_events], 8, &corrupt, &problem));
+  EXPECT_EQ(v.seqs_present(1, 6), (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(v.seqs_present(0, 6).empty());
+  EXPECT_TRUE(v.seqs_present(7, 6).empty());
+  // A head near 2^64: the 8 slots of the two chunks there, not 64 seqs (or 2^64).
+  const std::uint64_t last = ~0ull - 3;
+  const auto seqs = v.seqs_present(last - 63, last);
+  EXPECT_EQ(seqs.size(), 8u);
+  for (std::uint64_t seq : seqs)
+    EXPECT_LT((seq - 1) & 63, 8u);
+}
+
 } // namespace
 } // namespace gmem::trace

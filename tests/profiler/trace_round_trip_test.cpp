@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstring>
 #include <gtest/gtest.h>
+#include <set>
 #include <thread>
 #include <unistd.h>
 
@@ -159,14 +160,16 @@ TEST(trace_round_trip, stat_lists_of_other_versions_map_by_name) {
 
 TEST(trace_round_trip, wrap_around_reports_lost_events) {
   trace_buffer b; // 64 events
-  for (int i = 0; i < 200; ++i)
-    b.writer->marker("m");
+  for (std::size_t i = 1; i <= 200; ++i)
+    b.writer->fence(0, 0, i);
   const read_result r = decode_buffer(b);
   ASSERT_TRUE(r);
   EXPECT_EQ(r.value.events.size(), 64u);
-  EXPECT_EQ(r.value.events.front().seq, 137u);
+  EXPECT_EQ(r.value.events.front().size, 137u); // the last lap
+  EXPECT_EQ(r.value.events.front().seq, 1u);
   EXPECT_EQ(r.value.losses.lost_events, 136u);
   EXPECT_EQ(r.value.losses.last_seq, 200u);
+  EXPECT_EQ(r.value.losses.history_from_ns, std::max<std::uint64_t>(r.value.events[0].time_ns, 1));
 }
 
 TEST(trace_round_trip, live_overflow_is_reported) {
@@ -249,13 +252,13 @@ TEST(trace_round_trip, saved_file_reads_back) {
 TEST(trace_round_trip, rejects_other_versions_by_name) {
   trace_buffer b;
   std::vector<std::byte> copy(b.bytes().begin(), b.bytes().end());
-  for (const std::uint32_t v : {1u, 4u}) {
+  for (const std::uint32_t v : {1u, 5u}) {
     std::memcpy(copy.data() + 8, &v, 4);
     const read_result r = decode(copy);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error.offset, 8u);
     EXPECT_EQ(r.error.message,
-              "trace format version " + std::to_string(v) + ", this gmem reads versions 2 to 3");
+              "trace format version " + std::to_string(v) + ", this gmem reads versions 2 to 4");
   }
 }
 
@@ -276,7 +279,7 @@ TEST(trace_round_trip, python_frames_and_notes) {
   const read_result r = decode(b.bytes());
   ASSERT_TRUE(r) << r.error.to_string();
   const auto& t = r.value;
-  EXPECT_EQ(t.info.format_version, 3u);
+  EXPECT_EQ(t.info.format_version, 4u);
   EXPECT_EQ(t.info.python_depth, 16u);
   ASSERT_NE(t.stack(a), nullptr);
   EXPECT_EQ(*t.stack(a), (std::vector<std::uintptr_t>{0x401000, 0x402000}));
@@ -409,6 +412,21 @@ TEST(trace_round_trip, concurrent_writers_with_a_live_reader) {
   EXPECT_EQ(r.value.losses.unmatched_frees, 0u);
   EXPECT_EQ(r.value.stacks.size(), 4u);
   EXPECT_TRUE(b.writer->is_valid());
+  // Two threads had lanes of their own, two shared lane 0; merged, the events are one timeline
+  // in which each address is allocated before it is freed.
+  std::set<std::uintptr_t> allocated;
+  for (std::size_t i = 0; i < r.value.events.size(); ++i) {
+    const event& e = r.value.events[i];
+    EXPECT_EQ(e.seq, i + 1);
+    if (i > 0) {
+      EXPECT_LE(r.value.events[i - 1].time_ns, e.time_ns);
+    }
+    if (e.type == event_type::alloc) allocated.insert(e.address);
+    if (e.type == event_type::free && allocated.count(e.address) == 0) {
+      // Its allocation may have been lapped, never recorded after it: same thread, same lane.
+      EXPECT_LT(e.time_ns, r.value.losses.history_from_ns + 1) << e.address;
+    }
+  }
 }
 
 } // namespace

@@ -1,0 +1,78 @@
+// The event section (format 4): lanes of events, one per writing thread. A thread's first
+// event claims a lane, which it then writes alone with plain stores (seq_ring's owned mode):
+// recording an event takes no locked instruction and shares no cache line with other
+// threads. Threads beyond the lanes write lane 0, a shared ring. A thread's lane goes back to
+// the pool when the thread exits, and the next thread to claim it continues its numbering.
+//
+// Readers merge the lanes by time stamp (profiler/trace_reader.cpp): the order between
+// threads is the order of their TSC stamps, which the hooks take on the right side of the
+// pool's lock (a free's before the block goes back, an allocation's after it came out).
+//
+// Memory: a lane starts with `first_chunk` records and doubles while it has not wrapped, as
+// long as the lanes' shared budget (the events capacity) and the trace allow; then it wraps.
+// One busy thread may thus hold the whole budget; later threads get what is left, at least a
+// first chunk each while there is room.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "profiler/seq_ring.h"
+#include "profiler/trace_layout.h"
+#include "profiler/trace_space.h"
+
+namespace gmem::trace {
+
+struct lane_registry; // the lanes' state shared with the threads' exit handlers
+
+// The calling thread's lane in the event_lanes numbered `owner` (initial-exec TLS: one
+// compare on the hot path).
+struct lane_tls {
+  std::uint64_t owner = 0;
+  seq_ring* ring = nullptr;
+  std::uint64_t missed_serial = 0;   // the event_lanes where this thread found no free lane
+  std::uint64_t missed_releases = 0; // ... and its release count then
+  bool exiting = false;              // its lanes were given back: lane 0 from now on
+};
+extern thread_local lane_tls t_event_lane __attribute__((tls_model("initial-exec")));
+
+class event_lanes {
+public:
+  event_lanes();
+  ~event_lanes();
+  event_lanes(const event_lanes&) = delete;
+  event_lanes& operator=(const event_lanes&) = delete;
+
+  // Formats the events section of the trace in `space`: `lanes` descriptors (lane 0 shared,
+  // `shared_capacity` records, its first chunk allocated now); every other lane grows from
+  // `first_chunk` to at most `capacity` records, all of them together at most `budget`
+  // records. Powers of two. Returns false when there is no room for the table or lane 0.
+  bool open(trace_space* space, layout::header* h, std::uint32_t lanes, std::uint64_t capacity,
+            std::uint64_t shared_capacity, std::uint64_t first_chunk,
+            std::uint64_t budget) noexcept;
+
+  // Writes words[1 .. event_word::count) as the calling thread's next event. Returns its seq
+  // in its lane, or 0 if dropped.
+  std::uint64_t append(const std::uint64_t* words) noexcept {
+    lane_tls& t = t_event_lane;
+    if (__builtin_expect(t.owner == serial_, 1)) return t.ring->append_owned(words);
+    return append_slow(words);
+  }
+  // Starts loading the line the calling thread's next event goes to.
+  void prefetch() const noexcept {
+    const lane_tls& t = t_event_lane;
+    if (t.owner == serial_) t.ring->prefetch_next();
+  }
+  // Lanes held by threads now (lane 0 not counted).
+  std::uint32_t lanes_claimed() const noexcept;
+
+private:
+  std::uint64_t append_slow(const std::uint64_t* words) noexcept;
+  bool claim() noexcept;
+
+  const std::uint64_t serial_; // never reused: a thread's TLS cannot name a freed instance
+  std::shared_ptr<lane_registry> registry_;
+};
+
+} // namespace gmem::trace
