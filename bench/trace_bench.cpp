@@ -5,7 +5,7 @@
 // faults and rehashes, not only the median. No GPU.
 //
 //   make build/bench/trace_bench && build/bench/trace_bench [--pairs N] [--first-lap N]
-//       [--live N] [--runs N] [--between BYTES]
+//       [--live N] [--runs N] [--between BYTES] [--threads N]
 //       [--only off|offdeep|nostacks|shallow|deep|offsites|sites]
 //
 // Each configuration runs in its own child process (a fresh trace), `runs` times: off (the
@@ -20,7 +20,10 @@
 // 64-byte line of that many bytes between two pairs, untimed: a program's own work (an
 // interpreter's) that pushes the recorder's lines out of the core's caches, as a Python
 // process with torch does between its allocations (e.g. --between 1M: on the H200 that is
-// where the recorder's cache misses show).
+// where the recorder's cache misses show). --threads N (default 1) runs the loop on N threads
+// at once, each with its own addresses, into one trace: the figures are over all their pairs
+// (threads that record at once share the live table's shards; each writes its own event
+// lane).
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -31,6 +34,7 @@
 #include <random>
 #include <string>
 #include <sys/wait.h>
+#include <thread>
 #include <time.h>
 #include <unistd.h>
 #include <utility>
@@ -52,6 +56,7 @@ struct settings {
   int runs = 5;
   std::size_t between = 0; // bytes written between two pairs (untimed), one word per line
   std::string only;        // "" = every row; else the key of the one row to run
+  unsigned threads = 1;    // loops recording at once into one trace
 };
 
 struct summary {
@@ -77,15 +82,18 @@ double ticks_per_ns() {
 
 // An address stream like a pool's: log-uniform sizes 256 B - 4 MiB placed in a growing arena,
 // so a long run keeps bringing new addresses (and the live table keeps meeting new keys).
+// Thread t of --threads takes its addresses from its own 64 GiB range.
 struct address_stream {
-  std::mt19937_64 rng{42};
-  std::uintptr_t next = 0x7f0000000000;
+  explicit address_stream(unsigned t = 0)
+      : rng(42 + t), start(0x7f0000000000 - (std::uintptr_t{t} << 37)), next(start) {}
+  std::mt19937_64 rng;
+  std::uintptr_t start, next;
   std::pair<std::uintptr_t, std::size_t> take() {
     const double lg = std::uniform_real_distribution<double>(8.0, 22.0)(rng);
     const auto size = static_cast<std::size_t>(std::exp2(lg));
     const std::uintptr_t a = next;
     next += (size + 511) & ~std::size_t{511};
-    if (next > 0x7f0000000000 + (std::uintptr_t{64} << 30)) next = 0x7f0000000000; // wrap 64 GiB
+    if (next > start + (std::uintptr_t{64} << 30)) next = start; // wrap 64 GiB
     return {a, size};
   }
 };
@@ -127,8 +135,9 @@ constexpr auto k_site_calls = site_table(std::make_integer_sequence<int, k_sites
 
 enum class mode { off, off_deep, stacks_off, stacks_shallow, stacks_deep, off_sites, stacks_sites };
 
-summary measure(mode m, const settings& s, double tpn) {
-  address_stream addresses;
+// One thread's loop: the ticks of each pair, the first lap's first.
+std::vector<std::uint32_t> loop(mode m, const settings& s, unsigned thread) {
+  address_stream addresses(thread);
   std::vector<std::pair<std::uintptr_t, std::size_t>> live;
   const bool record = m != mode::off && m != mode::off_deep && m != mode::off_sites;
   for (std::size_t i = 0; i < s.live; ++i) {
@@ -163,12 +172,30 @@ summary measure(mode m, const settings& s, double tpn) {
       scratch[j] += i;
     asm volatile("" : : "r"(scratch.data()) : "memory");
   }
+  return samples;
+}
+
+summary measure(mode m, const settings& s, double tpn) {
+  std::vector<std::vector<std::uint32_t>> per(s.threads);
+  {
+    std::vector<std::thread> threads;
+    for (unsigned t = 1; t < s.threads; ++t)
+      threads.emplace_back([&, t] { per[t] = loop(m, s, t); });
+    per[0] = loop(m, s, 0);
+    for (auto& t : threads)
+      t.join();
+  }
   summary r;
   double first = 0;
-  for (std::size_t i = 0; i < s.first_lap; ++i)
-    first += samples[i];
-  r.first_lap_mean_ns = s.first_lap ? first / static_cast<double>(s.first_lap) / tpn : 0;
-  samples.erase(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(s.first_lap));
+  std::vector<std::uint32_t> samples;
+  for (auto& one : per) {
+    for (std::size_t i = 0; i < s.first_lap; ++i)
+      first += one[i];
+    samples.insert(samples.end(), one.begin() + static_cast<std::ptrdiff_t>(s.first_lap),
+                   one.end());
+  }
+  r.first_lap_mean_ns =
+      s.first_lap ? first / static_cast<double>(s.first_lap * s.threads) / tpn : 0;
   double sum = 0;
   for (auto v : samples)
     sum += v;
@@ -214,7 +241,7 @@ summary run_child(mode m, const settings& s, double tpn) {
 
 constexpr const char* k_usage =
     "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] [--between BYTES] "
-    "[--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n";
+    "[--threads N] [--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n";
 
 int main(int argc, char** argv) {
   settings s;
@@ -229,6 +256,8 @@ int main(int argc, char** argv) {
       s.first_lap = v;
     } else if (flag == "--live" && v > 0) {
       s.live = v;
+    } else if (flag == "--threads" && v > 0 && v <= 256) {
+      s.threads = static_cast<unsigned>(v);
     } else if (flag == "--runs" && v > 0) {
       s.runs = static_cast<int>(v);
     } else if (flag == "--between") {
@@ -271,9 +300,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const double tpn = ticks_per_ns();
-  std::printf("trace_bench: %zu alloc+free pairs per run, %zu live, %d runs per row, %zu bytes "
-              "written between pairs, %.2f ticks/ns; each run a fresh process and trace\n",
-              s.pairs, s.live, s.runs, s.between, tpn);
+  std::printf("trace_bench: %zu alloc+free pairs per run and thread, %u threads, %zu live, %d "
+              "runs per row, %zu bytes written between pairs, %.2f ticks/ns; each run a fresh "
+              "process and trace\n",
+              s.pairs, s.threads, s.live, s.runs, s.between, tpn);
   std::printf("%-24s %10s %10s %10s %10s %12s %12s\n", "recording", "mean ns", "p50 ns", "p99 ns",
               "max ns", "trace bytes", "added ns");
   double baseline = 0, deep_baseline = 0, sites_baseline = 0; // "added ns": over its baseline

@@ -9,7 +9,7 @@ namespace gmem::trace {
 
 namespace lw = layout::lane_word;
 
-thread_local lane_tls t_event_lane;
+constinit thread_local lane_tls t_event_lane;
 
 namespace {
 std::atomic<std::uint64_t> g_lanes_serial{0};
@@ -63,8 +63,7 @@ thread_local lane_claims t_lane_claims;
 
 } // namespace
 
-event_lanes::event_lanes()
-    : serial_(g_lanes_serial.fetch_add(1, std::memory_order_relaxed) + 1) {}
+event_lanes::event_lanes() : serial_(g_lanes_serial.fetch_add(1, std::memory_order_relaxed) + 1) {}
 
 event_lanes::~event_lanes() = default;
 

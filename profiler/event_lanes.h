@@ -35,7 +35,7 @@ struct lane_tls {
   std::uint64_t missed_releases = 0; // ... and its release count then
   bool exiting = false;              // its lanes were given back: lane 0 from now on
 };
-extern thread_local lane_tls t_event_lane __attribute__((tls_model("initial-exec")));
+extern constinit thread_local lane_tls t_event_lane __attribute__((tls_model("initial-exec")));
 
 class event_lanes {
 public:
