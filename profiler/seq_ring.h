@@ -93,10 +93,9 @@ public:
     std::uint64_t* chunk = chunks_[k].load(std::memory_order_relaxed); // ours, never null
     std::uint64_t* rec =
         chunk + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_;
-    layout::store_word(rec, 2 * seq - 1); // odd before any other word changes
-    std::atomic_thread_fence(std::memory_order_release);
-    for (std::uint32_t i = 1; i < record_words_; ++i)
-      layout::store_word(rec + i, words[i]);
+    layout::store_word(rec, 2 * seq - 1); // odd before any other word changes: the release
+    for (std::uint32_t i = 1; i < record_words_; ++i) // stores keep it first (plain on x86)
+      layout::store_release(rec + i, words[i]);
     layout::store_release(rec, 2 * seq);
     layout::store_release(head_, seq);
     last_ = seq;
