@@ -97,11 +97,11 @@ TEST(event_lanes, a_thread_without_a_lane_takes_one_once_another_is_given_back) 
     holders.emplace_back([&, t] {
       f.append(1);
       held.arrive_and_wait();
-      if (t == 0) { // holder 0 exits, the others stay
+      late_wrote.arrive_and_wait(); // the late thread wrote lane 0
+      if (t == 0) {                 // holder 0 exits, the others stay
         late_wrote.arrive_and_drop();
         return;
       }
-      late_wrote.arrive_and_wait();
       late_wrote.arrive_and_wait();
     });
   std::thread late([&] {
