@@ -99,7 +99,7 @@ bool ring_view::open(const std::byte* base, std::uint64_t size, const layout::se
     *problem = "ring chunk count does not match its capacity";
     return false;
   }
-  std::uint64_t bytes_seen = 0;
+  bytes_ = 0;
   for (std::uint32_t k = 0; k < chunk_count_; ++k) {
     const std::uint64_t offset = layout::load_acquire(&dir[k].offset);
     const std::uint64_t records = layout::load_acquire(&dir[k].capacity);
@@ -110,11 +110,11 @@ bool ring_view::open(const std::byte* base, std::uint64_t size, const layout::se
     if (offset == 0) continue; // not reached (yet)
     const std::uint64_t bytes = records * record_words * 8;
     if (offset < layout::k_header_bytes || offset % 64 != 0 || offset > size ||
-        records > (size - offset) / (record_words * 8) || bytes > size - bytes_seen) {
+        records > (size - offset) / (record_words * 8) || bytes > size - bytes_) {
       ++*corrupt;
       continue;
     }
-    bytes_seen += bytes;
+    bytes_ += bytes;
     chunks_[k] = reinterpret_cast<const std::uint64_t*>(base + offset);
   }
   return true;

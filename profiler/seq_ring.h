@@ -144,6 +144,8 @@ public:
             const layout::extent* dir, std::uint32_t record_words, std::uint64_t* corrupt,
             const char** problem);
   std::uint64_t capacity() const noexcept { return capacity_; }
+  // Bytes of the chunks that are there (together never more than the image).
+  std::uint64_t bytes() const noexcept { return bytes_; }
   // Copies the record for `seq` into out[0 .. record_words) (out[0] = 2*seq). Returns false if
   // the slot is missing, holds another seq, is being written (after bounded retries) or was
   // overwritten while being copied.
@@ -158,7 +160,7 @@ public:
 private:
   const std::byte* base_ = nullptr;
   const std::uint64_t* chunks_[layout::k_max_extents] = {};
-  std::uint64_t capacity_ = 0, first_chunk_ = 1;
+  std::uint64_t capacity_ = 0, first_chunk_ = 1, bytes_ = 0;
   std::uint32_t record_words_ = 0, chunk_count_ = 0;
 };
 

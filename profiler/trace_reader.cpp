@@ -324,6 +324,7 @@ std::optional<failure> decoder::read_events(trace& t) {
   std::vector<std::uint64_t> ticks;
   std::uint64_t oldest_after_lap = 0; // the newest "oldest kept event" of the lanes that lapped
   bool lapped = false;
+  std::uint64_t lane_bytes = 0; // chunk bytes of the lanes read so far
   const std::uint64_t table = fixed_[l::k_events];
   for (std::uint32_t lane = 0; lane < lane_count_; ++lane) {
     const std::uint64_t at = table + std::uint64_t{lane} * lw::count * 8;
@@ -349,6 +350,14 @@ std::optional<failure> decoder::read_events(trace& t) {
     if (head > ~std::uint64_t{0} - t.losses.last_seq)
       return failure{at, "event lane " + std::to_string(lane) + " head overflows the count"};
     t.losses.last_seq += head;
+    // All lanes' chunks together fit in the image, as one lane's do: lanes that name the same
+    // bytes over and over cost the reader no more than the image holds.
+    if (ring.bytes() > size_ - lane_bytes) {
+      ++t.losses.torn_records;
+      t.losses.lost_events += head;
+      continue;
+    }
+    lane_bytes += ring.bytes();
     const std::uint64_t first = head > capacity ? head - capacity + 1 : 1;
     std::uint64_t decoded = 0;
     for (const std::uint64_t seq : ring.seqs_present(first, head)) {

@@ -363,6 +363,37 @@ TEST(trace_round_trip, malformed_inputs_name_the_offset) {
   EXPECT_EQ(decode(garbage).error.message, "not a gmem trace (bad magic)");
 }
 
+// Every lane naming the one chunk of lane 1: the reader reads those bytes once per lane only
+// while all lanes' chunks together fit in the trace, and counts the rest as lost.
+TEST(trace_round_trip, lanes_that_alias_one_chunk_cost_no_more_than_the_trace) {
+  writer_config c = small_config();
+  c.events = 1024; // lanes of 512 events (32 KiB) first
+  trace_buffer b(c);
+  for (std::size_t i = 1; i <= 300; ++i)
+    b.writer->fence(0, 0, i);
+  std::vector<std::byte> copy(b.bytes().begin(), b.bytes().end());
+  auto* h = reinterpret_cast<layout::header*>(copy.data());
+  auto* table =
+      reinterpret_cast<std::uint64_t*>(copy.data() + h->extents[layout::k_events][0].offset);
+  const std::uint32_t lanes = static_cast<std::uint32_t>(h->extents[layout::k_events][0].capacity);
+  ASSERT_EQ(lanes, 64u);
+  std::uint32_t mine = 0; // the lane this thread wrote
+  for (std::uint32_t n = 1; n < lanes && mine == 0; ++n)
+    if (table[n * layout::lane_word::count + layout::lane_word::head] == 300) mine = n;
+  ASSERT_NE(mine, 0u);
+  for (std::uint32_t n = 1; n < lanes; ++n)
+    std::memcpy(table + n * layout::lane_word::count, table + mine * layout::lane_word::count,
+                layout::lane_word::count * 8);
+  const read_result r = decode(copy);
+  ASSERT_TRUE(r) << r.error.to_string();
+  const std::uint64_t fit = copy.size() / (512 * 64); // copies of the chunk the trace can hold
+  ASSERT_LT(fit, lanes - 1u);
+  EXPECT_LE(r.value.events.size(), fit * 300);
+  EXPECT_EQ(r.value.losses.last_seq, (lanes - 1u) * 300u);
+  EXPECT_EQ(r.value.events.size() + r.value.losses.lost_events, r.value.losses.last_seq);
+  EXPECT_GE(r.value.losses.torn_records, lanes - 1u - fit);
+}
+
 TEST(trace_round_trip, unaligned_input_decodes) {
   trace_buffer b;
   b.writer->marker("x");
