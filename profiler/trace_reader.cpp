@@ -100,8 +100,13 @@ private:
   std::optional<failure> read_live(trace& t);
   std::optional<failure> read_events(trace& t);
   std::optional<failure> read_event_ring(trace& t);
-  std::optional<std::pair<std::optional<event>, failure>>
-  read_event_record(const ring_view& ring, std::uint64_t seq, const trace& t);
+  // One event record: not there (lapped, torn, dropped), decoded, or malformed.
+  struct event_read {
+    enum { absent, decoded, malformed } what = absent;
+    event value;
+    failure problem;
+  };
+  event_read read_event_record(const ring_view& ring, std::uint64_t seq, const trace& t);
   std::optional<failure> read_samples(trace& t);
   void read_stat_values(const std::uint64_t* w, pool_stats& out,
                         std::vector<std::pair<std::string, std::uint64_t>>* unknown) const;
@@ -361,15 +366,15 @@ std::optional<failure> decoder::read_events(trace& t) {
     const std::uint64_t first = head > capacity ? head - capacity + 1 : 1;
     std::uint64_t decoded = 0;
     for (const std::uint64_t seq : ring.seqs_present(first, head)) {
-      auto e = read_event_record(ring, seq, t);
-      if (!e) continue;
-      if (!e->first) return e->second;
+      event_read e = read_event_record(ring, seq, t);
+      if (e.what == event_read::absent) continue;
+      if (e.what == event_read::malformed) return e.problem;
       if (decoded++ == 0 && first > 1) {
         lapped = true;
-        oldest_after_lap = std::max(oldest_after_lap, e->first->time_ns);
+        oldest_after_lap = std::max(oldest_after_lap, e.value.time_ns);
       }
       ticks.push_back(tick_);
-      t.events.push_back(std::move(*e->first));
+      t.events.push_back(std::move(e.value));
     }
     t.losses.lost_events += head - decoded;
   }
@@ -391,26 +396,27 @@ std::optional<failure> decoder::read_events(trace& t) {
   return std::nullopt;
 }
 
-// Decodes the event record `seq` of `ring`: nothing when it is not there (lapped, torn,
-// dropped); a failure when it is there but malformed. Leaves its raw stamp in tick_.
-std::optional<std::pair<std::optional<event>, failure>>
-decoder::read_event_record(const ring_view& ring, std::uint64_t seq, const trace& t) {
+// Decodes the event record `seq` of `ring`; leaves its raw stamp in tick_.
+decoder::event_read decoder::read_event_record(const ring_view& ring, std::uint64_t seq,
+                                               const trace& t) {
   namespace ew = l::event_word;
+  event_read r;
   std::uint64_t w[ew::count];
-  if (!ring.read(seq, w)) return std::nullopt;
+  if (!ring.read(seq, w)) return r;
   const std::uint64_t at = ring.offset_of(seq);
-  event e;
-  e.seq = seq;
   const auto type = static_cast<std::uint8_t>(w[ew::device_type] >> 32);
   const auto kind = static_cast<std::uint8_t>(w[ew::device_type] >> 40);
-  if (type == 0 || type > k_event_type_max)
-    return std::pair{std::nullopt, failure{at + ew::device_type * 8,
-                                           "event " + std::to_string(seq) + " has unknown type " +
-                                               std::to_string(type)}};
-  if (kind >= k_alloc_kind_count)
-    return std::pair{std::nullopt, failure{at + ew::device_type * 8,
-                                           "event " + std::to_string(seq) + " has unknown kind " +
-                                               std::to_string(kind)}};
+  const bool bad_type = type == 0 || type > k_event_type_max;
+  if (bad_type || kind >= k_alloc_kind_count) {
+    r.what = event_read::malformed;
+    r.problem = {at + ew::device_type * 8,
+                 "event " + std::to_string(seq) + " has unknown " +
+                     (bad_type ? "type " + std::to_string(type) : "kind " + std::to_string(kind))};
+    return r;
+  }
+  r.what = event_read::decoded;
+  event& e = r.value;
+  e.seq = seq;
   e.type = static_cast<event_type>(type);
   e.kind = static_cast<alloc_kind>(kind);
   tick_ = w[ew::tick];
@@ -425,7 +431,7 @@ decoder::read_event_record(const ring_view& ring, std::uint64_t seq, const trace
   if (e.type == event_type::alloc) e.stack_id = t.stack(ref) ? ref : 0;
   if (e.type == event_type::marker || e.type == event_type::option)
     e.label = string_of(ref, k_max_label_bytes);
-  return std::pair{std::optional<event>(std::move(e)), failure{}};
+  return r;
 }
 
 // Formats 2 and 3: one ring, in seq order.
@@ -440,10 +446,10 @@ std::optional<failure> decoder::read_event_ring(trace& t) {
   t.losses.last_seq = head;
   const std::uint64_t first = head > ring.capacity() ? head - ring.capacity() + 1 : 1;
   for (const std::uint64_t seq : ring.seqs_present(first, head)) {
-    auto e = read_event_record(ring, seq, t);
-    if (!e) continue;
-    if (!e->first) return e->second;
-    t.events.push_back(std::move(*e->first));
+    event_read e = read_event_record(ring, seq, t);
+    if (e.what == event_read::absent) continue;
+    if (e.what == event_read::malformed) return e.problem;
+    t.events.push_back(std::move(e.value));
   }
   t.losses.lost_events = head - t.events.size();
   t.losses.dropped_events = hdr_word(offsetof(l::header, event_dropped));

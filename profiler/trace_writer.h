@@ -53,8 +53,6 @@ struct writer_config {
   // mapping before it reaches the capacities (shards rehash into new extents, so more than
   // the sum of the sections).
   std::uint64_t map_bytes() const;
-  // Bytes of a new trace: the header and each section's first extent.
-  std::uint64_t initial_bytes() const;
 };
 
 // Who is writing: header identity fields.
@@ -71,8 +69,8 @@ struct process_identity {
 class trace_writer {
 public:
   // Formats `memory`, a mapping of `map_bytes` (>= config.normalized().map_bytes()) whose first
-  // config.normalized().initial_bytes() are zero and usable; it grows through `backing` (or,
-  // without one, into the rest of the mapping). The caller keeps it mapped for the writer's
+  // layout::k_header_bytes are zero and usable; it grows through `backing` (or, without one,
+  // into the rest of the mapping). The caller keeps it mapped for the writer's
   // lifetime. The magic is written last, so a reader never sees a half-formatted header as
   // valid. ok() says whether the first extents fitted.
   trace_writer(void* memory, std::uint64_t map_bytes, const writer_config& config,
