@@ -378,21 +378,23 @@ std::optional<failure> decoder::read_events(trace& t) {
     }
     t.losses.lost_events += head - decoded;
   }
-  // By stamp; among equal stamps lane order, then seq order (a stable sort of what is in lane
-  // order already).
-  std::vector<std::uint32_t> order(t.events.size());
-  for (std::uint32_t i = 0; i < order.size(); ++i)
-    order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::uint32_t a, std::uint32_t b) { return ticks[a] < ticks[b]; });
-  std::vector<event> merged;
-  merged.reserve(order.size());
-  for (std::uint32_t i : order)
-    merged.push_back(std::move(t.events[i]));
-  for (std::size_t i = 0; i < merged.size(); ++i)
-    merged[i].seq = i + 1;
-  t.events = std::move(merged);
   t.losses.history_from_ns = lapped ? std::max<std::uint64_t>(oldest_after_lap, 1) : 0;
+  // By stamp; among equal stamps lane order, then seq order (a stable sort of what is in lane
+  // order already). One lane, or lanes that took turns, are in order already.
+  if (!std::is_sorted(ticks.begin(), ticks.end())) {
+    std::vector<std::uint32_t> order(t.events.size());
+    for (std::uint32_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::uint32_t a, std::uint32_t b) { return ticks[a] < ticks[b]; });
+    std::vector<event> merged;
+    merged.reserve(order.size());
+    for (std::uint32_t i : order)
+      merged.push_back(std::move(t.events[i]));
+    t.events = std::move(merged);
+  }
+  for (std::size_t i = 0; i < t.events.size(); ++i)
+    t.events[i].seq = i + 1;
   return std::nullopt;
 }
 
