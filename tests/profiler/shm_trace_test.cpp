@@ -3,11 +3,15 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <boost/interprocess/shared_memory_object.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
 #include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <map>
+#include <mutex>
+#include <set>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -174,6 +178,87 @@ TEST(shm_trace, sigkill_mid_run_leaves_live_allocations) {
   EXPECT_EQ(r.value.events.size() + r.value.losses.lost_events, r.value.losses.last_seq);
   EXPECT_GE(r.value.losses.last_seq, 300u); // 200 allocs + 100 frees, then markers
   EXPECT_TRUE(remove_shm(name, &error)) << error;
+}
+
+// Threads of a real process that pass addresses to each other (one frees what another
+// allocated, the next allocates it again), each in its own event lane, then SIGKILL: the
+// reader's timeline has every address allocated, freed, allocated again, in that order.
+TEST(shm_trace, threads_handing_addresses_on_read_back_in_order) {
+  constexpr int k_threads = 4, k_rounds = 50, k_addresses = 8;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    recorder_options o = small_recorder();
+    o.config.events = 1 << 14; // room for every event: lanes of 1024 each
+    recorder_init(o);
+    trace_writer* w = recorder_writer();
+    if (!w) _exit(3);
+    // Address a: allocated by thread t in round r when (r + a) % k_threads == t, freed by the
+    // next thread in the round after: a baton, each hand-off ordered by a mutex.
+    std::mutex mu;
+    std::condition_variable cv;
+    int turn = 0; // round * k_threads + thread
+    std::vector<std::thread> threads;
+    for (int t = 0; t < k_threads; ++t)
+      threads.emplace_back([&, t] {
+        for (int r = 0; r < k_rounds; ++r) {
+          std::unique_lock lock(mu);
+          cv.wait(lock, [&] { return turn == r * k_threads + t; });
+          for (int a = 0; a < k_addresses; ++a) {
+            const auto address = static_cast<std::uintptr_t>(a + 1) << 20;
+            if (r > 0 || t > 0) w->free(address, 0, 0, alloc_kind::device);
+            w->alloc(address, static_cast<std::size_t>(t + 1), 512, 0, 0, alloc_kind::device, 0);
+          }
+          ++turn;
+          cv.notify_all();
+        }
+      });
+    for (auto& th : threads)
+      th.join();
+    if (write(fds[1], "x", 1) != 1) _exit(4);
+    for (;;)
+      pause(); // killed
+  }
+  close(fds[1]);
+  wait_ready(fds[0]);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  const read_result r = open_pid(static_cast<std::uint32_t>(pid));
+  ASSERT_TRUE(r) << r.error.to_string();
+  const trace& t = r.value;
+  constexpr std::size_t k_events =
+      std::size_t{k_threads} * k_rounds * k_addresses * 2 - k_addresses;
+  ASSERT_EQ(t.events.size(), k_events); // nothing lapped
+  EXPECT_EQ(t.losses.lost_events, 0u);
+  EXPECT_EQ(t.losses.history_from_ns, 0u);
+  EXPECT_EQ(t.losses.unmatched_frees, 0u);
+  std::map<std::uintptr_t, int> state; // address -> the thread (1-based) holding it, 0 = free
+  std::set<std::uint32_t> writers;
+  int turns = 0;
+  for (const event& e : t.events) {
+    writers.insert(e.thread);
+    int& holder = state[e.address];
+    if (e.type == event_type::free) {
+      EXPECT_NE(holder, 0) << "free before its allocation at seq " << e.seq;
+      holder = 0;
+    } else {
+      ASSERT_EQ(e.type, event_type::alloc);
+      EXPECT_EQ(holder, 0) << "allocated twice at seq " << e.seq;
+      // The baton's order: round r's thread t allocates after round r's thread t-1.
+      EXPECT_EQ(static_cast<int>(e.size), turns / k_addresses % k_threads + 1) << e.seq;
+      holder = static_cast<int>(e.size);
+      ++turns;
+    }
+  }
+  EXPECT_EQ(writers.size(), static_cast<std::size_t>(k_threads));
+  ASSERT_EQ(t.live.size(), static_cast<std::size_t>(k_addresses));
+  for (const auto& a : t.live)
+    EXPECT_EQ(a.requested, static_cast<std::size_t>(k_threads)); // the last round's last thread
+  std::string error;
+  EXPECT_TRUE(remove_shm(t.info.object, &error)) << error;
 }
 
 TEST(shm_trace, pid_reuse_keeps_two_objects_apart) {
