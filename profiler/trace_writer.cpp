@@ -56,7 +56,7 @@ static_assert(k_stat_count <= l::k_max_stats);
 constexpr std::uint32_t k_stat_slots = l::stat_slots_for(k_stat_count);
 constexpr std::uint32_t k_stat_record_words = l::stat_word::values + k_stat_slots;
 
-// First extents: a new trace is the header plus these (about 600 KiB with the defaults).
+// First extents: a new trace is the header plus these (about 530 KiB with the defaults).
 constexpr std::uint64_t k_first_live_slots = 256; // per shard
 constexpr std::uint64_t k_first_segment_slots = 64;
 constexpr std::uint64_t k_first_events = 512; // per lane

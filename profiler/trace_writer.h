@@ -32,7 +32,7 @@ namespace gmem::trace {
 // up to these and to the byte limit its backing allows.
 struct writer_config {
   std::uint64_t live_slots = std::uint64_t{1} << 21; // holds >= 1M live allocations
-  std::uint32_t live_shards = 8;                     // tables the live slots are spread over
+  std::uint32_t live_shards = 16; // tables the live slots are spread over (at most 24)
   std::uint64_t segment_slots = std::uint64_t{1} << 14;
   std::uint64_t events = std::uint64_t{1} << 19; // all lanes together (one may hold all)
   std::uint32_t event_lanes = 64; // lanes: threads that record at once without sharing one

@@ -14,6 +14,7 @@ namespace gmem::trace::testing {
 inline writer_config small_config() {
   writer_config c;
   c.live_slots = 256;
+  c.live_shards = 8; // 32 slots each: 256 addresses fill them all
   c.segment_slots = 64;
   c.events = 64;
   c.samples = 16;
