@@ -9,10 +9,15 @@ namespace gmem::trace {
 
 namespace lw = layout::lane_word;
 
-constinit thread_local lane_tls t_event_lane;
+constinit thread_local std::uint64_t t_lane_owner = 0;
+constinit thread_local seq_ring* t_lane_ring = nullptr;
 
 namespace {
 std::atomic<std::uint64_t> g_lanes_serial{0};
+// A thread that found no free lane in the event_lanes numbered t_missed_serial, and the
+// release count then: it looks again once a lane was given back.
+thread_local std::uint64_t t_missed_serial = 0, t_missed_releases = 0;
+thread_local bool t_lanes_exiting = false; // its lanes were given back: lane 0 from now on
 } // namespace
 
 struct lane_registry {
@@ -53,8 +58,9 @@ struct lane_claims {
   };
   std::vector<claim> list;
   ~lane_claims() {
-    t_event_lane = {};
-    t_event_lane.exiting = true; // later events (other TLS destructors) go to lane 0
+    t_lane_owner = 0;
+    t_lane_ring = nullptr;
+    t_lanes_exiting = true; // later events (other TLS destructors) go to lane 0
     for (auto& c : list)
       if (auto r = c.registry.lock()) r->release(c.lane);
   }
@@ -100,20 +106,20 @@ bool event_lanes::open(trace_space* space, layout::header* h, std::uint32_t lane
 std::uint64_t event_lanes::append_slow(const std::uint64_t* words) noexcept {
   if (!registry_) return 0;
   lane_registry& r = *registry_;
-  lane_tls& t = t_event_lane;
-  if (t.exiting) return r.rings[0].append(words);
+  if (t_lanes_exiting) return r.rings[0].append(words);
   // A lane this thread holds already (it wrote another trace since), or a new one; a thread
   // that found none tries again only once some thread has given one back.
   for (const auto& c : t_lane_claims.list)
     if (c.serial == serial_) {
-      t = {serial_, &r.rings[c.lane], t.missed_serial, t.missed_releases};
-      return t.ring->append_owned(words);
+      t_lane_owner = serial_;
+      t_lane_ring = &r.rings[c.lane];
+      return t_lane_ring->append_owned(words);
     }
   const std::uint64_t releases = r.releases.load(std::memory_order_relaxed);
-  if ((t.missed_serial != serial_ || t.missed_releases != releases) && claim())
-    return t.ring->append_owned(words);
-  t.missed_serial = serial_;
-  t.missed_releases = releases;
+  if ((t_missed_serial != serial_ || t_missed_releases != releases) && claim())
+    return t_lane_ring->append_owned(words);
+  t_missed_serial = serial_;
+  t_missed_releases = releases;
   return r.rings[0].append(words);
 }
 
@@ -143,9 +149,8 @@ bool event_lanes::claim() noexcept {
     return false;
   }
   r.taken[lane] = true;
-  lane_tls& t = t_event_lane;
-  t.owner = serial_;
-  t.ring = &r.rings[lane];
+  t_lane_owner = serial_;
+  t_lane_ring = &r.rings[lane];
   return true;
 }
 

@@ -26,16 +26,12 @@ namespace gmem::trace {
 
 struct lane_registry; // the lanes' state shared with the threads' exit handlers
 
-// The calling thread's lane in the event_lanes numbered `owner` (initial-exec TLS: one
-// compare on the hot path).
-struct lane_tls {
-  std::uint64_t owner = 0;
-  seq_ring* ring = nullptr;
-  std::uint64_t missed_serial = 0;   // the event_lanes where this thread found no free lane
-  std::uint64_t missed_releases = 0; // ... and its release count then
-  bool exiting = false;              // its lanes were given back: lane 0 from now on
-};
-extern constinit thread_local lane_tls t_event_lane __attribute__((tls_model("initial-exec")));
+// The calling thread's lane: the ring it writes in the event_lanes numbered t_lane_owner
+// (initial-exec TLS: one compare on the hot path). Scalars, not one struct: UBSan checks a
+// member access to a TLS struct for null with the flags of an `add` that the linker relaxes
+// into a `lea` in an executable, and then reports a null pointer that is not there.
+extern constinit thread_local std::uint64_t t_lane_owner __attribute__((tls_model("initial-exec")));
+extern constinit thread_local seq_ring* t_lane_ring __attribute__((tls_model("initial-exec")));
 
 class event_lanes {
 public:
@@ -55,14 +51,12 @@ public:
   // Writes words[1 .. event_word::count) as the calling thread's next event. Returns its seq
   // in its lane, or 0 if dropped.
   std::uint64_t append(const std::uint64_t* words) noexcept {
-    lane_tls& t = t_event_lane;
-    if (__builtin_expect(t.owner == serial_, 1)) return t.ring->append_owned(words);
+    if (__builtin_expect(t_lane_owner == serial_, 1)) return t_lane_ring->append_owned(words);
     return append_slow(words);
   }
   // Starts loading the line the calling thread's next event goes to.
   void prefetch() const noexcept {
-    const lane_tls& t = t_event_lane;
-    if (t.owner == serial_) t.ring->prefetch_next();
+    if (t_lane_owner == serial_) t_lane_ring->prefetch_next();
   }
   // Lanes held by threads now (lane 0 not counted).
   std::uint32_t lanes_claimed() const noexcept;
