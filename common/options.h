@@ -80,7 +80,9 @@
     "most live allocations the trace's table grows to hold (it starts small and grows with "       \
     "them: 128-192 bytes of /dev/shm each)")                                                       \
   X(trace_events, "GMEM_TRACE_EVENTS", count, "524288", "",                                        \
-    "events the trace's ring keeps before it wraps (64 bytes each, allocated as it fills)")        \
+    "events the trace keeps before its lanes wrap (64 bytes each, allocated as they fill), "       \
+    "shared by the lanes of the threads that record (one busy thread may hold them all); "         \
+    "threads beyond 63 recording at once share a lane of a further eighth")                        \
   X(stack_depth, "GMEM_STACK_DEPTH", count, "16", "",                                              \
     "frames recorded per allocation call stack; 0 = no stacks")                                    \
   X(python_depth, "GMEM_PYTHON_DEPTH", count, "16", "",                                            \
