@@ -98,7 +98,6 @@ bool event_lanes::open(trace_space* space, layout::header* h, std::uint32_t lane
   h->sections[layout::k_events] = {capacity, layout::event_word::count * 8, 1, 0, 0};
   h->extents[layout::k_events][0] = {table, r.count};
   layout::store_word(r.descriptor(0) + lw::flags, lw::k_shared);
-  layout::store_word(r.descriptor(0) + lw::capacity, shared_capacity);
   r.opened[0] = r.taken[0] = true;
   return r.open_ring(0, shared_capacity, std::min(first_chunk, shared_capacity), false);
 }

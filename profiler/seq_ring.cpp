@@ -33,7 +33,9 @@ bool seq_ring::open(trace_space* space, layout::extent* dir, std::uint64_t capac
     dir_[k] = {0, layout::ring_chunk_records(k, first_chunk_)};
   if (!owned) {
     mask_ = capacity - 1;
-    return add_chunk(0) != nullptr;
+    if (add_chunk(0) == nullptr) return false;
+    if (size_word != nullptr) layout::store_release(size_word, capacity);
+    return true;
   }
   capacity_ = capacity;
   size_word_ = size_word;

@@ -44,8 +44,9 @@ public:
             std::uint64_t first_chunk, std::uint32_t record_words, std::uint64_t* head,
             std::uint64_t* dropped) noexcept;
   // The same with the chunk directory `dir` (k_max_extents entries) and the counters anywhere
-  // in the trace. `owned`: one writer at a time (append_owned), growing from `first_chunk`
-  // records up to `capacity` and publishing its size in *size_word. `budget`, when given:
+  // in the trace; its size (records it holds now) published in *size_word when given. `owned`:
+  // one writer at a time (append_owned), growing from `first_chunk` records up to `capacity`;
+  // else its size is `capacity` from the start. `budget`, when given:
   // records the ring may still allocate, shared with other rings (taken chunk by chunk).
   bool open(trace_space* space, layout::extent* dir, std::uint64_t capacity,
             std::uint64_t first_chunk, std::uint32_t record_words, std::uint64_t* head,
