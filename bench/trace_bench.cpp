@@ -6,24 +6,25 @@
 //
 //   make build/bench/trace_bench && build/bench/trace_bench [--pairs N] [--first-lap N]
 //       [--live N] [--runs N] [--between BYTES] [--threads N]
-//       [--only off|offdeep|nostacks|shallow|deep|offsites|sites]
+//       [--only off|stamps|offdeep|nostacks|shallow|deep|offsites|sites]
 //
 // Each configuration runs in its own child process (a fresh trace), `runs` times: off (the
-// loop without recording: the baseline), off from 40 frames deep (the deep row's baseline:
-// the calls and returns alone), stacks off (GMEM_STACK_DEPTH=0), stacks at the default depth
-// from a shallow and from a 40-frame-deep call site, and from 8 call sites 20 frames deep taken
-// in turn (against the same calls without recording); --only runs one of them. The figures are of
-// the pairs after a first lap that fills the event ring (a long run's steady state); the first
-// lap's mean, which includes growing the trace to its full ring, is the last column. Targets (issue
-// 12): <= 60 ns mean per pair without stacks; <= 400 ns with stacks (measured on the GPU host in a
-// Python process, see bench/README.md). --between BYTES (default 0) writes one word in every
-// 64-byte line of that many bytes between two pairs, untimed: a program's own work (an
-// interpreter's) that pushes the recorder's lines out of the core's caches, as a Python
-// process with torch does between its allocations (e.g. --between 1M: on the H200 that is
-// where the recorder's cache misses show). --threads N (default 1) runs the loop on N threads
-// at once, each with its own addresses, into one trace: the figures are over all their pairs
-// (threads that record at once share the live table's shards; each writes its own event
-// lane).
+// loop without recording: the baseline), off with two time stamps per pair and nothing else
+// (what any recorder that stamps every event pays: the floor under the targets below), off from 40
+// frames deep (the deep row's baseline: the calls and returns alone), stacks off
+// (GMEM_STACK_DEPTH=0), stacks at the default depth from a shallow and from a 40-frame-deep call
+// site, and from 8 call sites 20 frames deep taken in turn (against the same calls without
+// recording); --only runs one of them. The figures are of the pairs after a first lap that fills
+// the event ring (a long run's steady state); the first lap's mean, which includes growing the
+// trace to its full ring, is the last column. Targets (issue 12): <= 60 ns mean per pair without
+// stacks; <= 400 ns with stacks (measured on the GPU host in a Python process, see
+// bench/README.md). --between BYTES (default 0) writes one word in every 64-byte line of that many
+// bytes between two pairs, untimed: a program's own work (an interpreter's) that pushes the
+// recorder's lines out of the core's caches, as a Python process with torch does between its
+// allocations (e.g. --between 1M: on the H200 that is where the recorder's cache misses show).
+// --threads N (default 1) runs the loop on N threads at once, each with its own addresses, into one
+// trace: the figures are over all their pairs (threads that record at once share the live table's
+// shards; each writes its own event lane).
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -44,6 +45,7 @@
 #include "common/units.h"
 #include "interpose/trace_hooks.h"
 #include "profiler/recorder.h"
+#include "profiler/trace_clock.h"
 
 using namespace gmem::trace;
 
@@ -133,13 +135,24 @@ template <int... S> constexpr auto site_table(std::integer_sequence<int, S...>) 
 }
 constexpr auto k_site_calls = site_table(std::make_integer_sequence<int, k_sites>{});
 
-enum class mode { off, off_deep, stacks_off, stacks_shallow, stacks_deep, off_sites, stacks_sites };
+enum class mode {
+  off,
+  stamps,
+  off_deep,
+  stacks_off,
+  stacks_shallow,
+  stacks_deep,
+  off_sites,
+  stacks_sites
+};
 
 // One thread's loop: the ticks of each pair, the first lap's first.
 std::vector<std::uint32_t> loop(mode m, const settings& s, unsigned thread) {
   address_stream addresses(thread);
   std::vector<std::pair<std::uintptr_t, std::size_t>> live;
-  const bool record = m != mode::off && m != mode::off_deep && m != mode::off_sites;
+  const bool record =
+      m != mode::off && m != mode::stamps && m != mode::off_deep && m != mode::off_sites;
+  std::uint64_t stamps = 0;
   for (std::size_t i = 0; i < s.live; ++i) {
     live.push_back(addresses.take());
     if (record)
@@ -158,6 +171,10 @@ std::vector<std::uint32_t> loop(mode m, const settings& s, unsigned thread) {
                                                             : capture_stack();
       alloc(a, size, (size + 511) & ~std::size_t{511}, 0, 0, alloc_kind::device, stack);
       free(live[victim].first, 0, 0, alloc_kind::device);
+    } else if (m == mode::stamps) {
+      stamps += now_ticks(); // the two events' time stamps alone, as the recorder reads them
+      asm volatile("" : "+r"(stamps));
+      stamps += now_ticks();
     } else if (m == mode::off_deep) {
       (void)deep_capture<40>(false);
     } else if (m == mode::off_sites) {
@@ -172,6 +189,7 @@ std::vector<std::uint32_t> loop(mode m, const settings& s, unsigned thread) {
       scratch[j] += i;
     asm volatile("" : : "r"(scratch.data()) : "memory");
   }
+  asm volatile("" : : "r"(stamps));
   return samples;
 }
 
@@ -241,7 +259,7 @@ summary run_child(mode m, const settings& s, double tpn) {
 
 constexpr const char* k_usage =
     "usage: trace_bench [--pairs N] [--first-lap N] [--live N] [--runs N] [--between BYTES] "
-    "[--threads N] [--only off|offdeep|nostacks|shallow|deep|offsites|sites]\n";
+    "[--threads N] [--only off|stamps|offdeep|nostacks|shallow|deep|offsites|sites]\n";
 
 int main(int argc, char** argv) {
   settings s;
@@ -285,6 +303,7 @@ int main(int argc, char** argv) {
     mode m;
   };
   const row rows[] = {{"off (baseline)", "off", mode::off},
+                      {"off, two stamps", "stamps", mode::stamps},
                       {"off, 40 deep (baseline)", "offdeep", mode::off_deep},
                       {"on, stacks off", "nostacks", mode::stacks_off},
                       {"on, stacks 16 (shallow)", "shallow", mode::stacks_shallow},
@@ -293,10 +312,11 @@ int main(int argc, char** argv) {
                       {"on, stacks 16 (8 sites)", "sites", mode::stacks_sites}};
   if (!s.only.empty() && std::none_of(std::begin(rows), std::end(rows),
                                       [&](const row& r) { return s.only == r.key; })) {
-    std::fprintf(stderr,
-                 "trace_bench: --only takes off, offdeep, nostacks, shallow, deep, offsites or "
-                 "sites, not '%s'\n",
-                 s.only.c_str());
+    std::fprintf(
+        stderr,
+        "trace_bench: --only takes off, stamps, offdeep, nostacks, shallow, deep, offsites "
+        "or sites, not '%s'\n",
+        s.only.c_str());
     return 2;
   }
   const double tpn = ticks_per_ns();
