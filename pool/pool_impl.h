@@ -208,14 +208,18 @@ private:
   event_handle drop_event_locked(block* b); // b lets go of its event: returns it if unshared
   void merge_into_locked(block* left, block* right); // right joins left; right is recycled
   void enforce_cache_cap_locked(deferred& d);
-  // Arena only: the pending blocks could serve `size`, so a fence comes before taking any free
-  // block (b) or growing. Pending blocks merge with their free neighbours only when a fence
-  // makes them free; taken from the free space beside them instead, large requests carve it up
-  // and the arena, which keeps its pages, grows for good (2026-11-26: the fast-step convnet's
-  // recorded trace peaked at 1.45x peak live with the rule "a single pending block fits better
-  // than b", 1.21x with this one, as when every free is reusable at once; GPT trace 1.05x both).
+  // Arena only: the pending blocks could serve fence_batch requests of `size`, so a fence
+  // comes before taking any free block (b) or growing. Pending blocks merge with their free
+  // neighbours only when a fence makes them free; taken from the free space beside them
+  // instead, large requests carve it up and the arena, which keeps its pages, grows for good
+  // (2026-11-26: the fast-step convnet's recorded trace peaked at 1.45x peak live with the rule
+  // "a single pending block fits better than b", 1.21x when fencing as soon as the pending
+  // blocks could serve one request, as when every free is reusable at once; GPT trace 1.05x
+  // both). Waiting until they could serve four lets each fence free a bigger batch: 1.195x on
+  // the convnet trace with 30% fewer fences, GPT 1.05x with 29% fewer.
   bool fence_first_locked(std::size_t size, unsigned cls) const {
-    return page_ != 0 && cls == k_large && pending_class_bytes_[cls] >= size;
+    return page_ != 0 && cls == k_large &&
+           pending_class_bytes_[cls] / std::max<std::size_t>(opt_.fence_batch, 1) >= size;
   }
   std::size_t free_bytes_locked() const {
     return free_[0].bytes() + free_[1].bytes() + free_[2].bytes();

@@ -154,6 +154,8 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
     g_options.reuse_safety = v != 0;
   else if (name == "grow_window_allocs")
     g_options.grow_window_allocs = bytes;
+  else if (name == "fence_batch")
+    g_options.fence_batch = bytes;
   else if (name == "arena_page_bytes" && bytes != 0 && (bytes & (bytes - 1)) == 0)
     g_arena_page = bytes;
   else

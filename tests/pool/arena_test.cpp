@@ -82,11 +82,14 @@ TEST_F(arena_fixture, grows_where_it_ends_and_free_space_merges_across_growths) 
 }
 
 // Pending blocks that could cover a request are fenced before any free block is taken
-// (pool_impl::fence_first_locked): they merge with their free neighbours and serve it, and the
-// free block stays whole for the next request. Taking the free block first splits it, and the
-// next request makes the arena grow.
+// (pool_impl::fence_first_locked, here with fence_batch 1: as soon as they could cover one):
+// they merge with their free neighbours and serve it, and the free block stays whole for the
+// next request. Taking the free block first splits it, and the next request makes the arena
+// grow.
 TEST_F(arena_fixture, pending_blocks_that_could_serve_a_request_are_fenced_first) {
-  pool p(up, fe, arena_options());
+  pool_options o = arena_options();
+  o.fence_batch = 1;
+  pool p(up, fe, o);
   const std::uintptr_t a = p.allocate(4 * k_mib).address;
   const std::uintptr_t b = p.allocate(4 * k_mib).address;
   const std::uintptr_t g = p.allocate(2 * k_mib).address; // keeps A+B apart from C
@@ -114,6 +117,36 @@ TEST_F(arena_fixture, pending_blocks_that_could_serve_a_request_are_fenced_first
   EXPECT_EQ(p.stats().fences, fences + 2);
   EXPECT_EQ(p.stats().pending_bytes, 8 * k_mib);
   ASSERT_EQ(p.deallocate(h), pool_status::ok);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// By default (fence_batch 4) the fence comes first once the pending blocks could cover four
+// requests of the size asked; below that a free block that fits is taken without a fence.
+TEST_F(arena_fixture, by_default_pending_blocks_are_fenced_first_once_they_could_serve_four) {
+  pool p(up, fe, arena_options());
+  ASSERT_EQ(p.options().fence_batch, 4u);
+  const std::uintptr_t a = p.allocate(4 * k_mib).address;
+  const std::uintptr_t b = p.allocate(4 * k_mib).address;
+  const std::uintptr_t g = p.allocate(2 * k_mib).address; // keeps A+B apart from C
+  const std::uintptr_t c = p.allocate(12 * k_mib).address;
+  const std::uintptr_t h = p.allocate(2 * k_mib).address; // keeps C apart from the tip
+  ASSERT_EQ(p.deallocate(c), pool_status::ok);
+  p.end_external_fence(p.begin_external_fence()); // C: free
+  ASSERT_EQ(p.deallocate(a), pool_status::ok);    // A and B: pending, 8 MiB together
+  ASSERT_EQ(p.deallocate(b), pool_status::ok);
+  const std::uint64_t fences = p.stats().fences;
+  // 8 MiB pending could serve 2.5 MiB three times, not four: C (free) serves it, no fence.
+  const std::uintptr_t x = p.allocate(5 * k_mib / 2).address;
+  EXPECT_EQ(x, c);
+  EXPECT_EQ(p.stats().fences, fences);
+  EXPECT_EQ(p.stats().pending_bytes, 8 * k_mib);
+  // They could serve 2 MiB four times: fence first, and A+B (8 MiB, the best fit once free)
+  // serve it rather than C's remaining 9.5 MiB.
+  EXPECT_EQ(p.allocate(2 * k_mib).address, a);
+  EXPECT_EQ(p.stats().fences, fences + 1);
+  EXPECT_EQ(p.stats().pending_bytes, 0u);
+  for (std::uintptr_t y : {x, g, h})
+    ASSERT_EQ(p.deallocate(y), pool_status::ok);
   EXPECT_TRUE(p.is_valid());
 }
 
