@@ -5,6 +5,7 @@ involuntary context switches), so a slowdown can be split into CPU time, kernel 
 and, with --nvml, the peak of device 0's used memory during the run above the level before it
 (sampled every ~1 ms through pynvml, as bench/run_workloads.py does).
   rusage_run.py LABEL [--nvml] -- command ...   (environment passed through)"""
+import hashlib
 import json
 import re
 import resource
@@ -48,9 +49,12 @@ if sampler is not None:
     done.set()
     sampler.join()
     row["nvml_peak_mib"] = round((peak[0] - idle) / 2**20, 1)
-loss = re.search(r'"losses": \[([^\]]*)\]', p.stdout)
+loss = re.search(r'^losses: (.*)$', p.stdout, re.M)  # torch_train.py's last line
 if loss:
-    row["last_loss"] = loss.group(1).split(",")[-1].strip()
+    values = loss.group(1).split()
+    row["losses"] = len(values)
+    row["last_loss"] = values[-1] if values else None
+    row["losses_md5"] = hashlib.md5(loss.group(1).encode()).hexdigest()[:12]
 print(json.dumps(row), flush=True)
 if p.returncode != 0 or m is None:
     sys.stderr.write(p.stdout[-3000:])
