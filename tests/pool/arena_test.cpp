@@ -51,6 +51,24 @@ struct arena_fixture : ::testing::Test {
         [&](const segment_view& v) { n += v.base >= fake_upstream::k_arena_base ? 1 : 0; });
     return n;
   }
+  // The arena as the fence-first tests need it: A and B (4 MiB each, side by side) pending,
+  // G (2 MiB, live) between them and C (12 MiB, free), H (2 MiB, live) between C and the tip.
+  struct pending_beside_free {
+    std::uintptr_t a, b, g, c, h;
+  };
+  static pending_beside_free pending_beside_free_block(pool& p) {
+    pending_beside_free l{};
+    l.a = p.allocate(4 * k_mib).address;
+    l.b = p.allocate(4 * k_mib).address;
+    l.g = p.allocate(2 * k_mib).address;
+    l.c = p.allocate(12 * k_mib).address;
+    l.h = p.allocate(2 * k_mib).address;
+    EXPECT_EQ(p.deallocate(l.c), pool_status::ok);
+    p.end_external_fence(p.begin_external_fence()); // C: free
+    EXPECT_EQ(p.deallocate(l.a), pool_status::ok);  // A and B: pending, 8 MiB together
+    EXPECT_EQ(p.deallocate(l.b), pool_status::ok);
+    return l;
+  }
   fake_upstream up;
   fake_fences fe;
   segment_mirror mirror;
@@ -90,15 +108,7 @@ TEST_F(arena_fixture, pending_blocks_that_could_serve_a_request_are_fenced_first
   pool_options o = arena_options();
   o.fence_batch = 1;
   pool p(up, fe, o);
-  const std::uintptr_t a = p.allocate(4 * k_mib).address;
-  const std::uintptr_t b = p.allocate(4 * k_mib).address;
-  const std::uintptr_t g = p.allocate(2 * k_mib).address; // keeps A+B apart from C
-  const std::uintptr_t c = p.allocate(12 * k_mib).address;
-  const std::uintptr_t h = p.allocate(2 * k_mib).address; // keeps C apart from the tip
-  ASSERT_EQ(p.deallocate(c), pool_status::ok);
-  p.end_external_fence(p.begin_external_fence()); // C: free
-  ASSERT_EQ(p.deallocate(a), pool_status::ok);    // A and B: pending, 8 MiB together
-  ASSERT_EQ(p.deallocate(b), pool_status::ok);
+  const auto [a, b, g, c, h] = pending_beside_free_block(p);
   const std::size_t reserved = p.stats().reserved_bytes;
   const std::uint64_t fences = p.stats().fences;
   // C fits 8 MiB, but A and B could cover it: fence first; A+B serve it.
@@ -125,15 +135,7 @@ TEST_F(arena_fixture, pending_blocks_that_could_serve_a_request_are_fenced_first
 TEST_F(arena_fixture, by_default_pending_blocks_are_fenced_first_once_they_could_serve_four) {
   pool p(up, fe, arena_options());
   ASSERT_EQ(p.options().fence_batch, 4u);
-  const std::uintptr_t a = p.allocate(4 * k_mib).address;
-  const std::uintptr_t b = p.allocate(4 * k_mib).address;
-  const std::uintptr_t g = p.allocate(2 * k_mib).address; // keeps A+B apart from C
-  const std::uintptr_t c = p.allocate(12 * k_mib).address;
-  const std::uintptr_t h = p.allocate(2 * k_mib).address; // keeps C apart from the tip
-  ASSERT_EQ(p.deallocate(c), pool_status::ok);
-  p.end_external_fence(p.begin_external_fence()); // C: free
-  ASSERT_EQ(p.deallocate(a), pool_status::ok);    // A and B: pending, 8 MiB together
-  ASSERT_EQ(p.deallocate(b), pool_status::ok);
+  const auto [a, b, g, c, h] = pending_beside_free_block(p);
   const std::uint64_t fences = p.stats().fences;
   // 8 MiB pending could serve 2.5 MiB three times, not four: C (free) serves it, no fence.
   const std::uintptr_t x = p.allocate(5 * k_mib / 2).address;
