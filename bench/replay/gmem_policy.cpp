@@ -8,6 +8,7 @@
 #include "pool/pool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <set>
@@ -132,6 +133,7 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
   const double v = std::strtod(value.c_str(), &end);
   if (end == value.c_str() || *end != '\0') return false;
   const auto bytes = static_cast<std::size_t>(v < 0 ? 0 : v);
+  const bool count = v >= 0 && v == std::floor(v) && v < 1e15; // a whole number of things
   if (name == "grow_slack")
     g_options.grow_slack = v;
   else if (name == "max_cached_bytes")
@@ -152,9 +154,9 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
     g_options.large_segment_max_bytes = bytes;
   else if (name == "reuse_safety")
     g_options.reuse_safety = v != 0;
-  else if (name == "grow_window_allocs")
+  else if (name == "grow_window_allocs" && count)
     g_options.grow_window_allocs = bytes;
-  else if (name == "fence_batch")
+  else if (name == "fence_batch" && count)
     g_options.fence_batch = bytes;
   else if (name == "arena_page_bytes" && bytes != 0 && (bytes & (bytes - 1)) == 0)
     g_arena_page = bytes;

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
           !gmem_bench::set_gmem_pool_option(kv.substr(0, eq), kv.substr(eq + 1))) {
         std::fprintf(stderr,
                      "gmem_replay: --pool-option '%s' is not NAME=NUMBER of a known pool "
-                     "option; stopping\n",
+                     "option (counts take whole numbers); stopping\n",
                      kv.c_str());
         return 2;
       }

@@ -119,6 +119,17 @@ TEST(replay, reports_peaks_and_ratio) {
   EXPECT_EQ(r.failures, 0u);
 }
 
+TEST(replay, pool_options_take_numbers_and_counts_take_whole_ones) {
+  EXPECT_TRUE(set_gmem_pool_option("fence_batch", "4"));
+  EXPECT_FALSE(set_gmem_pool_option("fence_batch", "2.5"));
+  EXPECT_FALSE(set_gmem_pool_option("fence_batch", "-1"));
+  EXPECT_FALSE(set_gmem_pool_option("fence_batch", "four"));
+  EXPECT_FALSE(set_gmem_pool_option("grow_window_allocs", "0.5"));
+  EXPECT_TRUE(set_gmem_pool_option("grow_slack", "0.05")); // a fraction where one is meant
+  EXPECT_FALSE(set_gmem_pool_option("no_such_option", "1"));
+  EXPECT_FALSE(set_gmem_pool_option("arena_page_bytes", "3000000")); // not a power of two
+}
+
 TEST(replay, every_named_policy_replays_a_mixed_trace) {
   std::string text;
   std::mt19937 rng(3);
