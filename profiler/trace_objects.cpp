@@ -89,6 +89,25 @@ bool parse_object_name(const std::string& name, std::uint32_t* pid, std::uint64_
   return true;
 }
 
+std::uint64_t ticks_after_uptime(std::string_view uptime, long hz) {
+  // Whole numbers, not a double: 1234.57 x 100 is 123456.99999999999 as doubles, one tick
+  // short, and a process that started in the current tick would then look as if it started
+  // in the future (its trace refused as not its own).
+  if (hz <= 0 || hz > 1'000'000) hz = 100;
+  std::uint64_t seconds = 0, fraction_ns = 0, scale = 1'000'000'000;
+  std::size_t i = 0;
+  for (; i < uptime.size() && uptime[i] >= '0' && uptime[i] <= '9'; ++i)
+    seconds = seconds * 10 + static_cast<std::uint64_t>(uptime[i] - '0');
+  if (i == 0 || i > 12) return ~std::uint64_t{0}; // none, or beyond 30,000 years
+  if (i < uptime.size() && uptime[i] == '.')
+    for (++i; i < uptime.size() && uptime[i] >= '0' && uptime[i] <= '9' && scale > 1; ++i) {
+      scale /= 10;
+      fraction_ns += static_cast<std::uint64_t>(uptime[i] - '0') * scale;
+    }
+  const auto per_second = static_cast<std::uint64_t>(hz);
+  return seconds * per_second + fraction_ns * per_second / 1'000'000'000 + 1;
+}
+
 bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks) {
   return pid != 0 && start_ticks_of(pid) == proc_start_ticks && proc_start_ticks != 0;
 }
@@ -216,13 +235,12 @@ bool alive_as(std::uint32_t pid, std::uint64_t ticks, std::uint32_t uid) {
   return process_alive(pid, ticks) && proc_uid(pid, &running_uid) && running_uid == uid;
 }
 
-// Clock ticks since boot now: no process on this boot started later.
+// Clock ticks since boot now, plus one: no process on this boot started at or after it.
 std::uint64_t now_ticks() {
   std::ifstream f("/proc/uptime");
-  double seconds = 0;
-  if (!(f >> seconds)) return ~std::uint64_t{0};
-  const long hz = ::sysconf(_SC_CLK_TCK);
-  return static_cast<std::uint64_t>(seconds * static_cast<double>(hz > 0 ? hz : 100)) + 1;
+  std::string text;
+  if (!(f >> text)) return ~std::uint64_t{0};
+  return ticks_after_uptime(text, ::sysconf(_SC_CLK_TCK));
 }
 
 read_result open_shm_as(const std::string& name, const read_options& options,

@@ -87,6 +87,20 @@ std::uint32_t dead_pid() {
 }
 
 // Row 4: a FIFO named like a trace must not hang ps, list_traces or open_pid.
+// A dead process's trace is found even when the reader runs in the tick the process started
+// in: "now" comes from /proc/uptime in whole ticks, not through a double (1234.57 s x 100 is
+// 123456.99999999999 as doubles: one tick short, so the trace looked as if it came from the
+// future and was refused).
+TEST(process_identity, the_tick_after_uptime_is_exact) {
+  EXPECT_EQ(ticks_after_uptime("1234.57 98765.43", 100), 123458u);
+  EXPECT_EQ(ticks_after_uptime("1234.57", 100), 123458u);
+  EXPECT_EQ(ticks_after_uptime("0.00 0.00", 100), 1u);
+  EXPECT_EQ(ticks_after_uptime("17.5", 1000), 17501u);
+  EXPECT_EQ(ticks_after_uptime("1234.57", 0), 123458u); // no CLK_TCK: 100
+  for (const char* bad : {"", "x", ".5", "-3.00", "1234567890123.00"})
+    EXPECT_EQ(ticks_after_uptime(bad, 100), ~std::uint64_t{0}) << bad;
+}
+
 TEST(shm_security, a_fifo_named_like_a_trace_hangs_no_reader) {
   const std::uint32_t pid = dead_pid();
   const std::string name = object_name(pid, 12345);
