@@ -126,8 +126,8 @@ std::vector<std::string> apply_retention(const retention_policy& policy,
 // Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?
 bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);
 // The clock tick after the one /proc/uptime's text ("SECONDS.CC ...") is in, for `hz` ticks
-// per second (sysconf(_SC_CLK_TCK); <= 0 counts as 100): no process of this boot has a start
-// time (/proc/<pid>/stat field 22) at or past it. Unreadable text gives the largest value.
+// per second (sysconf(_SC_CLK_TCK); outside 1..10^6 counts as 100): no process of this boot has a
+// start time (/proc/<pid>/stat field 22) at or past it. Unreadable text gives the largest value.
 std::uint64_t ticks_after_uptime(std::string_view uptime, long hz);
 
 // Copies a live object to `path` in the trace format (readable with open_file). Returns false

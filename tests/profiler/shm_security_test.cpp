@@ -86,7 +86,6 @@ std::uint32_t dead_pid() {
   return static_cast<std::uint32_t>(pid);
 }
 
-// Row 4: a FIFO named like a trace must not hang ps, list_traces or open_pid.
 // A dead process's trace is found even when the reader runs in the tick the process started
 // in: "now" comes from /proc/uptime in whole ticks, not through a double (1234.57 s x 100 is
 // 123456.99999999999 as doubles: one tick short, so the trace looked as if it came from the
@@ -101,6 +100,7 @@ TEST(process_identity, the_tick_after_uptime_is_exact) {
     EXPECT_EQ(ticks_after_uptime(bad, 100), ~std::uint64_t{0}) << bad;
 }
 
+// Row 4: a FIFO named like a trace must not hang ps, list_traces or open_pid.
 TEST(shm_security, a_fifo_named_like_a_trace_hangs_no_reader) {
   const std::uint32_t pid = dead_pid();
   const std::string name = object_name(pid, 12345);
