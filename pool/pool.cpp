@@ -28,6 +28,7 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
   opt_.segment_granule_bytes =
       round_up(std::max(opt_.segment_granule_bytes, k_block_granule), k_block_granule);
   opt_.small_max_bytes = std::min(opt_.small_max_bytes, opt_.small_segment_bytes);
+  opt_.fence_batch = std::max<std::size_t>(opt_.fence_batch, 1);
   if (opt_.arena) page_ = up_.arena_page();
   if (!opt_.reuse_safety) opt_.thread_caches = false; // every free serves any stream at once
   update_oversize_locked();                           // nothing shared yet: no lock needed

@@ -217,9 +217,13 @@ private:
   // blocks could serve one request, as when every free is reusable at once; GPT trace 1.05x
   // both). Waiting until they could serve four lets each fence free a bigger batch: 1.195x on
   // the convnet trace with 30% fewer fences, GPT 1.05x with 29% fewer.
+  // (A multiply, not a divide: this runs on every large arena allocation's fast path; a batch
+  // whose bytes overflow cannot be pending.)
   bool fence_first_locked(std::size_t size, unsigned cls) const {
+    std::size_t batch_bytes = 0;
     return page_ != 0 && cls == k_large &&
-           pending_class_bytes_[cls] / std::max<std::size_t>(opt_.fence_batch, 1) >= size;
+           !__builtin_mul_overflow(size, opt_.fence_batch, &batch_bytes) &&
+           pending_class_bytes_[cls] >= batch_bytes;
   }
   std::size_t free_bytes_locked() const {
     return free_[0].bytes() + free_[1].bytes() + free_[2].bytes();
