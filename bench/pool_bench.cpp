@@ -142,6 +142,8 @@ BENCHMARK(BM_random)->ArgNames({"streamless"})->Arg(0)->Arg(1)->Iterations(1 << 
 // barriers): one thread, stream-less pairs (cudaMalloc + cudaFree) of log-uniform sizes
 // 256 B - 4 MiB, 8 blocks live, the oldest freed after each allocation. The pool's share of
 // trace_cost's driver route, without the hooks, the driver's event record or the clock.
+// stream:1 makes the same pairs on one stream (trace_cost's async route: cudaMallocAsync +
+// cudaFreeAsync), through the thread's cache as in the shim.
 void BM_cudamalloc_pattern(benchmark::State& state) {
   arena_upstream up;
   bench_fences fe;
@@ -149,6 +151,7 @@ void BM_cudamalloc_pattern(benchmark::State& state) {
   o.arena = true;
   o.barriers = true;
   o.reuse_safety = state.range(0) != 0;
+  const stream_handle s = state.range(1) != 0 ? k_stream : k_no_stream;
   pool p(up, fe, o);
   constexpr std::size_t k_script = 1 << 16;
   std::mt19937_64 rng(7);
@@ -158,12 +161,12 @@ void BM_cudamalloc_pattern(benchmark::State& state) {
     n = static_cast<std::size_t>(std::exp2(lg(rng)));
   std::vector<std::uintptr_t> live(8);
   for (std::size_t k = 0; k < live.size(); ++k)
-    live[k] = p.allocate(sizes[k], k_no_stream).address;
+    live[k] = p.allocate(sizes[k], s).address;
   std::size_t i = 0, victim = 0, failures = 0;
   for (auto _ : state) {
-    alloc_result r = p.allocate(sizes[i], k_no_stream);
+    alloc_result r = p.allocate(sizes[i], s);
     failures += r.status != pool_status::ok;
-    p.deallocate(live[victim], k_no_stream);
+    p.deallocate(live[victim], s);
     live[victim] = r.address;
     if (++victim == live.size()) victim = 0;
     if (++i == k_script) i = 0;
@@ -174,7 +177,11 @@ void BM_cudamalloc_pattern(benchmark::State& state) {
   state.counters["peak_reserved_MiB"] = static_cast<double>(st.peak_reserved_bytes) / (1 << 20);
   state.counters["failures"] = static_cast<double>(failures);
 }
-BENCHMARK(BM_cudamalloc_pattern)->ArgNames({"reuse_safety"})->Arg(1)->Arg(0);
+BENCHMARK(BM_cudamalloc_pattern)
+    ->ArgNames({"reuse_safety", "stream"})
+    ->Args({1, 0})
+    ->Args({0, 0})
+    ->Args({1, 1});
 
 // Pairs from several threads on one pool, each on its own stream, 64 KiB.
 std::unique_ptr<pool> g_shared;

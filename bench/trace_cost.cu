@@ -3,10 +3,12 @@
 // p99 / p99.9 / max printed as one JSON line. Run it natively and under libgmem.so with
 // GMEM_TRACE=0, GMEM_STACK_DEPTH=0 and the defaults (bench/trace_cost_gpu.sh does).
 //   nvcc -O2 -arch=sm_90 -I. bench/trace_cost.cu -lcuda -o trace_cost
-//   ./trace_cost [pairs] [label] [runtime|driver|timer] [split]
+//   ./trace_cost [pairs] [label] [runtime|driver|async|timer] [split]
 // The route: runtime (default) calls cudaMalloc/cudaFree; driver calls cuMemAlloc/cuMemFree,
 // which is what the runtime calls, so under gmem the two differ by the runtime's own layer
-// (gmem's hooks and pool do the same work below both); timer times nothing (the clock pair).
+// (gmem's hooks and pool do the same work below both); async calls cudaMallocAsync /
+// cudaFreeAsync on one non-blocking stream made up front (the stream-ordered path); timer times
+// nothing (the clock pair).
 // split (under gmem only): reads gmem's fence counter (gmem_stats) before and after each pair,
 // outside the timed span, and prints two more lines: the pairs during which the pool fenced and
 // the others, so a tail can be told apart from the fences.
@@ -49,16 +51,19 @@ int main(int argc, char** argv) {
   const std::string name = argc > 3 ? argv[3] : "runtime";
   const bool split = argc > 4 && std::string(argv[4]) == "split";
   if (pairs <= 0 || (argc > 4 && !split)) {
-    std::fprintf(stderr, "usage: trace_cost [pairs > 0] [label] [runtime|driver|timer] [split]\n");
+    std::fprintf(stderr,
+                 "usage: trace_cost [pairs > 0] [label] [runtime|driver|async|timer] [split]\n");
     return 2;
   }
-  enum class route { runtime, driver, timer } r = route::runtime;
+  enum class route { runtime, driver, async, timer } r = route::runtime;
   if (name == "driver") {
     r = route::driver;
+  } else if (name == "async") {
+    r = route::async;
   } else if (name == "timer") {
     r = route::timer;
   } else if (name != "runtime") {
-    std::fprintf(stderr, "trace_cost: the route is runtime, driver or timer, not '%s'\n",
+    std::fprintf(stderr, "trace_cost: the route is runtime, driver, async or timer, not '%s'\n",
                  name.c_str());
     return 2;
   }
@@ -74,15 +79,20 @@ int main(int argc, char** argv) {
     return stats(0, &st) == GMEM_OK ? st.fences : 0;
   };
   if (cudaFree(nullptr) != cudaSuccess) return 1; // the primary context, current on this thread
-  auto alloc = [r](void** p, size_t bytes) {
+  cudaStream_t stream = nullptr;
+  if (r == route::async && cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) != cudaSuccess)
+    return 1;
+  auto alloc = [r, stream](void** p, size_t bytes) {
     if (r == route::runtime) return cudaMalloc(p, bytes) == cudaSuccess;
+    if (r == route::async) return cudaMallocAsync(p, bytes, stream) == cudaSuccess;
     CUdeviceptr d = 0;
     const bool ok = cuMemAlloc(&d, bytes) == CUDA_SUCCESS;
     *p = reinterpret_cast<void*>(d);
     return ok;
   };
-  auto release = [r](void* p) {
+  auto release = [r, stream](void* p) {
     if (r == route::runtime) return cudaFree(p) == cudaSuccess;
+    if (r == route::async) return cudaFreeAsync(p, stream) == cudaSuccess;
     return cuMemFree(reinterpret_cast<CUdeviceptr>(p)) == CUDA_SUCCESS;
   };
   std::mt19937_64 rng(7);
@@ -109,6 +119,10 @@ int main(int argc, char** argv) {
   }
   for (void* p : live)
     release(p);
+  if (stream != nullptr &&
+      (cudaStreamSynchronize(stream) != cudaSuccess || cudaStreamDestroy(stream) != cudaSuccess)) {
+    return 1;
+  }
   print(label, std::move(ns));
   if (split) {
     print((std::string(label) + ", pairs that fenced").c_str(), std::move(fenced));

@@ -2,7 +2,8 @@
 # The tracing issue's measurements on a GPU machine, from a bundle (scripts/gpu-bundle.sh):
 #   1. trace_bench: the recorder's own cost per alloc+free pair (mean, p99), no GPU needed;
 #   2. trace_cost (C++, cudaMalloc pairs, 256 B - 4 MiB, 8 live): natively, and under gmem
-#      with GMEM_TRACE=0, GMEM_STACK_DEPTH=0 and the defaults;
+#      with GMEM_TRACE=0, GMEM_STACK_DEPTH=0 and the defaults; the stream-ordered path
+#      (cudaMallocAsync on one stream) natively and with GMEM_TRACE=0;
 #   3. torch_alloc_cost.py: the same in a Python process with torch loaded (deep stacks);
 #   4. the fast-step convnet, the GPT and ResNet-50 under no caching + gmem, trace off (mode c)
 #      and default options (c-trace-stacks), REPS times each, interleaved.
@@ -23,12 +24,14 @@ with_gmem() { # label env... -- cmd...
   local label=$1; shift
   env LD_PRELOAD="$lib" GMEM_TRACE_KEEP=none "$@"
 }
-echo "== trace_cost (C++, cudaMalloc pairs; the driver route and the clock pair alone beside them)"
+echo "== trace_cost (C++, cudaMalloc pairs; the driver route, the stream-ordered path and the clock pair alone beside them)"
 for rep in $(seq "$REPS"); do
   "$BUILD/bench/trace_cost" 200000 timer timer
   "$BUILD/bench/trace_cost" 200000 native
   with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off
   with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off-driver driver
+  "$BUILD/bench/trace_cost" 200000 native-async async
+  with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off-async async
   with_gmem x GMEM_STACK_DEPTH=0 "$BUILD/bench/trace_cost" 200000 gmem-stacks-off
   with_gmem x "$BUILD/bench/trace_cost" 200000 gmem-default
 done | tee "$OUT/trace_cost.jsonl"
