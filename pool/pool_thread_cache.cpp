@@ -144,9 +144,11 @@ alloc_result pool_impl::allocate_cached(thread_cache& c, std::size_t size, std::
     // stay out of the arena), at most twice its size.
     int best = -1;
     const unsigned cls = class_of_size(size);
-    for (unsigned k = 0; k < c.free_count_locked(); ++k) {
+    const unsigned n = c.free_count_locked();
+    for (unsigned k = 0; k < n; ++k) {
       const thread_cache::cached& f = c.free_list[k];
-      if (f.stream != s || f.size < size || f.size / 2 > size || class_of_size(f.size) != cls ||
+      // size <= f.size <= 2 x size in one unsigned compare (f.size < size wraps around)
+      if (f.size - size > size || f.stream != s || class_of_size(f.size) != cls ||
           (best >= 0 && f.size >= c.free_list[best].size))
         continue;
       best = static_cast<int>(k);

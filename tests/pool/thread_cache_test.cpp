@@ -111,6 +111,15 @@ TEST_F(thread_cache_test, only_its_stream_and_a_similar_size_get_a_cached_block)
   EXPECT_EQ(p.allocate(64 << 10, k_s1).address, a.address);
 }
 
+// The bound on waste, exactly: a cached block serves requests down to half its size, not one
+// granule less.
+TEST_F(thread_cache_test, a_cached_block_serves_requests_down_to_half_its_size) {
+  const alloc_result a = p.allocate(64 << 10, k_s1);
+  ASSERT_EQ(p.deallocate(a.address, k_s1), pool_status::ok);
+  EXPECT_NE(p.allocate((32 << 10) - k_block_granule, k_s1).address, a.address);
+  EXPECT_EQ(p.allocate(32 << 10, k_s1).address, a.address);
+}
+
 // A full pool: another stream gets the cached block only once the pool has it back (growth
 // is refused), and then only behind an event recorded on the freeing stream after the free.
 TEST_F(thread_cache_test, another_stream_gets_a_cached_block_only_through_the_pool) {
