@@ -195,16 +195,15 @@ pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address
     if (!pending) {
       c.push_free_locked(thread_cache::cached{h.address, h.size, h.pool_requested, s});
       thread_cache::bump(c.frees, 1);
-    }
-    // Over the bounds: the oldest half goes back to the pool, under one lock.
-    if (!pending && (c.free_count_locked() > thread_cache::k_max_free ||
-                     c.free_bytes_locked() > thread_cache::k_max_free_bytes)) {
-      while (c.free_count_locked() > thread_cache::k_max_free / 2 ||
-             c.free_bytes_locked() > thread_cache::k_max_free_bytes / 2) {
+      // Over a bound: the oldest blocks go back to the pool, as many as take the cache under
+      // its bounds (usually one). Returning half at once made the free that did it the
+      // stream-ordered path's p99 (bench/results/2026-11-26-session29.md, section 6).
+      while (c.free_count_locked() > thread_cache::k_max_free ||
+             c.free_bytes_locked() > thread_cache::k_max_free_bytes) {
         const thread_cache::cached f = c.take_free_locked(0);
         out[n++] = cached_free{f.address, f.stream};
       }
-      cache_transit_.fetch_add(1, std::memory_order_relaxed); // under c.mu: see flush_caches
+      if (n != 0) cache_transit_.fetch_add(1, std::memory_order_relaxed); // see flush_caches
     }
   }
   if (pending) return deallocate_shared(address, s, true);

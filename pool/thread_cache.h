@@ -23,9 +23,9 @@
 // its entries returned to the pool first (pool::stream_destroying), so a new stream that gets
 // the same handle never receives them.
 // Bounds: at most k_max_free free blocks and k_max_free_bytes per cache, blocks of at most
-// k_max_block bytes; beyond that the oldest half goes back to the pool under one lock. The pool
-// takes every cache's free blocks back before it grows, and on trim and set_limit, so the
-// caches hold memory only while the pool has what it needs. A thread's exit returns its free
+// k_max_block bytes; beyond that the oldest go back to the pool, as many as take the cache under
+// them, under one lock. The pool takes every cache's free blocks back before it grows, and on
+// trim and set_limit, so the caches hold memory only while the pool has what it needs. A thread's exit returns its free
 // blocks and leaves its live ones to the pool.
 //
 // Locks, outermost first: caches_mutex() (registration, thread exit, pool teardown, flushes),

@@ -10,6 +10,7 @@
 
 #include <map>
 #include <random>
+#include <set>
 #include <thread>
 
 namespace gmem::testing {
@@ -261,6 +262,33 @@ TEST_F(thread_cache_test, the_cache_keeps_a_bounded_number_of_free_blocks) {
   });
   EXPECT_LE(cached, 20u);
   EXPECT_TRUE(p.is_valid());
+}
+
+// Past a bound, only the oldest blocks that take the cache back under it go to the pool (one
+// free at a time, so no free pays for a batch: the stream-ordered path's p99): the newest
+// stay, and the next allocations take them without the pool's lock.
+TEST_F(thread_cache_test, past_a_bound_only_the_oldest_blocks_over_it_go_back) {
+  auto keeps_newest = [&](std::size_t bytes, int frees, std::size_t kept) {
+    std::vector<std::uintptr_t> freed;
+    for (int i = 0; i < frees; ++i)
+      freed.push_back(p.allocate(bytes, k_s1).address);
+    for (std::uintptr_t a : freed)
+      ASSERT_EQ(p.deallocate(a, k_s1), pool_status::ok);
+    const std::set<std::uintptr_t> newest(freed.end() - static_cast<std::ptrdiff_t>(kept),
+                                          freed.end());
+    const std::uint64_t before = locks();
+    std::set<std::uintptr_t> got;
+    for (std::size_t i = 0; i < kept; ++i)
+      got.insert(p.allocate(bytes, k_s1).address);
+    EXPECT_EQ(got, newest) << bytes << "-byte blocks";
+    EXPECT_EQ(locks(), before) << bytes << "-byte blocks";
+    for (std::uintptr_t a : got)
+      ASSERT_EQ(p.deallocate(a, k_s1), pool_status::ok);
+    EXPECT_TRUE(p.is_valid());
+  };
+  keeps_newest(4096, 20, thread_cache::k_max_free); // the count: 16 of 20
+  keeps_newest(thread_cache::k_max_block, 3,        // the bytes: 8 MiB of 12
+               thread_cache::k_max_free_bytes / thread_cache::k_max_block);
 }
 
 // abandon() (the context is gone) lets go of the caches: a later pair on a stream is the
