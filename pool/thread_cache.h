@@ -25,8 +25,8 @@
 // Bounds: at most k_max_free free blocks and k_max_free_bytes per cache, blocks of at most
 // k_max_block bytes; beyond that the oldest go back to the pool, as many as take the cache under
 // them, under one lock. The pool takes every cache's free blocks back before it grows, and on
-// trim and set_limit, so the caches hold memory only while the pool has what it needs. A thread's exit returns its free
-// blocks and leaves its live ones to the pool.
+// trim and set_limit, so the caches hold memory only while the pool has what it needs. A
+// thread's exit returns its free blocks and leaves its live ones to the pool.
 //
 // Locks, outermost first: caches_mutex() (registration, thread exit, pool teardown, flushes),
 // the pool lock, a cache's lock. The owning thread never calls into the pool while it holds
