@@ -58,12 +58,19 @@ public:
   // Never again trust none(). `why`: the lookup that handed out an unhooked begin (kept, the
   // first one, for GMEM_VERBOSE).
   void untracked(const char* name, int version) {
+    char why[sizeof why_];
+    if (version < 0)
+      std::snprintf(why, sizeof why, "dlsym(%s)", name);
+    else
+      std::snprintf(why, sizeof why, "cuGetProcAddress(%s, %d)", name, version);
+    untracked_because(why);
+  }
+  // The same, for a capture the count missed that showed otherwise (the driver refused a
+  // context barrier with a capture error).
+  void untracked_because(const char* why) {
     if (untracked_.exchange(true)) return;
     open_.fetch_add(1, std::memory_order_seq_cst);
-    if (version < 0)
-      std::snprintf(why_, sizeof why_, "dlsym(%s)", name);
-    else
-      std::snprintf(why_, sizeof why_, "cuGetProcAddress(%s, %d)", name, version);
+    std::snprintf(why_, sizeof why_, "%s", why);
     why_ready_.store(true, std::memory_order_release);
   }
   const char* untracked_by() const {

@@ -7,6 +7,9 @@
 // CU_STREAM_NON_BLOCKING streams are independent. A destroyed stream's handle is refused.
 //
 // Environment: FAKE_CUDA_TOTAL_BYTES (device size, default 1G), FAKE_CUDA_DEVICES (default 1),
+// FAKE_CUDA_DRIVER_VERSION (what cuDriverGetVersion reports, default CUDA_VERSION; cuGetProcAddress
+// hands out nothing newer: 12040 hides the context barrier), FAKE_CUDA_CONTEXT_BARRIER=noop
+// (cuCtxRecordEvent / cuCtxWaitEvent succeed and do nothing),
 // FAKE_CUDA_FD_EXPORT (fake_vmm.cpp), FAKE_CUDA_REPORT=1 (print the counters to stderr at exit, one
 // "fake_cuda: name=value" line).
 #pragma once
@@ -33,6 +36,8 @@
   X(event_queries)                                                                                 \
   X(stream_queries)                                                                                \
   X(stream_waits)                                                                                  \
+  X(ctx_records)                                                                                   \
+  X(ctx_waits)                                                                                     \
   X(live_allocs)                                                                                   \
   X(vmm_creates)                                                                                   \
   X(vmm_maps)                                                                                      \

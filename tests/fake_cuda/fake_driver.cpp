@@ -109,7 +109,7 @@ FAKE_API CUresult cuInit(unsigned int flags) {
 }
 FAKE_API CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *version = CUDA_VERSION;
+  *version = fake::get().driver_version;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDeviceGetCount(int* count) {

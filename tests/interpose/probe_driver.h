@@ -40,6 +40,9 @@ struct driver_api {
   CUresult (*stream_create_with_priority)(CUstream*, unsigned, int);
   CUresult (*stream_begin_capture)(CUstream, CUstreamCaptureMode);
   CUresult (*stream_begin_capture_10000)(CUstream); // the CUDA 10.0 form, still exported
+  CUresult (*stream_begin_capture_to_graph)(CUstream, CUgraph, const CUgraphNode*,
+                                            const CUgraphEdgeData*, std::size_t,
+                                            CUstreamCaptureMode); // CUDA 12.3
   CUresult (*stream_end_capture)(CUstream, CUgraph*);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*stream_destroy)(CUstream);
