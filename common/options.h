@@ -46,8 +46,12 @@
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
     "1 = pool pinned host memory (cuMemHostAlloc, cuMemAllocHost)")                                \
   X(barriers, "GMEM_BARRIERS", flag, "1", "",                                                      \
-    "1 = a pool fence is a device-side barrier (events and stream waits) instead of a "            \
+    "1 = a pool fence is a device-side barrier (GMEM_CONTEXT_BARRIER) instead of a "               \
     "host-blocking cuCtxSynchronize; 0 = always synchronize (diagnosis only: slower)")             \
+  X(context_barrier, "GMEM_CONTEXT_BARRIER", flag, "1", "",                                        \
+    "1 = a device-side barrier is one context barrier (cuCtxRecordEvent + cuCtxWaitEvent, "        \
+    "drivers of CUDA 12.5 and later) while no graph capture is open; 0 = events on every "         \
+    "non-blocking stream instead (diagnosis only: slower)")                                        \
   X(vmm, "GMEM_VMM", flag, "0", "",                                                                \
     "1 = segments outside the arena (small requests; every request with GMEM_ARENA=0) are "        \
     "virtual-memory mappings, given back without waiting for the device; 0 = "                     \

@@ -6,6 +6,7 @@
 
 #include "interpose/capture_tracker.h"
 #include "interpose/context_pools.h"
+#include "interpose/shim_state.h"
 
 namespace gmem::shim {
 namespace {
@@ -102,7 +103,8 @@ bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
 bool stream_registry::context_barrier_locked(const real_driver& real, context_streams& c) noexcept {
   // The count is read under mu_, which every counted begin takes after counting itself: no
   // capture can begin between this check and the record.
-  if (real.cuCtxRecordEvent == nullptr || !captures().none()) return false;
+  if (real.cuCtxRecordEvent == nullptr || !shim_options().context_barrier || !captures().none())
+    return false;
   if (!make_event(real, c.whole)) return false;
   const CUresult r = real.cuCtxRecordEvent(c.ctx, c.whole);
   if (r == CUDA_SUCCESS) return real.cuCtxWaitEvent(c.ctx, c.whole) == CUDA_SUCCESS;

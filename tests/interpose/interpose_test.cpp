@@ -362,6 +362,16 @@ TEST(barriers, the_scenario_corrupts_without_reuse_safety) {
   EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=1")) << r.child.output;
 }
 
+// GMEM_CONTEXT_BARRIER=0 (diagnosis): the fan-out, though the driver has the context barrier.
+TEST(barriers, the_context_barrier_can_be_turned_off) {
+  const probe_run r = run_probe("runtime", "barrier:nonblocking:later",
+                                {{"GMEM_VERBOSE", "1"}, {"GMEM_CONTEXT_BARRIER", "0"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=0")) << r.child.output;
+  EXPECT_TRUE(r.has("gmem: barriers made=1 context=0 ")) << r.child.output;
+  EXPECT_EQ(r.counter("ctx_records"), 0u) << r.child.output;
+}
+
 // The scenarios above can fail: a context barrier that does nothing (the fake's record and wait
 // succeed without effect) lets the new owner's write land first, for every kind of old stream.
 TEST(barriers, a_context_barrier_that_does_nothing_is_caught) {
