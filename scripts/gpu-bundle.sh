@@ -39,6 +39,9 @@ wait
 nv tests/gpu/private_context.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/tests/gpu/private_context" &
 nv tests/gpu/strict_barrier.cu -o "$DEST/tests/gpu/strict_barrier" &
 wait
+nv tests/gpu/capture_fence.cu -o "$DEST/tests/gpu/capture_fence" &
+nv -I. bench/probes/barrier_cost.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/bench/barrier_cost" &
+wait
 nv tests/gpu/thirdparty_mix.cu -o "$DEST/tests/gpu/thirdparty_mix" &
 nv tests/gpu/thirdparty_mix.cu -cudart shared -o "$DEST/tests/gpu/thirdparty_mix_shared" &
 wait
