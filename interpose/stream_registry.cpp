@@ -167,6 +167,19 @@ bool stream_registry::fan_out_locked(const real_driver& real, context_streams& c
   return true;
 }
 
+bool stream_registry::capture_may_be_open(const real_driver& real, CUcontext ctx) noexcept {
+  if (captures().none()) return false;
+  if (captures().tracked()) return true;
+  std::lock_guard lock(mu_);
+  if (unusable(real, CU_STREAM_LEGACY)) return true;
+  for (const context_streams& c : contexts_) {
+    if (c.ctx != ctx) continue;
+    for (const stream_slot& slot : c.streams)
+      if (unusable(real, slot.stream)) return true;
+  }
+  return false;
+}
+
 void stream_registry::drop_context(CUcontext ctx) {
   std::lock_guard lock(mu_);
   std::erase_if(contexts_, [ctx](const context_streams& c) { return c.ctx == ctx; });

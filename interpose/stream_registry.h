@@ -87,6 +87,10 @@ public:
   // The barrier above for `ctx`, which must be current. false: not made (capture, a driver
   // error); the caller synchronizes instead.
   bool barrier(const real_driver& real, CUcontext ctx) noexcept;
+  // May a stream of `ctx` (current) be capturing a graph? While the capture count is trusted:
+  // whether any counted capture is open in the process. Once it is not (an unhooked begin was
+  // handed out): whether the driver says the legacy stream or a registered stream captures.
+  bool capture_may_be_open(const real_driver& real, CUcontext ctx) noexcept;
   // The context is being destroyed / the device's primary context reset or released.
   void drop_context(CUcontext ctx);
   void drop_primary(int device);

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <string>
 #include <thread>
 
 namespace {
@@ -17,7 +18,7 @@ namespace {
   do {                                                                                             \
     cudaError_t e_ = (x);                                                                          \
     if (e_ != cudaSuccess) {                                                                       \
-      std::printf("capture_fence: %s: %s\n", #x, cudaGetErrorString(e_));                         \
+      std::printf("capture_fence: %s: %s\n", #x, cudaGetErrorString(e_));                          \
       std::fflush(stdout);                                                                         \
       std::_Exit(1);                                                                               \
     }                                                                                              \
@@ -75,8 +76,37 @@ unsigned churn(int rounds, long long cycles, cudaStream_t old_owner, cudaStream_
 
 } // namespace
 
-int main() {
+// "sync-probe": what a context synchronization on this thread does to a thread-local capture
+// open on another thread (the fact behind the shim's rule: no fence while a capture is open).
+int sync_probe() {
+  cudaStream_t s;
+  CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  int* x = nullptr;
+  CHECK(cudaMalloc(&x, sizeof(int)));
+  std::atomic<int> phase{0};
+  cudaError_t end = cudaSuccess;
+  std::thread t([&] {
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    add_one<<<1, 1, 0, s>>>(x, 1);
+    phase = 1;
+    while (phase.load() != 2)
+      std::this_thread::yield();
+    cudaGraph_t g = nullptr;
+    end = cudaStreamEndCapture(s, &g);
+  });
+  while (phase.load() != 1)
+    std::this_thread::yield();
+  const cudaError_t sync = cudaDeviceSynchronize();
+  phase = 2;
+  t.join();
+  std::printf("capture_fence sync-probe: cudaDeviceSynchronize=%s, then cudaStreamEndCapture=%s\n",
+              cudaGetErrorName(sync), cudaGetErrorName(end));
+  return 0;
+}
+
+int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IONBF, 0);
+  if (argc > 1 && std::string(argv[1]) == "sync-probe") return sync_probe();
   int clock_khz = 0;
   CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0));
   const long long cycles = static_cast<long long>(clock_khz) * 1000 / 5000; // ~200 us

@@ -7,6 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 build_cu capture_fence capture_fence.cu
 fail=0
+"$bin/capture_fence" sync-probe
 "$bin/capture_fence" || { echo "FAIL: capture_fence without the shim"; fail=1; }
 for i in 1 2; do
   with_shim "$bin/capture_fence" >"$bin/capture_fence.log" 2>&1

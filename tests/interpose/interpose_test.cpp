@@ -384,15 +384,15 @@ TEST(barriers, a_context_barrier_that_does_nothing_is_caught) {
 }
 
 // A capture open on another thread, begun through each begin form on each route: the shim
-// counted it, so no context barrier touched it (the fake invalidates a capture that meets one,
-// and cuStreamEndCapture then fails); the fence fell back to a host synchronization (the
-// capturing stream is registered, so the fan-out refuses too), and the capture ended normally.
+// counted it, so no fence touched it: a context barrier or a context synchronization would
+// invalidate it (the fake does, as the driver does, and cuStreamEndCapture then fails). The
+// freed block stays pending, the allocation takes new memory, and the capture ends normally.
 TEST_P(route_test, a_capture_open_on_another_thread_is_never_invalidated) {
   for (const char* form : {"v2", "10000", "to_graph"}) {
     const probe_run r =
         run_probe(GetParam(), std::string("barrier_capture_thread:") + form, k_context_barrier);
     EXPECT_PROBE_OK(r);
-    EXPECT_TRUE(r.has("reused=1 host_syncs=1 capture_ended=1 corrupted=0"))
+    EXPECT_TRUE(r.has("reused=0 host_syncs=0 capture_ended=1 corrupted=0"))
         << form << ": " << r.child.output;
     EXPECT_TRUE(r.has("gmem: barriers made=0 ")) << form << ": " << r.child.output;
     EXPECT_TRUE(r.has("gmem: captures open=0 tracked=1")) << form << ": " << r.child.output;
@@ -400,12 +400,13 @@ TEST_P(route_test, a_capture_open_on_another_thread_is_never_invalidated) {
 }
 
 // A capture the shim could not count: the context barrier meets it, the driver invalidates it
-// (nothing can undo that), and from then on the shim trusts no count: the fence falls back,
-// the next one fans out, and GMEM_VERBOSE and a warning say why.
+// (nothing can undo that), and from then on the shim trusts no count: it asks the driver, which
+// reports the stream capturing, so no fence is made; the next one, after the capture ended,
+// fans out; GMEM_VERBOSE and a warning say why.
 TEST(barriers, a_capture_the_count_missed_turns_the_context_barrier_off) {
   const probe_run r = run_probe("runtime", "barrier_capture_unseen", k_context_barrier);
   EXPECT_PROBE_OK(r);
-  EXPECT_TRUE(r.has("barrier_capture_unseen reused=1 host_syncs=1,0 corrupted=0"))
+  EXPECT_TRUE(r.has("barrier_capture_unseen reused=0,1 host_syncs=0,0 corrupted=0"))
       << r.child.output;
   EXPECT_TRUE(r.has("gmem: warning: a graph capture that gmem did not see")) << r.child.output;
   EXPECT_TRUE(r.has("tracked=0 untracked_by=a capture seen by cuCtxRecordEvent")) << r.child.output;
@@ -421,11 +422,12 @@ TEST(barriers, off_means_the_pool_synchronizes) {
   EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
 }
 
-TEST(barriers, a_capturing_stream_gets_no_event_and_the_pool_synchronizes) {
+// The capture ends normally (the probe checks cuStreamEndCapture's result).
+TEST(barriers, a_capturing_stream_gets_no_event_and_no_fence) {
   for (const char* kind : {"nonblocking", "legacy"}) {
     const probe_run r = run_probe("runtime", std::string("barrier_capture:") + kind);
     EXPECT_PROBE_OK(r);
-    EXPECT_TRUE(r.has("reused=1 host_syncs=1 capture_records=0 corrupted=0"))
+    EXPECT_TRUE(r.has("reused=0 host_syncs=0 capture_records=0 corrupted=0"))
         << kind << ": " << r.child.output;
     EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << kind << ": " << r.child.output;
   }
@@ -436,7 +438,7 @@ TEST(barriers, a_capturing_stream_gets_no_event_and_the_pool_synchronizes) {
 TEST_P(route_test, capture_begun_through_the_driver_stops_barriers) {
   const probe_run r = run_probe(GetParam(), "barrier_capture:begin");
   EXPECT_PROBE_OK(r);
-  EXPECT_TRUE(r.has("reused=1 host_syncs=1 capture_records=0 corrupted=0")) << r.child.output;
+  EXPECT_TRUE(r.has("reused=0 host_syncs=0 capture_records=0 corrupted=0")) << r.child.output;
   EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
 }
 

@@ -132,8 +132,8 @@ int scenario_barrier_chain() {
 
 // A stream capturing a graph (a registered non-blocking one, or the legacy stream, marked by
 // the fake; "begin": a non-blocking one through cuStreamBeginCapture / cuStreamEndCapture, which
-// the shim hooks): no barrier, no event recorded on it (it would join the user's graph); the
-// pool synchronizes instead.
+// the shim hooks): no barrier, no event recorded on it (it would join the user's graph), and no
+// context synchronization (it would invalidate the capture): the block stays pending.
 int scenario_barrier_capture(const std::string& capturing_kind) {
   const CUstream slow = make_stream("nonblocking");
   const CUstream other = make_stream("nonblocking");
@@ -214,8 +214,9 @@ int scenario_barrier_capture_thread(const std::string& form) {
 
 // A capture that began where the shim could not count it (the fake marks a stream capturing
 // without any begin call): the context barrier's record meets it, the driver refuses and
-// invalidates it, and the shim stops trusting its count (GMEM_VERBOSE "captures ... tracked=0")
-// and makes the fence another way. A second fence, after the capture ended, fans out.
+// invalidates it, and the shim stops trusting its count (GMEM_VERBOSE "captures ... tracked=0");
+// the driver then reports the stream capturing, so no fence is made. A second fence, after the
+// capture ended, fans out.
 int scenario_barrier_capture_unseen() {
   const CUstream slow = make_stream("nonblocking");
   const CUstream other = make_stream("nonblocking");
@@ -228,8 +229,8 @@ int scenario_barrier_capture_unseen() {
       });
   const reuse_result r2 = reuse(
       slow, [] {}, [&] { return other; });
-  std::printf("barrier_capture_unseen reused=%d host_syncs=%llu,%llu corrupted=%d\n",
-              r1.reused && r2.reused ? 1 : 0, static_cast<unsigned long long>(r1.host_syncs),
+  std::printf("barrier_capture_unseen reused=%d,%d host_syncs=%llu,%llu corrupted=%d\n",
+              r1.reused ? 1 : 0, r2.reused ? 1 : 0, static_cast<unsigned long long>(r1.host_syncs),
               static_cast<unsigned long long>(r2.host_syncs), r1.corrupted || r2.corrupted ? 1 : 0);
   return r1.corrupted || r2.corrupted ? 3 : 0;
 }
