@@ -1,6 +1,6 @@
 // The non-blocking streams of every context, and the device-side barrier built on them
-// (fences::barrier, DESIGN.md "Reuse safety"): all work issued after the barrier, on any stream
-// of the context that exists or will exist, runs after all work issued before it, on any
+// (fences::barrier, docs/design.md "Reuse safety"): all work issued after the barrier, on any
+// stream of the context that exists or will exist, runs after all work issued before it, on any
 // stream; the host does not wait.
 //
 // Why this covers every stream (the driver API's "Stream synchronization behavior"): an action
