@@ -12,9 +12,9 @@
 // a stream after a barrier started only after the legacy stream's kernel ended.
 // Build: nvcc -O2 -arch=sm_90 -o barrier_cost bench/probes/barrier_cost.cu -lcuda
 //   ./barrier_cost [streams 32] [barriers 200]
-// H200 (2026-11-26, bench/results/2026-11-26-session26.md): with 32 streams the event barrier
-// took 18-35 us (p50) and the memops one 69-156 us, and the memops series blocked the host
-// until the kernel ended (mean ~1 ms per barrier); so the shim's barrier stays on events.
+// On an H200 with 32 streams the event barrier takes 18-35 us (p50) and the memops one
+// 69-156 us, and the memops series blocks the host until the kernel ends (mean ~1 ms per
+// barrier); so the shim's barrier is built from events (docs/pool.md, "Rejected designs").
 #include "probe_common.cuh"
 
 #include <cuda.h>
