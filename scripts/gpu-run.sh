@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # What a release check runs on a GPU machine that has no package registry: a build made on
 # another machine and copied here (scripts/gpu-bundle.sh makes it), then
-#   gpu-session.sh tests  make test-gpu (shim GPU tests + examples), PyTorch's memory viewer
+#   gpu-run.sh tests  make test-gpu (shim GPU tests + examples), PyTorch's memory viewer
 #                         rendering gmem's --format pytorch export of a real training run
-#   gpu-session.sh bench  the GPT and ResNet workloads, PyTorch's allocator vs gmem (modes a, c)
+#   gpu-run.sh bench  the GPT and ResNet workloads, PyTorch's allocator vs gmem (modes a, c)
 # Environment: BUILD (the copied build folder, default .device/build), OUT (logs; default
-# build/gpu-session). Exit status: non-zero when a check failed.
+# build/gpu-run). Exit status: non-zero when a check failed.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-.device/build}
-OUT=${OUT:-build/gpu-session}
+OUT=${OUT:-build/gpu-run}
 mkdir -p "$OUT"
 BUILD=$(realpath "$BUILD")
 gmem=$BUILD/bin/gmem
@@ -20,7 +20,18 @@ case "${1:-tests}" in
 tests)
   GMEM_TEST_LOG=$OUT/test-logs make --no-print-directory test-gpu GMEM_PREBUILT=1 BUILD="$BUILD" \
     2>&1 | tee "$OUT/test-gpu.log"
-  grep -q '^tests: .* 0 failed' "$OUT/test-gpu.log" || fails=$((fails + 1))
+  # Accepted only when the summary line is there, nothing failed and at least one test passed:
+  # a run in which every test skipped (no GPU visible, a missing toolkit) proves nothing.
+  summary=$(grep '^tests: ' "$OUT/test-gpu.log" | tail -1)
+  read -r passed failed skipped < <(sed -n \
+    's/^tests: \([0-9]*\) passed, \([0-9]*\) failed, \([0-9]*\) skipped$/\1 \2 \3/p' <<<"$summary")
+  if [ -z "${passed:-}" ]; then
+    echo "gpu-run: no test summary in $OUT/test-gpu.log"; fails=$((fails + 1))
+  elif [ "$failed" -ne 0 ] || [ "$passed" -eq 0 ]; then
+    echo "gpu-run: $summary: not accepted (a failure, or no test passed)"; fails=$((fails + 1))
+  elif [ "$skipped" -ne 0 ]; then
+    echo "gpu-run: $summary: $skipped test(s) skipped, listed above as 'skip'"
+  fi
 
   # PyTorch's own viewer on gmem's export of a real run (PyTorch's cache off: gmem serves it).
   viz=$OUT/viz
@@ -52,7 +63,7 @@ bench)
     ONLY='torch-gpt/a$,torch-gpt/c$,torch-convnet/a$,torch-convnet/c$' bench/run_gpu.sh "$OUT/bench" \
     2>&1 | tail -40 || fails=$((fails + 1))
   ;;
-*) echo "usage: gpu-session.sh tests|bench" >&2; exit 2 ;;
+*) echo "usage: gpu-run.sh tests|bench" >&2; exit 2 ;;
 esac
-echo "gpu-session: $fails failure(s)"
+echo "gpu-run: $fails failure(s)"
 [ "$fails" -eq 0 ]
