@@ -46,7 +46,7 @@ def torch_modes(model, steps):
          {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0"}, True),
         ("c-sync", "no caching + gmem, GMEM_VMM=0 GMEM_ARENA=0 GMEM_BARRIERS=0", cmd,
          {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0", "GMEM_ARENA": "0", "GMEM_BARRIERS": "0"}, True),
-        # Without the arena (GMEM_ARENA=0): segments that the pool reshapes (gmem before run 8).
+        # Without the arena (GMEM_ARENA=0): segments that the pool reshapes.
         ("c-noarena", "no caching + gmem, GMEM_ARENA=0", cmd,
          {**NOCACHE, **TRACE_OFF, "GMEM_ARENA": "0"}, True),
         ("c-trace", "no caching + gmem, trace on, stacks off", cmd, {**NOCACHE, **TRACE_NOSTACK},
