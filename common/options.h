@@ -24,7 +24,7 @@
 
 #include "common/units.h"
 
-// Rows for the shim and the pool (interpose engineer). Defaults of the pool's segment sizes
+// Rows for the shim and the pool. Defaults of the pool's segment sizes
 // are the pool's own starting points (pool/pool.h documents them).
 #define GMEM_SHIM_OPTIONS(X)                                                                       \
   X(enable, "GMEM_ENABLE", flag, "1", "", "0 = the shim passes every call straight to the driver") \
@@ -77,7 +77,7 @@
     "free and limit, the pool's state and the 5 call sites holding the most (the first failure, "  \
     "then at most one report a minute); 0 = no report")
 
-// Rows for the trace recorder (profiler engineer): add them here.
+// Rows for the trace recorder.
 #define GMEM_TRACE_OPTIONS(X)                                                                      \
   X(trace_enable, "GMEM_TRACE", flag, "1", "", "0 = record no trace (the pool still works)")       \
   X(trace_live, "GMEM_TRACE_LIVE", count, "1048576", "",                                           \

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes DEST (default .device/build, git-ignored): the part of a build that a GPU machine with
 # no compilers' libraries or package registry needs to run `make test-gpu GMEM_PREBUILT=1`,
-# the examples and scripts/gpu-session.sh — the shim, the tool and the libraries they load
+# the examples and scripts/gpu-run.sh — the shim, the tool and the libraries they load
 # beside themselves (stripped), the examples, the API probe, and the nvcc-built GPU test
 # programs (compiled here with -arch=sm_90). Run after `make`.
 set -euo pipefail

@@ -63,7 +63,7 @@ std::string frame_info::name() const {
   return (slash == std::string::npos ? module : module.substr(slash + 1)) + off;
 }
 
-// One offline Dwfl session holding every module that could be opened.
+// One offline Dwfl context holding every module that could be opened.
 struct symbolizer::dwfl_state {
   Dwfl_Callbacks callbacks{};
   char* debuginfo_path = nullptr;

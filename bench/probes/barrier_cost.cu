@@ -16,6 +16,7 @@
 // Build: nvcc -O2 -arch=sm_90 -o barrier_cost bench/probes/barrier_cost.cu -lcuda
 //   ./barrier_cost [streams 32] [barriers 200]
 // Prints one JSON line per series: mean, p50 and p99 host nanoseconds per barrier.
+// Measured figures: bench/results/README.md; why the memops form was rejected: docs/pool.md.
 #include "probe_common.cuh"
 
 #include <cuda.h>

@@ -1,7 +1,7 @@
 // Fake-only entry points of tests/fake_cuda/libcuda.so.1, the driver stand-in that lets the
 // shim run end to end on machines without a GPU. "Device" memory is host memory; every stream
 // is a thread that runs its work in order, so a "kernel" can still be writing after the host
-// moved on, exactly the hazard DESIGN.md's reuse-safety section is about. Streams keep the
+// moved on, exactly the hazard docs/design.md's reuse-safety section is about. Streams keep the
 // driver's implicit synchronization: the legacy stream (also standing in for the per-thread
 // default stream) waits for earlier work of the context's blocking streams and they wait for it;
 // CU_STREAM_NON_BLOCKING streams are independent. A destroyed stream's handle is refused.

@@ -1,7 +1,7 @@
 // libgmem.so end to end, without a GPU: shim_probe (tests/interpose/shim_probe.cpp) runs under
 // LD_PRELOAD=libgmem.so against the fake libcuda.so.1 and reports what it saw; the fake's
 // counters show what reached the "driver". Every route into the driver API is exercised
-// (DESIGN.md, "Interception"); the trace is off (GMEM_TRACE=0) except where noted.
+// (docs/design.md, "Interception"); the trace is off (GMEM_TRACE=0) except where noted.
 #include <gtest/gtest.h>
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The driver functions the shim probe uses, fetched by one of the three routes a real program
-// takes (DESIGN.md, "Interception"):
+// takes (docs/design.md, "Interception"):
 //   exported  the probe is linked against libcuda.so.1 and calls the symbols (shim_probe_linked)
 //   dlsym     dlopen("libcuda.so.1") + dlsym of every versioned name
 //   runtime   dlopen, ONE dlsym("cuGetProcAddress_v2"), ask it for "cuGetProcAddress" and fetch
