@@ -14,7 +14,8 @@
 // named in GMEM_VERBOSE's "captures" line.
 //
 // Invariant: open() >= number of sequences begun through a hook and not yet ended; it only
-// errs high (an end the shim did not see leaves it high: slower, never unsafe).
+// errs high (an end the shim did not see leaves it high: slower, and fences that cannot be
+// barriers are not made meanwhile, holding more memory; never unsafe).
 #pragma once
 
 #include <atomic>
