@@ -20,7 +20,8 @@ on the test process's own trace), so it names the lines.
 How it tracks: when pytest was started under the shim (`gmem run -- pytest --gmem`, or
 LD_PRELOAD), it reads the pool's counters through the client API (gmem.api). When it was not,
 `--gmem` re-executes pytest with libgmem.so in LD_PRELOAD (the wheel's, an installed one, the
-build tree's, or $GMEM_SHIM), before any test runs. When that is impossible (no libgmem.so, or
+build tree's, or $GMEM_SHIM), before any test runs, with GMEM_FRAMEWORKS applied as `gmem run`
+applies it (gmem/_frameworks.py). When that is impossible (no libgmem.so, or
 the preload did not take), it says so in the header and the summary: the figures then come
 from the driver (device memory in use, cuMemGetInfo through libgmem_client.so) and the markers
 are not enforced.
@@ -32,6 +33,8 @@ import sys
 import warnings
 
 import pytest
+
+from . import _frameworks
 
 _REEXEC = "GMEM_PYTEST_REEXEC"  # set in the re-executed pytest: never re-exec twice
 
@@ -141,10 +144,14 @@ def _reexec(config, shim):
     env = dict(os.environ)
     env["LD_PRELOAD"] = shim + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
     env[_REEXEC] = "1"
+    settings, line = _frameworks.plan(env)  # GMEM_FRAMEWORKS, as gmem run applies it
+    env.update(settings)
     args = [sys.executable, "-m", "pytest"] + list(config.invocation_params.args)
     sys.stdout.flush()
     sys.stderr.flush()
     sys.stderr.write(f"gmem: re-running pytest with LD_PRELOAD={shim}\n")
+    if line:
+        sys.stderr.write(line + "\n")
     sys.stderr.flush()
     os.chdir(str(config.invocation_params.dir))
     os.execve(sys.executable, args, env)
