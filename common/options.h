@@ -75,7 +75,14 @@
   X(oom_report, "GMEM_OOM_REPORT", flag, "1", "",                                                  \
     "1 = when a pooled allocation fails with out of memory, print to stderr the request, device "  \
     "free and limit, the pool's state and the 5 call sites holding the most (the first failure, "  \
-    "then at most one report a minute); 0 = no report")
+    "then at most one report a minute); 0 = no report")                                            \
+  X(frameworks, "GMEM_FRAMEWORKS", text, "observe", "",                                            \
+    "observe = PyTorch, CuPy and JAX keep their own allocators (programs run as they do "          \
+    "natively, "                                                                                   \
+    "CUDA graphs included) and gmem's reports name their caches; pool = gmem run and pytest "      \
+    "--gmem set PYTORCH_NO_CUDA_MEMORY_CACHING=1, XLA_PYTHON_CLIENT_ALLOCATOR=platform and "       \
+    "XLA_PYTHON_CLIENT_PREALLOCATE=false where unset, so gmem's pool serves and traces each "      \
+    "tensor (PyTorch's CUDA graphs then fail, as natively); off = set and say nothing")
 
 // Rows for the trace recorder.
 #define GMEM_TRACE_OPTIONS(X)                                                                      \
