@@ -10,8 +10,11 @@ namespace gmem {
 
 // Printable text for one field: valid UTF-8 passes (non-ASCII letters stay readable); control
 // bytes (C0, DEL, and the C1 range U+0080..U+009F) become "\n", "\t", "\r", "\x1b" or
-// "\u009b"; bytes that are not valid UTF-8 become "\xNN"; a backslash becomes "\\", so the
-// result is unambiguous. The result holds no byte below 0x20 and no 0x7f.
+// "\u009b"; the bidirectional controls U+202A..U+202E and U+2066..U+2069 (which reorder what
+// follows them on screen) become "\u202e" and so on; bytes that are not valid UTF-8 become
+// "\xNN"; a backslash becomes "\\", so the result is unambiguous. The result holds no byte
+// below 0x20, no 0x7f, no C1 control and no bidirectional control. Terminal output, the HTML
+// report (html_escape()) and the exporter's labels all go through it.
 std::string escape_text(std::string_view s);
 
 // `s` with every byte sequence that is not valid UTF-8 replaced by U+FFFD, for formats that
