@@ -301,6 +301,10 @@ read_result open_shm(const std::string& name, const read_options& options) {
   return open_shm_as(name, options, nullptr);
 }
 
+read_result open_shm(const std::string& name, const read_options& options, std::uint32_t* owner) {
+  return open_shm_as(name, options, owner);
+}
+
 std::vector<trace_entry> list_traces() {
   std::vector<trace_entry> out;
   DIR* dir = opendir(k_shm_dir);

@@ -50,6 +50,9 @@ read_result open_file(const std::string& path, const read_options& = {});
 // when its owner truncates it). Refused when its header's pid or start time differ from the
 // name's. It is "running" only when that process runs now as the object's owner.
 read_result open_shm(const std::string& name, const read_options& = {});
+// The same, and `*owner` receives the uid that owns the object this read copied (when it could
+// be opened): whose trace it is, as no field of the trace can say.
+read_result open_shm(const std::string& name, const read_options& options, std::uint32_t* owner);
 
 // The object that belongs to `pid`, chosen without trusting anything another user writes:
 // while `pid` runs, only the object named after its start time and owned by its uid; else the
