@@ -305,13 +305,26 @@ read_result open_shm(const std::string& name, const read_options& options, std::
   return open_shm_as(name, options, owner);
 }
 
-std::vector<trace_entry> list_traces() {
+namespace {
+
+// The trace objects in /dev/shm; with `only_owner`, only that uid's (the others' are never
+// opened: their names and fstatat() are all that is looked at) and `*owner_bytes` receives the
+// space that uid's objects hold, whatever their names.
+std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
+                                           std::uint64_t* owner_bytes) {
   std::vector<trace_entry> out;
   DIR* dir = opendir(k_shm_dir);
   if (!dir) return out;
   while (dirent* d = readdir(dir)) {
     trace_entry e;
     e.name = d->d_name;
+    if (only_owner != nullptr) {
+      struct stat own {};
+      if (::fstatat(dirfd(dir), d->d_name, &own, AT_SYMLINK_NOFOLLOW) != 0 ||
+          own.st_uid != *only_owner)
+        continue;
+      if (S_ISREG(own.st_mode)) *owner_bytes += static_cast<std::uint64_t>(own.st_blocks) * 512;
+    }
     if (!parse_object_name(e.name, &e.pid, &e.proc_start_ticks)) continue;
     struct stat st {};
     if (::fstatat(dirfd(dir), e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -355,6 +368,12 @@ std::vector<trace_entry> list_traces() {
                                                       : a.name < b.name;
   });
   return out;
+}
+
+} // namespace
+
+std::vector<trace_entry> list_traces() {
+  return list_traces_where(nullptr, nullptr);
 }
 
 std::uint64_t trace_entry::ended_realtime_ns() const {
@@ -429,12 +448,19 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
 std::vector<std::string> apply_retention(const retention_policy& policy, const std::string& spare) {
   std::vector<std::string> removed;
   try {
-    const std::vector<trace_entry> entries = list_traces();
-    const auto plan = plan_retention(entries, policy, shm_space_now(), realtime_now_ns());
-    const uid_t me = ::geteuid();
+    // A job's own cleanup sees only its user's objects: it never opens, reads or maps anyone
+    // else's (a huge readable object named like a trace costs it nothing), and others' objects
+    // never count against its budget: /dev/shm is measured as if only this user's objects were
+    // in it, so nobody's junk makes it remove the user's own traces. Root's too: `gmem clean
+    // --expired --all-users` applies the budget to everyone's.
+    const auto me = static_cast<std::uint32_t>(::geteuid());
+    std::uint64_t own_bytes = 0;
+    const std::vector<trace_entry> entries = list_traces_where(&me, &own_bytes);
+    shm_space space = shm_space_now();
+    if (space.total_bytes != 0)
+      space.free_bytes = space.total_bytes > own_bytes ? space.total_bytes - own_bytes : 0;
+    const auto plan = plan_retention(entries, policy, space, realtime_now_ns());
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      // Only the caller's own objects, root included: `gmem clean --expired --all-users`
-      // applies the budget to everyone's.
       if (!plan[i].evict || !entries[i].owner_known || entries[i].uid != me ||
           entries[i].name == spare)
         continue;

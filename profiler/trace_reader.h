@@ -120,8 +120,10 @@ struct retention_decision {
 std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& entries,
                                                const retention_policy& policy, shm_space space,
                                                std::uint64_t now_realtime_ns);
-// Lists the traces, plans and removes what the plan evicts among the caller's own objects
-// (root's too: others' are left to `gmem clean --expired`). Returns the names removed.
+// Plans and removes what the plan evicts among the caller's own objects (root's too: others'
+// are left to `gmem clean --expired`), looking only at those: other users' objects are neither
+// opened nor counted (/dev/shm's free space is taken as its size less the caller's objects),
+// so no one else's files can make it remove or read anything. Returns the names removed.
 // `spare`: an object name never removed (an exiting process's own trace).
 std::vector<std::string> apply_retention(const retention_policy& policy,
                                          const std::string& spare = {});
