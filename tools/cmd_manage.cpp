@@ -1,11 +1,17 @@
 // Commands over the trace objects of this host: ps (list), save (copy to a file), clean
 // (remove the objects of dead processes). Objects belong to whoever created them; clean
 // removes only the caller's own unless root names a user (--user, --all-users).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <dirent.h>
+#include <fcntl.h>
 #include <memory>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <vector>
 
 #include "common/escape.h"
 #include "common/options.h"
@@ -50,6 +56,42 @@ bool uid_of_user(const std::string& user, std::uint32_t* uid) {
   if (!is_pid(user) || std::stoull(user) > 0xffffffffull) return false;
   *uid = static_cast<std::uint32_t>(std::stoull(user));
   return true;
+}
+
+// The registry a process exporting CUDA IPC handles keeps in /dev/shm (interpose/ipc_sharing.cpp:
+// "gmem-ipc.<pid>.<16 hex digits>"): removed at exit, left behind by a SIGKILL. Found by name
+// and fstatat() only (never opened); `running`: the pid runs now as the object's owner.
+struct ipc_object {
+  std::string name;
+  std::uint32_t pid = 0;
+  std::uint32_t uid = 0;
+  bool running = false;
+};
+
+std::vector<ipc_object> list_ipc_objects() {
+  std::vector<ipc_object> out;
+  DIR* dir = opendir("/dev/shm");
+  if (dir == nullptr) return out;
+  while (dirent* d = readdir(dir)) {
+    unsigned long pid = 0;
+    int used = 0;
+    const std::string name = d->d_name;
+    if (std::sscanf(name.c_str(), "gmem-ipc.%lu.%n", &pid, &used) != 1 || pid == 0 ||
+        pid > 0xffffffffu || name[9] < '0' || name[9] > '9' ||
+        name.size() != static_cast<std::size_t>(used) + 16 ||
+        name.find_first_not_of("0123456789abcdef", static_cast<std::size_t>(used)) !=
+            std::string::npos)
+      continue;
+    struct stat st {};
+    if (fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    ipc_object o{name, static_cast<std::uint32_t>(pid), st.st_uid, false};
+    struct stat proc {};
+    o.running = stat(("/proc/" + std::to_string(pid)).c_str(), &proc) == 0 && proc.st_uid == o.uid;
+    out.push_back(std::move(o));
+  }
+  closedir(dir);
+  return out;
 }
 
 } // namespace
@@ -152,7 +194,8 @@ command_fn add_save(CLI::App& app) {
 command_fn add_clean(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "clean",
-      "Remove your trace objects of processes that are gone (all, or PID's). A running "
+      "Remove your trace objects (and CUDA IPC registries, /dev/shm/gmem-ipc.*) of processes "
+      "that are gone (all, or PID's). A running "
       "process's trace is kept unless --force. Root too removes only its own unless --user NAME "
       "or --all-users.");
   struct args {
@@ -218,6 +261,39 @@ command_fn add_clean(CLI::App& app) {
                      error.c_str());
         ++failed;
         status = error.find("ermission") != std::string::npos ? k_exit_permission : k_exit_io;
+      }
+    }
+    // CUDA IPC registries left by processes that are gone (SIGKILL): same rules as traces.
+    for (const auto& o : list_ipc_objects()) {
+      if (!a->pid.empty() && std::to_string(o.pid) != a->pid) continue;
+      if (a->expired && o.running) continue;
+      ++matched;
+      if (!a->all_users && o.uid != only_uid) {
+        ++others;
+        continue;
+      }
+      const std::string who = escape_text(user_name(o.uid));
+      if (o.running && !a->force) {
+        std::printf("kept     %s (pid %u of %s is running; --force removes it)\n", o.name.c_str(),
+                    o.pid, who.c_str());
+        ++kept;
+        continue;
+      }
+      const char* state = o.running ? "running" : "gone";
+      if (a->dry_run) {
+        std::printf("would remove %s (pid %u of %s, %s)\n", o.name.c_str(), o.pid, who.c_str(),
+                    state);
+        continue;
+      }
+      if (unlink(("/dev/shm/" + o.name).c_str()) == 0) {
+        std::printf("removed  %s (pid %u of %s, %s)\n", o.name.c_str(), o.pid, who.c_str(), state);
+        ++removed;
+      } else {
+        const int err = errno;
+        std::fprintf(stderr, "gmem: error: cannot remove /dev/shm/%s: %s\n", o.name.c_str(),
+                     std::strerror(err));
+        ++failed;
+        status = err == EACCES || err == EPERM ? k_exit_permission : k_exit_io;
       }
     }
     if (!a->pid.empty() && matched == 0)
