@@ -176,6 +176,12 @@ private:
              std::to_string(k_max_trace_bytes >> 30) + " GiB)";
       return false;
     }
+    // Only the bytes a trace uses: the first page, then up to the total_bytes of the header
+    // copied with it (bytes the writer added later are not read: the copy stays consistent
+    // with its own header). A file that is not a trace (another magic: junk named like one)
+    // costs one page however large it is: nothing a reader would not decode is read.
+    const std::uint64_t page = 4096;
+    std::uint64_t want = std::min(size, page);
     mapped_ = static_cast<std::size_t>(size) + 8;
     void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -186,9 +192,24 @@ private:
     base_ = p;
     ::madvise(p, mapped_, MADV_HUGEPAGE); // fewer faults while copying big objects
     auto* out = static_cast<char*>(p);
-    // Copy only the data ranges: untouched pages of the copy read as the zeros of a hole.
-    off_t at = 0;
-    const auto end = static_cast<off_t>(size);
+    std::uint64_t copied = 0;
+    for (int round = 0; round < 4 && copied < want; ++round) {
+      copy_range(fd, out, copied, want);
+      copied = want;
+      std::uint64_t total = 0;
+      std::memcpy(&total, out + offsetof(layout::header, total_bytes), sizeof total);
+      if (std::memcmp(out, layout::k_magic, sizeof layout::k_magic) == 0)
+        want = std::min(size, std::max(total, want));
+    }
+    size_ = static_cast<std::size_t>(copied);
+    return true;
+  }
+
+  // Copies the data ranges of [from, to): untouched pages of the copy read as the zeros of a
+  // hole, and a file truncated meanwhile leaves the rest zero.
+  static void copy_range(int fd, char* out, std::uint64_t from, std::uint64_t to) {
+    auto at = static_cast<off_t>(from);
+    const auto end = static_cast<off_t>(to);
     while (at < end) {
       off_t data = ::lseek(fd, at, SEEK_DATA);
       if (data < 0 && errno == ENXIO) break; // only a hole is left
@@ -197,21 +218,14 @@ private:
       off_t hole = ::lseek(fd, data, SEEK_HOLE);
       // Always progress, even when the file changes between the two calls.
       if (hole <= data || hole > end) hole = end;
-      bool shrank = false;
       for (off_t o = data; o < hole;) {
         const ssize_t n = ::pread(fd, out + o, static_cast<std::size_t>(hole - o), o);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          shrank = true; // truncated while we read: the rest stays zero
-          break;
-        }
+        if (n <= 0) return; // truncated while we read: the rest stays zero
         o += n;
       }
-      if (shrank) break;
       at = hole;
     }
-    size_ = static_cast<std::size_t>(size);
-    return true;
   }
 
   void* base_ = nullptr;
