@@ -25,7 +25,7 @@ struct exporter_options {
   std::string keep_exited = "15m";   // how long an exited process stays in the output
   std::size_t max_processes = 256;   // traces exported per scrape, newest first
   std::size_t max_per_user = 64;     // of which at most this many of one user
-  std::size_t threads = 8;           // HTTP worker threads
+  std::size_t threads = 16;          // HTTP worker threads
   bool expose_all_users = false;     // command lines and call sites of every user's processes
   // Parsed by check():
   std::uint64_t growth_window_ns = 0;
@@ -56,7 +56,7 @@ inline void add_exporter_options(CLI::App& sub, exporter_options& o) {
   sub.add_option("--max-per-user", o.max_per_user,
                  "at most this many traces of one user per scrape (default 64)");
   sub.add_option("--threads", o.threads,
-                 "HTTP worker threads (default 8; a connection that sends no request within "
+                 "HTTP worker threads (default 16; a connection that sends no request within "
                  "3 s is closed)");
   sub.add_flag("--expose-all-users", o.expose_all_users,
                "also export other users' command lines (label command) and call sites (labels "
