@@ -390,6 +390,38 @@ std::vector<trace_entry> list_traces() {
   return list_traces_where(nullptr, nullptr);
 }
 
+std::vector<ipc_registry> list_ipc_registries() {
+  std::vector<ipc_registry> out;
+  DIR* dir = opendir(k_shm_dir);
+  if (!dir) return out;
+  constexpr std::string_view k_prefix = "gmem-ipc.";
+  while (dirent* d = readdir(dir)) {
+    const std::string_view name = d->d_name;
+    // "gmem-ipc." digits "." 16 lower-case hex digits, nothing else.
+    if (name.substr(0, k_prefix.size()) != k_prefix) continue;
+    const std::size_t dot = name.find('.', k_prefix.size());
+    if (dot == std::string_view::npos || dot == k_prefix.size() || dot - k_prefix.size() > 10 ||
+        name.size() != dot + 17 || name.find_first_not_of("0123456789", k_prefix.size()) != dot ||
+        name.find_first_not_of("0123456789abcdef", dot + 1) != std::string_view::npos)
+      continue;
+    const std::uint64_t pid =
+        std::strtoull(std::string(name.substr(k_prefix.size())).c_str(), nullptr, 10);
+    if (pid == 0 || pid > 0xffffffffu) continue;
+    struct stat st {};
+    if (::fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    ipc_registry r;
+    r.name = name;
+    r.pid = static_cast<std::uint32_t>(pid);
+    r.uid = st.st_uid;
+    std::uint32_t running_uid = 0;
+    r.running = proc_uid(r.pid, &running_uid) && running_uid == r.uid;
+    out.push_back(std::move(r));
+  }
+  closedir(dir);
+  return out;
+}
+
 std::uint64_t trace_entry::ended_realtime_ns() const {
   if (exit_realtime_ns != 0) return exit_realtime_ns;
   if (readable && heartbeat_realtime_ns != 0) return heartbeat_realtime_ns;
@@ -480,6 +512,9 @@ std::vector<std::string> apply_retention(const retention_policy& policy, const s
         continue;
       if (remove_shm(entries[i].name, nullptr)) removed.push_back(entries[i].name);
     }
+    for (const ipc_registry& r : list_ipc_registries())
+      if (r.uid == me && !r.running && ::unlink((k_shm_dir + r.name).c_str()) == 0)
+        removed.push_back(r.name);
   } catch (...) { // out of memory: nothing removed this time
   }
   return removed;

@@ -123,10 +123,23 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
 // Plans and removes what the plan evicts among the caller's own objects (root's too: others'
 // are left to `gmem clean --expired`), looking only at those: other users' objects are neither
 // opened nor counted (/dev/shm's free space is taken as its size less the caller's objects),
-// so no one else's files can make it remove or read anything. Returns the names removed.
+// so no one else's files can make it remove or read anything. Also removes the caller's IPC
+// registries whose process is gone. Returns the names removed.
 // `spare`: an object name never removed (an exiting process's own trace).
 std::vector<std::string> apply_retention(const retention_policy& policy,
                                          const std::string& spare = {});
+
+// The registries of processes that exported CUDA IPC handles (interpose/ipc_sharing.h:
+// /dev/shm/gmem-ipc.<pid>.<16 hex digits>, removed at exit, left behind by a SIGKILL), found by
+// name and fstatat() only (never opened). `running`: the pid runs now as the object's owner;
+// when it does not, the registry is of no use to anyone (its handles no longer open).
+struct ipc_registry {
+  std::string name; // "gmem-ipc.<pid>.<nonce>"
+  std::uint32_t pid = 0;
+  std::uint32_t uid = 0; // its owner
+  bool running = false;
+};
+std::vector<ipc_registry> list_ipc_registries();
 
 // Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?
 bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);

@@ -5,13 +5,9 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <dirent.h>
-#include <fcntl.h>
 #include <memory>
 #include <pwd.h>
-#include <sys/stat.h>
 #include <unistd.h>
-#include <vector>
 
 #include "common/escape.h"
 #include "common/options.h"
@@ -56,42 +52,6 @@ bool uid_of_user(const std::string& user, std::uint32_t* uid) {
   if (!is_pid(user) || std::stoull(user) > 0xffffffffull) return false;
   *uid = static_cast<std::uint32_t>(std::stoull(user));
   return true;
-}
-
-// The registry a process exporting CUDA IPC handles keeps in /dev/shm (interpose/ipc_sharing.cpp:
-// "gmem-ipc.<pid>.<16 hex digits>"): removed at exit, left behind by a SIGKILL. Found by name
-// and fstatat() only (never opened); `running`: the pid runs now as the object's owner.
-struct ipc_object {
-  std::string name;
-  std::uint32_t pid = 0;
-  std::uint32_t uid = 0;
-  bool running = false;
-};
-
-std::vector<ipc_object> list_ipc_objects() {
-  std::vector<ipc_object> out;
-  DIR* dir = opendir("/dev/shm");
-  if (dir == nullptr) return out;
-  while (dirent* d = readdir(dir)) {
-    unsigned long pid = 0;
-    int used = 0;
-    const std::string name = d->d_name;
-    if (std::sscanf(name.c_str(), "gmem-ipc.%lu.%n", &pid, &used) != 1 || pid == 0 ||
-        pid > 0xffffffffu || name[9] < '0' || name[9] > '9' ||
-        name.size() != static_cast<std::size_t>(used) + 16 ||
-        name.find_first_not_of("0123456789abcdef", static_cast<std::size_t>(used)) !=
-            std::string::npos)
-      continue;
-    struct stat st {};
-    if (fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
-      continue;
-    ipc_object o{name, static_cast<std::uint32_t>(pid), st.st_uid, false};
-    struct stat proc {};
-    o.running = stat(("/proc/" + std::to_string(pid)).c_str(), &proc) == 0 && proc.st_uid == o.uid;
-    out.push_back(std::move(o));
-  }
-  closedir(dir);
-  return out;
 }
 
 } // namespace
@@ -149,11 +109,7 @@ command_fn add_ps(CLI::App& app) {
              format_bytes(policy.keep_max.resolve(space.total_bytes)) +
              " (GMEM_TRACE_KEEP_MAX); /dev/shm free: " + format_bytes(space.free_bytes) +
              ". `gmem clean --expired` removes what is marked removed.\n";
-    if (*json)
-      return write_output("-",
-                          rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")
-                 ? k_exit_ok
-                 : k_exit_io;
+    if (*json) return write_output("-", dump_json(rows, 2) + "\n") ? k_exit_ok : k_exit_io;
     if (entries.empty())
       out = "No gmem traces on this host. Start a program with: gmem run -- COMMAND\n";
     return write_output("-", out) ? k_exit_ok : k_exit_io;
@@ -264,7 +220,7 @@ command_fn add_clean(CLI::App& app) {
       }
     }
     // CUDA IPC registries left by processes that are gone (SIGKILL): same rules as traces.
-    for (const auto& o : list_ipc_objects()) {
+    for (const auto& o : gmem::trace::list_ipc_registries()) {
       if (!a->pid.empty() && std::to_string(o.pid) != a->pid) continue;
       if (a->expired && o.running) continue;
       ++matched;
