@@ -80,6 +80,24 @@ std::string escape_text(std::string_view s) {
   return out;
 }
 
+std::string escape_bidi_in_json(std::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  char buf[8];
+  for (std::size_t i = 0; i < json.size();) {
+    std::uint32_t cp = 0;
+    const std::size_t n = utf8_length(json, i, &cp);
+    if (n == 3 && is_bidi_control(cp)) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(json.substr(i, n == 0 ? 1 : n));
+    }
+    i += n == 0 ? 1 : n;
+  }
+  return out;
+}
+
 std::string valid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -21,4 +21,9 @@ std::string escape_text(std::string_view s);
 // require UTF-8 (JSON, Python pickles). Control characters are kept (those formats escape them).
 std::string valid_utf8(std::string_view s);
 
+// JSON text (as nlohmann::json::dump() writes it) with every bidirectional control written as
+// its JSON escape ("\u202e"): the same document, but one that no terminal or viewer reorders.
+// Such characters can only occur inside JSON strings, where the escape means the same.
+std::string escape_bidi_in_json(std::string_view json);
+
 } // namespace gmem

@@ -2,11 +2,12 @@
 # Issue 33's minor items, through the gmem command on the fake driver:
 #   - a command line holding ESC, BEL, an invalid byte (0xff) and bidirectional controls
 #     (U+202E, U+2066): the HTML report, ps, leaks and stats show none of them raw (escaped as
-#     \x1b, \x07, \xff, \u202e, \u2066 alike);
+#     \x1b, \x07, \xff, \u202e, \u2066 alike); --json writes the bidirectional controls as
+#     JSON escapes;
 #   - CUDA IPC registries (/dev/shm/gmem-ipc.PID.NONCE) left by a process that was killed:
 #     `gmem clean` keeps the one of a running process and removes the one of a process that is
-#     gone; another user's (nobody, when we are root) is left alone by a plain clean and removed
-#     with --all-users.
+#     gone; so does the next traced job of the same user; another user's (nobody, when we are
+#     root) is left alone by a plain clean and removed with --all-users.
 set -u
 B=${GMEM_BUILD:-build}
 GMEM=$(realpath "$B/bin/gmem")
@@ -46,6 +47,17 @@ for f in ps leaks stats; do
   raw_bytes "$W/$f.txt" && fail "gmem $f printed a raw control, invalid or bidi byte"
 done
 grep -qF '\u202egnp.exe\u2066' "$W/leaks.txt" || fail "leaks: U+202E not shown as \\u202e"
+"$GMEM" leaks "$PID" --json >"$W/leaks.json"
+"$GMEM" ps --json >"$W/ps.json" || fail "gmem ps --json"
+for f in leaks ps; do
+  LC_ALL=C grep -Pq '\xe2\x80[\xaa-\xae]|\xe2\x81[\xa6-\xa9]' "$W/$f.json" &&
+    fail "gmem $f --json wrote a raw bidirectional control"
+done
+python3 - "$W/leaks.json" <<'PY' || fail "leaks --json does not keep U+202E as an escape"
+import json, sys
+d = json.load(open(sys.argv[1], encoding="utf-8"))
+assert "\u202egnp.exe\u2066" in d["trace"]["command"], repr(d["trace"]["command"])
+PY
 
 echo "== IPC registries of processes that are gone"
 sleep 60 &
@@ -67,6 +79,15 @@ KILLED=$SLEEPER SLEEPER=
 [ -e "$LIVE" ] && fail "clean left the registry of a killed process: $(cat "$W/clean2.txt")"
 [ -e "$DEAD" ] && fail "clean left the registry of a pid that does not exist"
 grep -q "removed  gmem-ipc" "$W/clean2.txt" || fail "clean does not list the registries it removed"
+# A traced job's own retention removes its user's registries of processes that are gone.
+AUTO=/dev/shm/gmem-ipc.4000000013.00000000000000bb
+PLANTED+=("$AUTO")
+rm -f "$AUTO"
+(umask 077 && : >"$AUTO") || fail "planting a registry"
+timeout 60 "$GMEM" run -- "$LEAK" >/dev/null 2>"$W/auto.err"
+APID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/auto.err")
+[ -n "$APID" ] && "$GMEM" clean "$APID" >/dev/null 2>&1
+[ -e "$AUTO" ] && fail "a traced job's retention left its user's registry of a gone process"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   THEIRS=/dev/shm/gmem-ipc.4000000012.00000000000000aa
   PLANTED+=("$THEIRS")

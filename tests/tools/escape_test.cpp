@@ -8,6 +8,7 @@
 #include "common/escape.h"
 #include "tests/tools/sample_trace.h"
 #include "tools/html_report.h"
+#include "tools/json_output.h"
 #include "tools/svg_charts.h"
 #include "tools/trace_facts.h"
 
@@ -43,6 +44,14 @@ TEST(escape_text, bidirectional_controls_become_visible) {
   EXPECT_EQ(escape_text("\xe2\x81\xa9"), "\\u2069");
   // Neighbours stay: U+2029 (paragraph separator) is not a control we escape, U+2070 neither.
   EXPECT_EQ(escape_text("\xe2\x80\xa9\xe2\x81\xb0"), "\xe2\x80\xa9\xe2\x81\xb0");
+}
+
+TEST(escape_bidi_in_json, the_same_document_without_raw_bidi_controls) {
+  nlohmann::json j = {{"command", "./\xe2\x80\xaegnp.exe \xe2\x81\xa9 caf\xc3\xa9"}};
+  const std::string text = dump_json(j, -1);
+  EXPECT_EQ(raw_bytes(text), 0u) << text;
+  EXPECT_EQ(text, "{\"command\":\"./\\u202egnp.exe \\u2069 caf\xc3\xa9\"}");
+  EXPECT_EQ(nlohmann::json::parse(text), j); // the same document
 }
 
 TEST(html_escape, escapes_like_the_terminal_then_markup) {
