@@ -43,8 +43,9 @@ inline void add_exporter_options(CLI::App& sub, exporter_options& o) {
                  "ADDR:PORT to serve /metrics on (default 127.0.0.1:9464, loopback only; port 0 "
                  "picks a free one; 0.0.0.0:9464 for every interface)");
   sub.add_option("--top-sites", o.top_sites,
-                 "K: call sites exported per process by live bytes and K more by growth "
-                 "(default 5; 0 = no call-site series)");
+                 "K: call sites exported per process by live bytes and K more by growth, for "
+                 "the processes of the exporter's own uid (every user's with "
+                 "--expose-all-users) (default 5; 0 = no call-site series)");
   sub.add_option("--growth-window", o.growth_window,
                  "window of the call-site growth ranking (default 10m)");
   sub.add_option("--keep-exited", o.keep_exited,
