@@ -52,6 +52,8 @@ command_fn add_exporter(CLI::App& app) {
                                      o->keep_exited,
                                      "--max-processes",
                                      std::to_string(o->max_processes),
+                                     "--scrape-budget",
+                                     o->scrape_budget,
                                      "--max-per-user",
                                      std::to_string(o->max_per_user),
                                      "--threads",

@@ -5,7 +5,7 @@
 #          uid, user and exe only: no command line, no call-site frames
 #   row 7  300 forged "running" objects with a start time a year ahead (copies of the
 #          attacker's own trace under the name of its own running process): root's services
-#          are still exported
+#          are still exported; with --scrape-budget 1ms a scrape still answers
 #   row 8  a forged object for root's exited pid (same pid, ticks, start second, command): no
 #          two samples carry the same labels
 #   row 9  idle TCP connections held open (4, then 24: more than the exporter's workers): a
@@ -185,6 +185,21 @@ for p in "$S1" "$S2" "$RJ"; do
 done
 n=$(grep -c "^gmem_process_info{pid=\"$SLEEPER\"" "$W/row7.txt")
 [ "$n" -le 1 ] || fail "one running process exported $n times"
+# With a tiny --scrape-budget a second exporter still answers, reads the first trace in rank
+# order and counts the rest as over_budget.
+"$B/bin/gmem-exporter" --listen 127.0.0.1:0 --keep-exited 10m --scrape-budget 1ms \
+  2>"$W/budget.err" &
+JOBS+=($!)
+for _ in $(seq 50); do
+  BPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/budget.err")
+  [ -n "$BPORT" ] && break
+  sleep 0.1
+done
+curl -sf --max-time 20 "http://127.0.0.1:$BPORT/metrics" >"$W/budget.txt" || fail "scrape with a 1 ms budget"
+grep -Eq '^gmem_exporter_traces\{outcome="over_budget"\} [1-9]' "$W/budget.txt" ||
+  fail "a 1 ms budget left nothing over: $(grep '^gmem_exporter_traces' "$W/budget.txt" | tr '\n' ' ')"
+grep -Eq '^gmem_exporter_traces\{outcome="exported"\} [1-9]' "$W/budget.txt" ||
+  fail "a 1 ms budget exported nothing"
 kill "$SLEEPER" 2>/dev/null
 
 echo "== row 9: idle connections do not delay a scrape"

@@ -23,6 +23,7 @@ struct exporter_options {
   std::size_t top_sites = 5;         // K: call sites per process by live bytes, and by growth
   std::string growth_window = "10m"; // window of the growth ranking
   std::string keep_exited = "15m";   // how long an exited process stays in the output
+  std::string scrape_budget = "15s"; // reading stops after this long; the rest waits
   std::size_t max_processes = 256;   // traces exported per scrape, newest first
   std::size_t max_per_user = 64;     // of which at most this many of one user
   std::size_t threads = 16;          // HTTP worker threads
@@ -30,6 +31,7 @@ struct exporter_options {
   // Parsed by check():
   std::uint64_t growth_window_ns = 0;
   std::uint64_t keep_exited_ns = 0;
+  std::uint64_t scrape_budget_ns = 0;
 };
 
 inline constexpr const char* k_exporter_description =
@@ -54,6 +56,10 @@ inline void add_exporter_options(CLI::App& sub, exporter_options& o) {
   sub.add_option("--max-processes", o.max_processes,
                  "at most this many traces per scrape: running processes first, users taking "
                  "turns, traces that contradict the clock last (default 256)");
+  sub.add_option("--scrape-budget", o.scrape_budget,
+                 "stop reading traces once a scrape has spent this long on them; those left "
+                 "are counted as over_budget (default 15s; keep it below Prometheus's "
+                 "scrape_timeout)");
   sub.add_option("--max-per-user", o.max_per_user,
                  "at most this many traces of one user per scrape (default 64)");
   sub.add_option("--threads", o.threads,
@@ -72,6 +78,9 @@ inline std::string check(exporter_options& o) {
     return "--growth-window '" + o.growth_window + "' is not a positive duration (e.g. 10m, 1h)";
   const auto k = parse_duration_ns(o.keep_exited);
   if (!k) return "--keep-exited '" + o.keep_exited + "' is not a duration (e.g. 15m, 0)";
+  const auto b = parse_duration_ns(o.scrape_budget);
+  if (!b || *b == 0)
+    return "--scrape-budget '" + o.scrape_budget + "' is not a positive duration (e.g. 15s)";
   if (o.top_sites > 100) return "--top-sites " + std::to_string(o.top_sites) + " is over 100";
   if (o.max_processes == 0) return "--max-processes must be at least 1";
   if (o.max_per_user == 0) return "--max-per-user must be at least 1";
@@ -83,6 +92,7 @@ inline std::string check(exporter_options& o) {
     return "--listen '" + o.listen + "' is not ADDR:PORT (e.g. 127.0.0.1:9464)";
   o.growth_window_ns = *w;
   o.keep_exited_ns = *k;
+  o.scrape_budget_ns = *b;
   return {};
 }
 

@@ -113,6 +113,10 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
     wanted.push_back({&e, 0, 0});
   }
   rank_entries(wanted, now);
+  // The budget counts from here: in rank order, so the traces it leaves out are those ranked
+  // last (one user's many objects, times in the future), and the first is always read.
+  const auto reading = std::chrono::steady_clock::now();
+  const auto budget = std::chrono::nanoseconds(options_.scrape_budget_ns);
   fleet_metrics m;
   std::map<std::string, process_cache> kept;
   std::set<std::tuple<std::uint32_t, std::uint32_t, std::uint64_t>> exported;
@@ -133,6 +137,10 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
     }
     if (exported.size() >= options_.max_processes || per_user[e.uid] >= options_.max_per_user) {
       ++h.skipped_limit;
+      continue;
+    }
+    if (std::chrono::steady_clock::now() - reading > budget) {
+      ++h.over_budget;
       continue;
     }
     const bool details = options_.expose_all_users || e.uid == me;

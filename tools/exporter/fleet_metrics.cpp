@@ -226,6 +226,7 @@ void fleet_metrics::add_health(const scrape_health& h) {
   outcome("over_limit", h.skipped_limit);
   outcome("vanished", h.vanished);
   outcome("duplicate", h.duplicate);
+  outcome("over_budget", h.over_budget);
   sample("gmem_exporter_last_scrape_duration_seconds", {}, h.last_scrape_seconds);
   sample("gmem_exporter_scrapes_total", {}, as_double(h.scrapes));
 }

@@ -38,6 +38,7 @@ struct scrape_health {
   std::uint64_t skipped_limit = 0;      // over --max-processes or --max-per-user
   std::uint64_t vanished = 0;           // gone between listing and reading
   std::uint64_t duplicate = 0;          // a second object for the same uid, pid and start time
+  std::uint64_t over_budget = 0;        // not read: the scrape had spent --scrape-budget
   double last_scrape_seconds = 0;       // duration of the previous scrape
   std::uint64_t scrapes = 0;            // scrapes served before this one
 };
