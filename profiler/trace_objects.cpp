@@ -324,7 +324,10 @@ namespace {
 // The trace objects in /dev/shm; with `only_owner`, only that uid's (the others' are never
 // opened: their names and fstatat() are all that is looked at) and `*owner_bytes` receives the
 // space that uid's objects hold, whatever their names.
-std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
+// The trace objects in /dev/shm, by name and fstatat() only (nothing opened); with
+// `only_owner`, only that uid's, and `*owner_bytes` receives the space that uid's objects hold,
+// whatever their names.
+std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
                                            std::uint64_t* owner_bytes) {
   std::vector<trace_entry> out;
   DIR* dir = opendir(k_shm_dir);
@@ -349,38 +352,26 @@ std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
       e.uid = st.st_uid;
       e.owner_known = true;
     }
-    read_options light;
-    light.events = light.samples = light.live = false;
-    std::uint32_t owner = 0;
-    const read_result r = open_shm_as(e.name, light, &owner);
-    e.readable = r.ok;
-    if (r) {
-      e.uid = owner;
-      e.state = r.value.info.state;
-      e.start_realtime_ns = r.value.info.start_realtime_ns;
-      e.heartbeat_realtime_ns = r.value.info.heartbeat_realtime_ns;
-      e.exit_realtime_ns = r.value.info.exit_realtime_ns;
-      e.exit_live_count = r.value.info.exit_live_count;
-      e.command_line = r.value.info.command_line;
-      for (const auto& dev : r.value.devices) {
-        e.live_bytes += dev.stats.live_bytes;
-        e.reserved_bytes += dev.stats.reserved_bytes;
-      }
-    } else {
-      // "cannot open" has no byte offset worth showing; a decoding error has.
-      e.problem = r.error.message.find(": cannot open the trace: ") != std::string::npos
-                      ? r.error.message
-                      : r.error.to_string();
-      e.state = e.owner_known && alive_as(e.pid, e.proc_start_ticks, e.uid) ? trace_state::running
-                                                                            : trace_state::crashed;
-    }
+    e.problem = "not read";
     out.push_back(std::move(e));
   }
   closedir(dir);
+  return out;
+}
+
+void sort_entries(std::vector<trace_entry>& out) {
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.start_realtime_ns != b.start_realtime_ns ? a.start_realtime_ns < b.start_realtime_ns
                                                       : a.name < b.name;
   });
+}
+
+std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
+                                           std::uint64_t* owner_bytes) {
+  std::vector<trace_entry> out = stat_traces_where(only_owner, owner_bytes);
+  for (trace_entry& e : out)
+    read_trace_entry(e);
+  sort_entries(out);
   return out;
 }
 
@@ -388,6 +379,40 @@ std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
 
 std::vector<trace_entry> list_traces() {
   return list_traces_where(nullptr, nullptr);
+}
+
+std::vector<trace_entry> stat_traces() {
+  return stat_traces_where(nullptr, nullptr);
+}
+
+void read_trace_entry(trace_entry& e) {
+  read_options light;
+  light.events = light.samples = light.live = false;
+  std::uint32_t owner = 0;
+  const read_result r = open_shm_as(e.name, light, &owner);
+  e.readable = r.ok;
+  if (r) {
+    e.problem.clear();
+    e.uid = owner;
+    e.state = r.value.info.state;
+    e.start_realtime_ns = r.value.info.start_realtime_ns;
+    e.heartbeat_realtime_ns = r.value.info.heartbeat_realtime_ns;
+    e.exit_realtime_ns = r.value.info.exit_realtime_ns;
+    e.exit_live_count = r.value.info.exit_live_count;
+    e.command_line = r.value.info.command_line;
+    e.live_bytes = e.reserved_bytes = 0;
+    for (const auto& dev : r.value.devices) {
+      e.live_bytes += dev.stats.live_bytes;
+      e.reserved_bytes += dev.stats.reserved_bytes;
+    }
+  } else {
+    // "cannot open" has no byte offset worth showing; a decoding error has.
+    e.problem = r.error.message.find(": cannot open the trace: ") != std::string::npos
+                    ? r.error.message
+                    : r.error.to_string();
+    e.state = e.owner_known && alive_as(e.pid, e.proc_start_ticks, e.uid) ? trace_state::running
+                                                                          : trace_state::crashed;
+  }
 }
 
 std::vector<ipc_registry> list_ipc_registries() {

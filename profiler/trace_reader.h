@@ -97,6 +97,13 @@ struct trace_entry {
 };
 // Every gmem trace object on this host, oldest start first.
 std::vector<trace_entry> list_traces();
+// The same objects found by name and fstatat() only, none opened (in directory order; readable
+// false, problem "not read"; name, pid, start ticks, owner, sizes and mtime filled): a caller
+// that reads only some of them (the exporter, per user) chooses first, then read_trace_entry().
+std::vector<trace_entry> stat_traces();
+// Fills in the rest of `e` as list_traces() does: a light read of the object (header, strings,
+// counters), or the problem and whether its process runs.
+void read_trace_entry(trace_entry& e);
 
 // Retention (GMEM_TRACE_KEEP_MAX, _FREE, _AGE): how much of /dev/shm the traces of processes
 // that are gone may hold. Traces of running processes are never removed.

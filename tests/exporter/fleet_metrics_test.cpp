@@ -4,6 +4,7 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
@@ -213,6 +214,38 @@ TEST(fleet_collector, rank_entries_is_fair_and_puts_future_times_last) {
   for (std::size_t k = 8; k < order.size(); ++k)
     EXPECT_TRUE((order[k] >= 100 && order[k] < 110) || order[k] == 300) << k;
   EXPECT_EQ(order.back(), 300u);
+}
+
+// Row 7, the reading side: however many objects one user plants, a scrape reads at most a
+// bounded number of them; other users' objects are all kept.
+TEST(fleet_collector, preselect_bounds_each_users_objects_before_reading) {
+  std::vector<gmem::trace::trace_entry> e;
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    gmem::trace::trace_entry x;
+    x.name = "gmem.4000000000." + std::to_string(i);
+    x.pid = 4000000000u; // no such process
+    x.proc_start_ticks = i;
+    x.uid = 666;
+    e.push_back(x);
+  }
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    gmem::trace::trace_entry x;
+    x.name = "gmem.4000000001." + std::to_string(i);
+    x.pid = 4000000001u;
+    x.proc_start_ticks = i;
+    x.uid = 1000;
+    e.push_back(x);
+  }
+  EXPECT_EQ(preselect(e, 10), 290u);
+  ASSERT_EQ(e.size(), 13u);
+  std::size_t alice = 0;
+  std::uint64_t oldest_kept = ~std::uint64_t{0};
+  for (const auto& x : e) {
+    alice += x.uid == 1000;
+    if (x.uid == 666) oldest_kept = std::min(oldest_kept, x.proc_start_ticks);
+  }
+  EXPECT_EQ(alice, 3u);
+  EXPECT_EQ(oldest_kept, 290u); // the newest by start ticks
 }
 
 } // namespace

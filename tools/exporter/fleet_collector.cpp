@@ -95,8 +95,14 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
   h.scrapes = last_.scrapes;
   const std::uint64_t now = unix_now_ns();
   const auto me = static_cast<std::uint32_t>(geteuid());
-  std::vector<gmem::trace::trace_entry> entries = gmem::trace::list_traces();
+  // Found by name and fstatat only; each user's objects are read only up to twice
+  // --max-per-user of them (those whose pid runs first, then the newest by the start ticks in
+  // their names), so however many objects one user plants, a scrape reads a bounded number.
+  std::vector<gmem::trace::trace_entry> entries = gmem::trace::stat_traces();
   h.traces_found = entries.size();
+  h.skipped_limit = preselect(entries, 2 * options_.max_per_user);
+  for (auto& e : entries)
+    gmem::trace::read_trace_entry(e);
   std::vector<ranked_entry> wanted;
   for (const auto& e : entries) {
     if (!e.readable) {
@@ -190,6 +196,40 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
   last_.last_scrape_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m.take();
+}
+
+std::uint64_t preselect(std::vector<gmem::trace::trace_entry>& entries, std::size_t per_user) {
+  struct key {
+    std::uint32_t uid;
+    bool alive;
+    std::uint64_t ticks;
+  };
+  std::vector<key> keys(entries.size());
+  std::vector<std::size_t> order(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const auto& e = entries[i];
+    keys[i] = {e.uid, gmem::trace::process_alive(e.pid, e.proc_start_ticks), e.proc_start_ticks};
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (keys[a].uid != keys[b].uid) return keys[a].uid < keys[b].uid;
+    if (keys[a].alive != keys[b].alive) return keys[a].alive;
+    if (keys[a].ticks != keys[b].ticks) return keys[a].ticks > keys[b].ticks;
+    return entries[a].name < entries[b].name;
+  });
+  std::vector<bool> keep(entries.size(), false);
+  std::size_t run = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    run = k > 0 && keys[order[k]].uid == keys[order[k - 1]].uid ? run + 1 : 0;
+    keep[order[k]] = run < per_user;
+  }
+  std::vector<gmem::trace::trace_entry> kept;
+  kept.reserve(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    if (keep[i]) kept.push_back(std::move(entries[i]));
+  const std::uint64_t left = entries.size() - kept.size();
+  entries = std::move(kept);
+  return left;
 }
 
 void rank_entries(std::vector<ranked_entry>& wanted, std::uint64_t now_ns) {

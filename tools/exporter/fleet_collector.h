@@ -39,6 +39,10 @@ struct ranked_entry {
 // in the future last; within each, users take turns (every user's newest, then every user's
 // second newest, ...), so no user's objects crowd out another's. Pure: tests drive it.
 void rank_entries(std::vector<ranked_entry>& wanted, std::uint64_t now_ns);
+// Keeps at most `per_user` of each owner's entries (from stat_traces(): nothing read yet):
+// those whose process runs first, then the newest by the start ticks in their names. Returns
+// how many it dropped.
+std::uint64_t preselect(std::vector<gmem::trace::trace_entry>& entries, std::size_t per_user);
 
 class fleet_collector : public prometheus::Collectable {
 public:
