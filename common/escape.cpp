@@ -36,6 +36,13 @@ std::size_t utf8_length(std::string_view s, std::size_t i, std::uint32_t* code_p
   return n;
 }
 
+// Explicit bidirectional embeddings, overrides and isolates (U+202A..U+202E, U+2066..U+2069):
+// one of them makes a terminal, browser or dashboard show the rest of the line reversed or
+// reordered, so a name can pose as another ("gmem.1234" shown for "gmem.4321").
+bool is_bidi_control(std::uint32_t cp) {
+  return (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069);
+}
+
 } // namespace
 
 std::string escape_text(std::string_view s) {
@@ -62,13 +69,31 @@ std::string escape_text(std::string_view s) {
     } else if (cp < 0x20 || cp == 0x7f) {
       std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(cp));
       out += buf;
-    } else if (cp >= 0x80 && cp <= 0x9f) {
+    } else if ((cp >= 0x80 && cp <= 0x9f) || is_bidi_control(cp)) {
       std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
       out += buf;
     } else {
       out.append(s.substr(i, n));
     }
     i += n;
+  }
+  return out;
+}
+
+std::string escape_bidi_in_json(std::string_view json) {
+  std::string out;
+  out.reserve(json.size());
+  char buf[8];
+  for (std::size_t i = 0; i < json.size();) {
+    std::uint32_t cp = 0;
+    const std::size_t n = utf8_length(json, i, &cp);
+    if (n == 3 && is_bidi_control(cp)) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(json.substr(i, n == 0 ? 1 : n));
+    }
+    i += n == 0 ? 1 : n;
   }
   return out;
 }

@@ -176,6 +176,12 @@ private:
              std::to_string(k_max_trace_bytes >> 30) + " GiB)";
       return false;
     }
+    // Only the bytes a trace uses: the first page, then up to the total_bytes of the header
+    // copied with it (bytes the writer added later are not read: the copy stays consistent
+    // with its own header). A file that is not a trace (another magic: junk named like one)
+    // costs one page however large it is: nothing a reader would not decode is read.
+    const std::uint64_t page = 4096;
+    std::uint64_t want = std::min(size, page);
     mapped_ = static_cast<std::size_t>(size) + 8;
     void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -186,9 +192,24 @@ private:
     base_ = p;
     ::madvise(p, mapped_, MADV_HUGEPAGE); // fewer faults while copying big objects
     auto* out = static_cast<char*>(p);
-    // Copy only the data ranges: untouched pages of the copy read as the zeros of a hole.
-    off_t at = 0;
-    const auto end = static_cast<off_t>(size);
+    std::uint64_t copied = 0;
+    for (int round = 0; round < 4 && copied < want; ++round) {
+      copy_range(fd, out, copied, want);
+      copied = want;
+      std::uint64_t total = 0;
+      std::memcpy(&total, out + offsetof(layout::header, total_bytes), sizeof total);
+      if (std::memcmp(out, layout::k_magic, sizeof layout::k_magic) == 0)
+        want = std::min(size, std::max(total, want));
+    }
+    size_ = static_cast<std::size_t>(copied);
+    return true;
+  }
+
+  // Copies the data ranges of [from, to): untouched pages of the copy read as the zeros of a
+  // hole, and a file truncated meanwhile leaves the rest zero.
+  static void copy_range(int fd, char* out, std::uint64_t from, std::uint64_t to) {
+    auto at = static_cast<off_t>(from);
+    const auto end = static_cast<off_t>(to);
     while (at < end) {
       off_t data = ::lseek(fd, at, SEEK_DATA);
       if (data < 0 && errno == ENXIO) break; // only a hole is left
@@ -197,21 +218,14 @@ private:
       off_t hole = ::lseek(fd, data, SEEK_HOLE);
       // Always progress, even when the file changes between the two calls.
       if (hole <= data || hole > end) hole = end;
-      bool shrank = false;
       for (off_t o = data; o < hole;) {
         const ssize_t n = ::pread(fd, out + o, static_cast<std::size_t>(hole - o), o);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          shrank = true; // truncated while we read: the rest stays zero
-          break;
-        }
+        if (n <= 0) return; // truncated while we read: the rest stays zero
         o += n;
       }
-      if (shrank) break;
       at = hole;
     }
-    size_ = static_cast<std::size_t>(size);
-    return true;
   }
 
   void* base_ = nullptr;
@@ -301,13 +315,33 @@ read_result open_shm(const std::string& name, const read_options& options) {
   return open_shm_as(name, options, nullptr);
 }
 
-std::vector<trace_entry> list_traces() {
+read_result open_shm(const std::string& name, const read_options& options, std::uint32_t* owner) {
+  return open_shm_as(name, options, owner);
+}
+
+namespace {
+
+// The trace objects in /dev/shm; with `only_owner`, only that uid's (the others' are never
+// opened: their names and fstatat() are all that is looked at) and `*owner_bytes` receives the
+// space that uid's objects hold, whatever their names.
+// The trace objects in /dev/shm, by name and fstatat() only (nothing opened); with
+// `only_owner`, only that uid's, and `*owner_bytes` receives the space that uid's objects hold,
+// whatever their names.
+std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
+                                           std::uint64_t* owner_bytes) {
   std::vector<trace_entry> out;
   DIR* dir = opendir(k_shm_dir);
   if (!dir) return out;
   while (dirent* d = readdir(dir)) {
     trace_entry e;
     e.name = d->d_name;
+    if (only_owner != nullptr) {
+      struct stat own {};
+      if (::fstatat(dirfd(dir), d->d_name, &own, AT_SYMLINK_NOFOLLOW) != 0 ||
+          own.st_uid != *only_owner)
+        continue;
+      if (S_ISREG(own.st_mode)) *owner_bytes += static_cast<std::uint64_t>(own.st_blocks) * 512;
+    }
     if (!parse_object_name(e.name, &e.pid, &e.proc_start_ticks)) continue;
     struct stat st {};
     if (::fstatat(dirfd(dir), e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
@@ -318,38 +352,98 @@ std::vector<trace_entry> list_traces() {
       e.uid = st.st_uid;
       e.owner_known = true;
     }
-    read_options light;
-    light.events = light.samples = light.live = false;
-    std::uint32_t owner = 0;
-    const read_result r = open_shm_as(e.name, light, &owner);
-    e.readable = r.ok;
-    if (r) {
-      e.uid = owner;
-      e.state = r.value.info.state;
-      e.start_realtime_ns = r.value.info.start_realtime_ns;
-      e.heartbeat_realtime_ns = r.value.info.heartbeat_realtime_ns;
-      e.exit_realtime_ns = r.value.info.exit_realtime_ns;
-      e.exit_live_count = r.value.info.exit_live_count;
-      e.command_line = r.value.info.command_line;
-      for (const auto& dev : r.value.devices) {
-        e.live_bytes += dev.stats.live_bytes;
-        e.reserved_bytes += dev.stats.reserved_bytes;
-      }
-    } else {
-      // "cannot open" has no byte offset worth showing; a decoding error has.
-      e.problem = r.error.message.find(": cannot open the trace: ") != std::string::npos
-                      ? r.error.message
-                      : r.error.to_string();
-      e.state = e.owner_known && alive_as(e.pid, e.proc_start_ticks, e.uid) ? trace_state::running
-                                                                            : trace_state::crashed;
-    }
+    e.problem = "not read";
     out.push_back(std::move(e));
   }
   closedir(dir);
+  return out;
+}
+
+void sort_entries(std::vector<trace_entry>& out) {
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
     return a.start_realtime_ns != b.start_realtime_ns ? a.start_realtime_ns < b.start_realtime_ns
                                                       : a.name < b.name;
   });
+}
+
+std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
+                                           std::uint64_t* owner_bytes) {
+  std::vector<trace_entry> out = stat_traces_where(only_owner, owner_bytes);
+  for (trace_entry& e : out)
+    read_trace_entry(e);
+  sort_entries(out);
+  return out;
+}
+
+} // namespace
+
+std::vector<trace_entry> list_traces() {
+  return list_traces_where(nullptr, nullptr);
+}
+
+std::vector<trace_entry> stat_traces() {
+  return stat_traces_where(nullptr, nullptr);
+}
+
+void read_trace_entry(trace_entry& e) {
+  read_options light;
+  light.events = light.samples = light.live = false;
+  std::uint32_t owner = 0;
+  const read_result r = open_shm_as(e.name, light, &owner);
+  e.readable = r.ok;
+  if (r) {
+    e.problem.clear();
+    e.uid = owner;
+    e.state = r.value.info.state;
+    e.start_realtime_ns = r.value.info.start_realtime_ns;
+    e.heartbeat_realtime_ns = r.value.info.heartbeat_realtime_ns;
+    e.exit_realtime_ns = r.value.info.exit_realtime_ns;
+    e.exit_live_count = r.value.info.exit_live_count;
+    e.command_line = r.value.info.command_line;
+    e.live_bytes = e.reserved_bytes = 0;
+    for (const auto& dev : r.value.devices) {
+      e.live_bytes += dev.stats.live_bytes;
+      e.reserved_bytes += dev.stats.reserved_bytes;
+    }
+  } else {
+    // "cannot open" has no byte offset worth showing; a decoding error has.
+    e.problem = r.error.message.find(": cannot open the trace: ") != std::string::npos
+                    ? r.error.message
+                    : r.error.to_string();
+    e.state = e.owner_known && alive_as(e.pid, e.proc_start_ticks, e.uid) ? trace_state::running
+                                                                          : trace_state::crashed;
+  }
+}
+
+std::vector<ipc_registry> list_ipc_registries() {
+  std::vector<ipc_registry> out;
+  DIR* dir = opendir(k_shm_dir);
+  if (!dir) return out;
+  constexpr std::string_view k_prefix = "gmem-ipc.";
+  while (dirent* d = readdir(dir)) {
+    const std::string_view name = d->d_name;
+    // "gmem-ipc." digits "." 16 lower-case hex digits, nothing else.
+    if (name.substr(0, k_prefix.size()) != k_prefix) continue;
+    const std::size_t dot = name.find('.', k_prefix.size());
+    if (dot == std::string_view::npos || dot == k_prefix.size() || dot - k_prefix.size() > 10 ||
+        name.size() != dot + 17 || name.find_first_not_of("0123456789", k_prefix.size()) != dot ||
+        name.find_first_not_of("0123456789abcdef", dot + 1) != std::string_view::npos)
+      continue;
+    const std::uint64_t pid =
+        std::strtoull(std::string(name.substr(k_prefix.size())).c_str(), nullptr, 10);
+    if (pid == 0 || pid > 0xffffffffu) continue;
+    struct stat st {};
+    if (::fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+      continue;
+    ipc_registry r;
+    r.name = name;
+    r.pid = static_cast<std::uint32_t>(pid);
+    r.uid = st.st_uid;
+    std::uint32_t running_uid = 0;
+    r.running = proc_uid(r.pid, &running_uid) && running_uid == r.uid;
+    out.push_back(std::move(r));
+  }
+  closedir(dir);
   return out;
 }
 
@@ -425,17 +519,27 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
 std::vector<std::string> apply_retention(const retention_policy& policy, const std::string& spare) {
   std::vector<std::string> removed;
   try {
-    const std::vector<trace_entry> entries = list_traces();
-    const auto plan = plan_retention(entries, policy, shm_space_now(), realtime_now_ns());
-    const uid_t me = ::geteuid();
+    // A job's own cleanup sees only its user's objects: it never opens, reads or maps anyone
+    // else's (a huge readable object named like a trace costs it nothing), and others' objects
+    // never count against its budget: /dev/shm is measured as if only this user's objects were
+    // in it, so nobody's junk makes it remove the user's own traces. Root's too: `gmem clean
+    // --expired --all-users` applies the budget to everyone's.
+    const auto me = static_cast<std::uint32_t>(::geteuid());
+    std::uint64_t own_bytes = 0;
+    const std::vector<trace_entry> entries = list_traces_where(&me, &own_bytes);
+    shm_space space = shm_space_now();
+    if (space.total_bytes != 0)
+      space.free_bytes = space.total_bytes > own_bytes ? space.total_bytes - own_bytes : 0;
+    const auto plan = plan_retention(entries, policy, space, realtime_now_ns());
     for (std::size_t i = 0; i < entries.size(); ++i) {
-      // Only the caller's own objects, root included: `gmem clean --expired --all-users`
-      // applies the budget to everyone's.
       if (!plan[i].evict || !entries[i].owner_known || entries[i].uid != me ||
           entries[i].name == spare)
         continue;
       if (remove_shm(entries[i].name, nullptr)) removed.push_back(entries[i].name);
     }
+    for (const ipc_registry& r : list_ipc_registries())
+      if (r.uid == me && !r.running && ::unlink((k_shm_dir + r.name).c_str()) == 0)
+        removed.push_back(r.name);
   } catch (...) { // out of memory: nothing removed this time
   }
   return removed;

@@ -50,6 +50,9 @@ read_result open_file(const std::string& path, const read_options& = {});
 // when its owner truncates it). Refused when its header's pid or start time differ from the
 // name's. It is "running" only when that process runs now as the object's owner.
 read_result open_shm(const std::string& name, const read_options& = {});
+// The same, and `*owner` receives the uid that owns the object this read copied (when it could
+// be opened): whose trace it is, as no field of the trace can say.
+read_result open_shm(const std::string& name, const read_options& options, std::uint32_t* owner);
 
 // The object that belongs to `pid`, chosen without trusting anything another user writes:
 // while `pid` runs, only the object named after its start time and owned by its uid; else the
@@ -94,6 +97,13 @@ struct trace_entry {
 };
 // Every gmem trace object on this host, oldest start first.
 std::vector<trace_entry> list_traces();
+// The same objects found by name and fstatat() only, none opened (in directory order; readable
+// false, problem "not read"; name, pid, start ticks, owner, sizes and mtime filled): a caller
+// that reads only some of them (the exporter, per user) chooses first, then read_trace_entry().
+std::vector<trace_entry> stat_traces();
+// Fills in the rest of `e` as list_traces() does: a light read of the object (header, strings,
+// counters), or the problem and whether its process runs.
+void read_trace_entry(trace_entry& e);
 
 // Retention (GMEM_TRACE_KEEP_MAX, _FREE, _AGE): how much of /dev/shm the traces of processes
 // that are gone may hold. Traces of running processes are never removed.
@@ -117,11 +127,26 @@ struct retention_decision {
 std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& entries,
                                                const retention_policy& policy, shm_space space,
                                                std::uint64_t now_realtime_ns);
-// Lists the traces, plans and removes what the plan evicts among the caller's own objects
-// (root's too: others' are left to `gmem clean --expired`). Returns the names removed.
+// Plans and removes what the plan evicts among the caller's own objects (root's too: others'
+// are left to `gmem clean --expired`), looking only at those: other users' objects are neither
+// opened nor counted (/dev/shm's free space is taken as its size less the caller's objects),
+// so no one else's files can make it remove or read anything. Also removes the caller's IPC
+// registries whose process is gone. Returns the names removed.
 // `spare`: an object name never removed (an exiting process's own trace).
 std::vector<std::string> apply_retention(const retention_policy& policy,
                                          const std::string& spare = {});
+
+// The registries of processes that exported CUDA IPC handles (interpose/ipc_sharing.h:
+// /dev/shm/gmem-ipc.<pid>.<16 hex digits>, removed at exit, left behind by a SIGKILL), found by
+// name and fstatat() only (never opened). `running`: the pid runs now as the object's owner;
+// when it does not, the registry is of no use to anyone (its handles no longer open).
+struct ipc_registry {
+  std::string name; // "gmem-ipc.<pid>.<nonce>"
+  std::uint32_t pid = 0;
+  std::uint32_t uid = 0; // its owner
+  bool running = false;
+};
+std::vector<ipc_registry> list_ipc_registries();
 
 // Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?
 bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);

@@ -52,8 +52,13 @@ command_fn add_exporter(CLI::App& app) {
                                      o->keep_exited,
                                      "--max-processes",
                                      std::to_string(o->max_processes),
+                                     "--scrape-budget",
+                                     o->scrape_budget,
+                                     "--max-per-user",
+                                     std::to_string(o->max_per_user),
                                      "--threads",
                                      std::to_string(o->threads)};
+    if (o->expose_all_users) args.push_back("--expose-all-users");
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());

@@ -1,7 +1,9 @@
 // Commands over the trace objects of this host: ps (list), save (copy to a file), clean
 // (remove the objects of dead processes). Objects belong to whoever created them; clean
 // removes only the caller's own unless root names a user (--user, --all-users).
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <memory>
 #include <pwd.h>
@@ -107,11 +109,7 @@ command_fn add_ps(CLI::App& app) {
              format_bytes(policy.keep_max.resolve(space.total_bytes)) +
              " (GMEM_TRACE_KEEP_MAX); /dev/shm free: " + format_bytes(space.free_bytes) +
              ". `gmem clean --expired` removes what is marked removed.\n";
-    if (*json)
-      return write_output("-",
-                          rows.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n")
-                 ? k_exit_ok
-                 : k_exit_io;
+    if (*json) return write_output("-", dump_json(rows, 2) + "\n") ? k_exit_ok : k_exit_io;
     if (entries.empty())
       out = "No gmem traces on this host. Start a program with: gmem run -- COMMAND\n";
     return write_output("-", out) ? k_exit_ok : k_exit_io;
@@ -152,7 +150,8 @@ command_fn add_save(CLI::App& app) {
 command_fn add_clean(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "clean",
-      "Remove your trace objects of processes that are gone (all, or PID's). A running "
+      "Remove your trace objects (and CUDA IPC registries, /dev/shm/gmem-ipc.*) of processes "
+      "that are gone (all, or PID's). A running "
       "process's trace is kept unless --force. Root too removes only its own unless --user NAME "
       "or --all-users.");
   struct args {
@@ -218,6 +217,39 @@ command_fn add_clean(CLI::App& app) {
                      error.c_str());
         ++failed;
         status = error.find("ermission") != std::string::npos ? k_exit_permission : k_exit_io;
+      }
+    }
+    // CUDA IPC registries left by processes that are gone (SIGKILL): same rules as traces.
+    for (const auto& o : gmem::trace::list_ipc_registries()) {
+      if (!a->pid.empty() && std::to_string(o.pid) != a->pid) continue;
+      if (a->expired && o.running) continue;
+      ++matched;
+      if (!a->all_users && o.uid != only_uid) {
+        ++others;
+        continue;
+      }
+      const std::string who = escape_text(user_name(o.uid));
+      if (o.running && !a->force) {
+        std::printf("kept     %s (pid %u of %s is running; --force removes it)\n", o.name.c_str(),
+                    o.pid, who.c_str());
+        ++kept;
+        continue;
+      }
+      const char* state = o.running ? "running" : "gone";
+      if (a->dry_run) {
+        std::printf("would remove %s (pid %u of %s, %s)\n", o.name.c_str(), o.pid, who.c_str(),
+                    state);
+        continue;
+      }
+      if (unlink(("/dev/shm/" + o.name).c_str()) == 0) {
+        std::printf("removed  %s (pid %u of %s, %s)\n", o.name.c_str(), o.pid, who.c_str(), state);
+        ++removed;
+      } else {
+        const int err = errno;
+        std::fprintf(stderr, "gmem: error: cannot remove /dev/shm/%s: %s\n", o.name.c_str(),
+                     std::strerror(err));
+        ++failed;
+        status = err == EACCES || err == EPERM ? k_exit_permission : k_exit_io;
       }
     }
     if (!a->pid.empty() && matched == 0)

@@ -93,9 +93,7 @@ std::unique_ptr<gmem::trace::trace> load(const std::string& target, int& status,
 }
 
 std::string dump(const nlohmann::json& j) {
-  // Strings from a trace may be any bytes: invalid UTF-8 becomes U+FFFD instead of an
-  // exception; control characters are escaped by JSON itself.
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return dump_json(j, 2) + "\n";
 }
 
 command_fn add_leaks(CLI::App& app) {

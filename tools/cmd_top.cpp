@@ -52,7 +52,7 @@ command_fn add_top(CLI::App& app) {
         f.framework_caches = false; // as the text view: every holder, caches included
         nlohmann::json j = stats_json(r.value);
         j["top_sites"] = leaks_json(r.value, build_leak_report(r.value, symbols, f))["sites"];
-        frame = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+        frame = dump_json(j, -1) + "\n";
       } else {
         frame = render_top(r.value, symbols, previous.get(), a->sites,
                            frame_view_of(a->native, a->all_frames));

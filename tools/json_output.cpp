@@ -1,5 +1,7 @@
 #include "tools/json_output.h"
 
+#include "common/escape.h"
+
 #include "tools/frag_report.h"
 #include "tools/leak_report.h"
 
@@ -170,6 +172,10 @@ json stats_json(const gmem::trace::trace& t) {
                 {"segments", t.segments.size()},
                 {"stacks", t.stacks.size()},
                 {"modules", t.modules.size()}}}};
+}
+
+std::string dump_json(const nlohmann::json& j, int indent) {
+  return escape_bidi_in_json(j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 } // namespace gmem::tools

@@ -19,4 +19,9 @@ nlohmann::json frag_json(const gmem::trace::trace& t, const frag_report& r);
 nlohmann::json stats_json(const gmem::trace::trace& t);
 nlohmann::json counters_json(const gmem::pool_stats& s);
 
+// The document as text: invalid UTF-8 from a trace becomes U+FFFD (no exception), JSON escapes
+// control characters itself, and bidirectional controls are written as "\u202e" escapes
+// (escape_bidi_in_json()). `indent` as nlohmann's dump(): -1 one line.
+std::string dump_json(const nlohmann::json& j, int indent);
+
 } // namespace gmem::tools

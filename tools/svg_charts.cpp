@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/escape.h"
 #include "common/units.h"
 #include "tools/frag_report.h"
 #include "tools/timeline.h"
@@ -39,9 +40,21 @@ double nice_bytes_step(double max, int target) {
 } // namespace
 
 std::string html_escape(const std::string& s) {
+  // Text from a trace first goes through escape_text() line by line (the line breaks of a
+  // stack stay, every other control byte, invalid UTF-8 and bidirectional control becomes
+  // visible text as in the terminal), then markup is escaped.
+  std::string text;
+  text.reserve(s.size());
+  for (std::size_t at = 0;;) {
+    const std::size_t nl = s.find('\n', at);
+    text += escape_text(std::string_view(s).substr(at, nl == std::string::npos ? nl : nl - at));
+    if (nl == std::string::npos) break;
+    text += '\n';
+    at = nl + 1;
+  }
   std::string o;
-  o.reserve(s.size());
-  for (const char c : s) {
+  o.reserve(text.size());
+  for (const char c : text) {
     switch (c) {
     case '&':
       o += "&amp;";

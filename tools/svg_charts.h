@@ -24,6 +24,8 @@ std::string timeline_svg(const timeline& tl, const device_timeline& d, int width
 // rounding slack light, free space grey.
 std::string segment_map_svg(const device_frag& d, int width);
 
+// Text for HTML: escape_text() on each line (control bytes, invalid UTF-8 and bidirectional
+// controls shown as in the terminal; line breaks kept), then & < > " as entities.
 std::string html_escape(const std::string& s);
 
 } // namespace gmem::tools

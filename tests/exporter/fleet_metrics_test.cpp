@@ -4,9 +4,12 @@
 
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "tests/tools/sample_trace.h"
+#include "tools/exporter/fleet_collector.h"
 #include "tools/exporter/fleet_metrics.h"
 #include "tools/trace_facts.h"
 
@@ -28,6 +31,11 @@ exporter_options opts(std::size_t top = 5, std::uint64_t window_ns = 4500 * k_ms
   o.top_sites = top;
   o.growth_window_ns = window_ns;
   return o;
+}
+
+// The exporter's own user: command line and call sites are shown.
+process_owner owner_self() {
+  return {1000, "alice", true};
 }
 
 std::size_t count_lines(const std::string& text, const std::string& prefix) {
@@ -77,7 +85,7 @@ TEST(fleet_metrics, golden_exposition) {
   symbolizer symbols(module_ranges(t));
   site_resolver sites(symbols);
   fleet_metrics m;
-  m.add_process(t, sites, opts());
+  m.add_process(t, &sites, owner_self(), opts());
   scrape_health h;
   h.traces_found = 3;
   h.exported = 1;
@@ -89,8 +97,9 @@ TEST(fleet_metrics, golden_exposition) {
   const std::string out = exposition(m.take());
   EXPECT_EQ(out, golden("exporter_metrics.txt", out));
   // The sites: 8 MiB grew, the stable 1000 KiB did not.
-  EXPECT_NE(out.find("gmem_site_growth_bytes{pid=\"4242\",command=\"./leaky --steps 3\","
-                     "start_time=\"1790000000\",site=\"b6b8ff5654c0\",frame=\"libmodel.so+0x3030\","
+  EXPECT_NE(out.find("gmem_site_growth_bytes{pid=\"4242\",uid=\"1000\",user=\"alice\","
+                     "exe=\"leaky\",start_time=\"1790000000\",command=\"./leaky --steps 3\","
+                     "site=\"b6b8ff5654c0\",frame=\"libmodel.so+0x3030\","
                      "caller=\"libmodel.so+0x2020\"} 8388608"),
             std::string::npos);
 }
@@ -101,7 +110,7 @@ TEST(fleet_metrics, hostile_labels_are_escaped_and_cut) {
   symbolizer symbols(module_ranges(t));
   site_resolver sites(symbols);
   fleet_metrics m;
-  m.add_process(t, sites, opts());
+  m.add_process(t, &sites, owner_self(), opts());
   const std::string out = exposition(m.take());
   EXPECT_EQ(out.find("\nfake_metric"), std::string::npos); // no injected line
   EXPECT_EQ(out.find('\x1b'), std::string::npos);
@@ -123,7 +132,7 @@ TEST(fleet_metrics, call_site_series_are_bounded_by_2k) {
   site_resolver sites(symbols);
   for (const std::size_t k : {0u, 1u, 3u, 10u}) {
     fleet_metrics m;
-    m.add_process(t, sites, opts(k, 1000 * k_ms));
+    m.add_process(t, &sites, owner_self(), opts(k, 1000 * k_ms));
     const std::string out = exposition(m.take());
     const std::size_t n = count_lines(out, "gmem_site_live_bytes{");
     EXPECT_LE(n, 2 * k) << k;
@@ -148,15 +157,129 @@ TEST(fleet_metrics, running_process_and_rate) {
   symbolizer symbols(module_ranges(t));
   site_resolver sites(symbols);
   fleet_metrics m;
-  m.add_process(t, sites, opts(0));
+  m.add_process(t, &sites, owner_self(), opts(0));
   const std::string out = exposition(m.take());
-  EXPECT_NE(out.find("gmem_allocation_rate{pid=\"4242\",command=\"./leaky --steps 3\","
-                     "start_time=\"1790000000\",device=\"0\"} 200"),
+  EXPECT_NE(out.find("gmem_allocation_rate{pid=\"4242\",uid=\"1000\",user=\"alice\","
+                     "exe=\"leaky\",start_time=\"1790000000\",command=\"./leaky --steps 3\","
+                     "device=\"0\"} 200"),
             std::string::npos);
-  EXPECT_NE(out.find("gmem_process_running{pid=\"4242\",command=\"./leaky --steps 3\","
-                     "start_time=\"1790000000\"} 1"),
+  EXPECT_NE(out.find("gmem_process_running{pid=\"4242\",uid=\"1000\",user=\"alice\","
+                     "exe=\"leaky\",start_time=\"1790000000\",command=\"./leaky --steps 3\"} 1"),
             std::string::npos);
   EXPECT_EQ(out.find("gmem_site_"), std::string::npos); // --top-sites 0
+}
+
+// Issue 33 row 6: another user's process is named by pid, uid, user, exe and start_time only:
+// no command line (it may hold a token), no call-site series (function names, source paths).
+TEST(fleet_metrics, another_users_process_shows_no_command_line_or_frames) {
+  auto t = sample_trace();
+  t.info.argv = {"/home/bob/secret-project/bin/train", "--api-token=hunter2"};
+  t.info.command_line = "/home/bob/secret-project/bin/train --api-token=hunter2";
+  symbolizer symbols(module_ranges(t));
+  site_resolver sites(symbols);
+  fleet_metrics m;
+  m.add_process(t, &sites, {1001, "bob", false}, opts());
+  const std::string out = exposition(m.take());
+  EXPECT_EQ(out.find("hunter2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("secret-project"), std::string::npos) << out;
+  EXPECT_EQ(out.find("command="), std::string::npos);
+  EXPECT_EQ(out.find("gmem_site_"), std::string::npos);
+  EXPECT_EQ(out.find("frame="), std::string::npos);
+  EXPECT_NE(out.find("gmem_live_bytes{pid=\"4242\",uid=\"1001\",user=\"bob\",exe=\"train\","
+                     "start_time=\"1790000000\",device=\"0\"}"),
+            std::string::npos)
+      << out;
+}
+
+// Minor item of issue 33: a right-to-left override (U+202E) and the other bidirectional
+// controls never reach a label raw; they are escaped as the terminal output is.
+TEST(fleet_metrics, bidirectional_controls_in_labels_are_escaped) {
+  auto t = sample_trace();
+  t.info.argv = {"./\xe2\x80\xaegnp.exe\xe2\x81\xa6x"};
+  t.info.command_line = t.info.argv[0];
+  symbolizer symbols(module_ranges(t));
+  site_resolver sites(symbols);
+  fleet_metrics m;
+  m.add_process(t, &sites, owner_self(), opts(0));
+  const std::string out = exposition(m.take());
+  EXPECT_EQ(out.find("\xe2\x80\xae"), std::string::npos);
+  EXPECT_EQ(out.find("\xe2\x81\xa6"), std::string::npos);
+  EXPECT_NE(out.find("exe=\"\\\\u202egnp.exe\\\\u2066x\""), std::string::npos) << out;
+}
+
+// Issue 33 row 7: forged objects cannot crowd out real processes. Running processes first,
+// users take turns within a tier, times in the future last.
+TEST(fleet_collector, rank_entries_is_fair_and_puts_future_times_last) {
+  const std::uint64_t now = 1'790'000'000'000'000'000u;
+  std::vector<gmem::trace::trace_entry> e;
+  auto add = [&](std::uint32_t uid, std::uint32_t pid, bool running, std::uint64_t start) {
+    gmem::trace::trace_entry x;
+    x.name = "gmem." + std::to_string(pid) + ".1";
+    x.uid = uid;
+    x.pid = pid;
+    x.readable = true;
+    x.state = running ? gmem::trace::trace_state::running : gmem::trace::trace_state::exited;
+    x.start_realtime_ns = start;
+    x.exit_realtime_ns = running ? 0 : start + 1;
+    e.push_back(x);
+  };
+  const std::uint64_t year = 365ull * 86400 * 1'000'000'000u;
+  for (std::uint32_t i = 0; i < 10; ++i) // the attacker: running, a year ahead
+    add(666, 100 + i, true, now + year + i);
+  for (std::uint32_t i = 0; i < 5; ++i) // the attacker: running, plausible
+    add(666, 200 + i, true, now - 1000 - i);
+  add(0, 1, true, now - 5000);      // root's service
+  add(1000, 2, true, now - 9000);   // alice's job
+  add(1000, 3, false, now - 8000);  // alice's ended job
+  add(666, 300, false, now + year); // the attacker: ended a year ahead
+  std::vector<ranked_entry> w;
+  for (const auto& x : e)
+    w.push_back({&x, 0, 0});
+  rank_entries(w, now);
+  std::vector<std::uint32_t> order;
+  for (const auto& r : w)
+    order.push_back(r.entry->pid);
+  // Every user's first running process, then the rest in turns; ended; future last.
+  ASSERT_EQ(order.size(), e.size());
+  const std::vector<std::uint32_t> first(order.begin(), order.begin() + 3);
+  EXPECT_EQ(std::set<std::uint32_t>(first.begin(), first.end()),
+            (std::set<std::uint32_t>{1, 2, 200}));
+  EXPECT_EQ(order[7], 3u);
+  for (std::size_t k = 8; k < order.size(); ++k)
+    EXPECT_TRUE((order[k] >= 100 && order[k] < 110) || order[k] == 300) << k;
+  EXPECT_EQ(order.back(), 300u);
+}
+
+// Row 7, the reading side: however many objects one user plants, a scrape reads at most a
+// bounded number of them; other users' objects are all kept.
+TEST(fleet_collector, preselect_bounds_each_users_objects_before_reading) {
+  std::vector<gmem::trace::trace_entry> e;
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    gmem::trace::trace_entry x;
+    x.name = "gmem.4000000000." + std::to_string(i);
+    x.pid = 4000000000u; // no such process
+    x.proc_start_ticks = i;
+    x.uid = 666;
+    e.push_back(x);
+  }
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    gmem::trace::trace_entry x;
+    x.name = "gmem.4000000001." + std::to_string(i);
+    x.pid = 4000000001u;
+    x.proc_start_ticks = i;
+    x.uid = 1000;
+    e.push_back(x);
+  }
+  EXPECT_EQ(preselect(e, 10), 290u);
+  ASSERT_EQ(e.size(), 13u);
+  std::size_t alice = 0;
+  std::uint64_t oldest_kept = ~std::uint64_t{0};
+  for (const auto& x : e) {
+    alice += x.uid == 1000;
+    if (x.uid == 666) oldest_kept = std::min(oldest_kept, x.proc_start_ticks);
+  }
+  EXPECT_EQ(alice, 3u);
+  EXPECT_EQ(oldest_kept, 290u); // the newest by start ticks
 }
 
 } // namespace

@@ -4,9 +4,10 @@
 # every 100 ms at leak_slowly(), one holds 4 MiB at hold_stable() and replaces it every 100 ms.
 # Through Prometheus's HTTP query API: the series exist with the right values, the leaking
 # site's growth is positive and the stable site's is zero. Also: promtool checks the shipped
-# alerting rules, the Grafana dashboard is valid JSON that queries existing metrics, and the
-# exporter survives its processes vanishing. Skips (77) only when prometheus or prometheus-cpp
-# is not installed. Everything it starts is stopped on exit; bounded to about a minute.
+# alerting rules and the exposition (`promtool check metrics`), the Grafana dashboard is valid
+# JSON that queries existing metrics, and the exporter survives its processes vanishing. Skips
+# (77) only when prometheus or prometheus-cpp is not installed. Everything it starts is stopped
+# on exit; bounded to about a minute.
 set -u
 B=${GMEM_BUILD:-build}
 GMEM=$B/bin/gmem
@@ -80,6 +81,10 @@ done
 [ -n "$EPORT" ] || { fail "exporter did not start"; cat "$W/exporter.err"; exit 1; }
 curl -sf "http://127.0.0.1:$EPORT/metrics" >"$W/metrics.txt" || fail "exporter scrape"
 grep -q "gmem_live_bytes{pid=\"$LEAK\"" "$W/metrics.txt" || fail "no gmem_live_bytes for $LEAK"
+promtool check metrics <"$W/metrics.txt" >"$W/promtool.txt" 2>&1 ||
+  fail "promtool check metrics: $(head -5 "$W/promtool.txt")"
+grep -q "gmem_live_bytes{pid=\"$LEAK\",uid=\"$(id -u)\",user=\"$(id -un)\",exe=\"steady_service\"" \
+  "$W/metrics.txt" || fail "labels pid, uid, user, exe: $(grep -m1 "gmem_live_bytes{pid=\"$LEAK\"" "$W/metrics.txt")"
 
 echo "== prometheus"
 PPORT=$(free_port)
@@ -134,7 +139,7 @@ def checks():
     a = q(f'gmem_allocations_total{{pid="{stable}"}}')
     if len(a) != 1 or float(a[0]["value"][1]) < 20: errs.append(f"stable allocations: {a}")
     labels = lk[0]["metric"] if lk else {}
-    for k in ("pid", "command", "start_time", "site", "frame", "caller"):
+    for k in ("pid", "uid", "user", "exe", "command", "start_time", "site", "frame", "caller"):
         if k not in labels: errs.append(f"label {k} missing: {labels}")
     if labels and ("steady_service" not in labels.get("command", "") or len(labels.get("site", "")) != 12):
         errs.append(f"labels: {labels}")

@@ -14,17 +14,24 @@ namespace gmem::tools {
 
 inline constexpr const char* k_exporter_default_listen = "127.0.0.1:9464";
 inline constexpr const char* k_exporter_program = "gmem-exporter";
+// A connection that has not sent its whole request within this time is closed, so idle
+// connections hold a worker thread for at most this long.
+inline constexpr int k_exporter_request_timeout_ms = 3000;
 
 struct exporter_options {
   std::string listen = k_exporter_default_listen;
   std::size_t top_sites = 5;         // K: call sites per process by live bytes, and by growth
   std::string growth_window = "10m"; // window of the growth ranking
   std::string keep_exited = "15m";   // how long an exited process stays in the output
+  std::string scrape_budget = "15s"; // reading stops after this long; the rest waits
   std::size_t max_processes = 256;   // traces exported per scrape, newest first
-  std::size_t threads = 2;           // HTTP worker threads
+  std::size_t max_per_user = 64;     // of which at most this many of one user
+  std::size_t threads = 16;          // HTTP worker threads
+  bool expose_all_users = false;     // command lines and call sites of every user's processes
   // Parsed by check():
   std::uint64_t growth_window_ns = 0;
   std::uint64_t keep_exited_ns = 0;
+  std::uint64_t scrape_budget_ns = 0;
 };
 
 inline constexpr const char* k_exporter_description =
@@ -38,17 +45,30 @@ inline void add_exporter_options(CLI::App& sub, exporter_options& o) {
                  "ADDR:PORT to serve /metrics on (default 127.0.0.1:9464, loopback only; port 0 "
                  "picks a free one; 0.0.0.0:9464 for every interface)");
   sub.add_option("--top-sites", o.top_sites,
-                 "K: call sites exported per process by live bytes and K more by growth "
-                 "(default 5; 0 = no call-site series)");
+                 "K: call sites exported per process by live bytes and K more by growth, for "
+                 "the processes of the exporter's own uid (every user's with "
+                 "--expose-all-users) (default 5; 0 = no call-site series)");
   sub.add_option("--growth-window", o.growth_window,
                  "window of the call-site growth ranking (default 10m)");
   sub.add_option("--keep-exited", o.keep_exited,
                  "keep exporting a process this long after it ended (default 15m; 0 = only "
                  "running processes)");
   sub.add_option("--max-processes", o.max_processes,
-                 "at most this many traces per scrape, running ones and the newest first "
-                 "(default 256)");
-  sub.add_option("--threads", o.threads, "HTTP worker threads (default 2)");
+                 "at most this many traces per scrape: running processes first, users taking "
+                 "turns, traces that contradict the clock last (default 256)");
+  sub.add_option("--scrape-budget", o.scrape_budget,
+                 "stop reading traces once a scrape has spent this long on them; those left "
+                 "are counted as over_budget (default 15s; keep it below Prometheus's "
+                 "scrape_timeout)");
+  sub.add_option("--max-per-user", o.max_per_user,
+                 "at most this many traces of one user per scrape (default 64)");
+  sub.add_option("--threads", o.threads,
+                 "HTTP worker threads (default 16; a connection that sends no request within "
+                 "3 s is closed)");
+  sub.add_flag("--expose-all-users", o.expose_all_users,
+               "also export other users' command lines (label command) and call sites (labels "
+               "frame and caller: their function names and source paths); without it they are "
+               "exported only for the exporter's own uid. Whoever reaches --listen reads them");
 }
 
 // Parses the durations and checks ranges; "" when all is well, else the message.
@@ -58,8 +78,12 @@ inline std::string check(exporter_options& o) {
     return "--growth-window '" + o.growth_window + "' is not a positive duration (e.g. 10m, 1h)";
   const auto k = parse_duration_ns(o.keep_exited);
   if (!k) return "--keep-exited '" + o.keep_exited + "' is not a duration (e.g. 15m, 0)";
+  const auto b = parse_duration_ns(o.scrape_budget);
+  if (!b || *b == 0)
+    return "--scrape-budget '" + o.scrape_budget + "' is not a positive duration (e.g. 15s)";
   if (o.top_sites > 100) return "--top-sites " + std::to_string(o.top_sites) + " is over 100";
   if (o.max_processes == 0) return "--max-processes must be at least 1";
+  if (o.max_per_user == 0) return "--max-per-user must be at least 1";
   if (o.threads == 0 || o.threads > 64) return "--threads must be 1 to 64";
   const auto colon = o.listen.rfind(':');
   if (colon == std::string::npos || colon + 1 == o.listen.size() ||
@@ -68,6 +92,7 @@ inline std::string check(exporter_options& o) {
     return "--listen '" + o.listen + "' is not ADDR:PORT (e.g. 127.0.0.1:9464)";
   o.growth_window_ns = *w;
   o.keep_exited_ns = *k;
+  o.scrape_budget_ns = *b;
   return {};
 }
 

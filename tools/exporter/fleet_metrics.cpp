@@ -95,15 +95,30 @@ double allocation_rate(const gmem::trace::trace& t, int device) {
 
 } // namespace
 
-std::string command_label(const std::string& command_line) {
-  std::string s = escape_text(command_line);
-  if (s.size() > 100) {
-    std::size_t n = 100;
+namespace {
+// escape_text(), cut to at most `max` bytes at a character boundary.
+std::string cut_label(std::string_view raw, std::size_t max) {
+  std::string s = escape_text(raw);
+  if (s.size() > max) {
+    std::size_t n = max;
     while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xc0) == 0x80)
       --n;
     s.resize(n);
   }
   return s;
+}
+} // namespace
+
+std::string command_label(const std::string& command_line) {
+  return cut_label(command_line, 100);
+}
+
+std::string exe_label(const gmem::trace::trace_info& info) {
+  std::string_view exe = info.argv.empty() ? std::string_view(info.command_line) : info.argv[0];
+  if (info.argv.empty()) exe = exe.substr(0, exe.find(' '));
+  if (const auto slash = exe.rfind('/'); slash != std::string_view::npos)
+    exe = exe.substr(slash + 1);
+  return cut_label(exe, 100);
 }
 
 fleet_metrics::fleet_metrics() {
@@ -129,13 +144,17 @@ ClientMetric& fleet_metrics::sample(const char* family, label_list labels, doubl
   return f.metric.back();
 }
 
-void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver& sites,
-                                const exporter_options& options) {
+void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver* sites,
+                                const process_owner& owner, const exporter_options& options) {
   const auto& i = t.info;
   const bool running = i.state == gmem::trace::trace_state::running && !i.saved_file;
-  const label_list proc = {{"pid", std::to_string(i.pid)},
-                           {"command", command_label(i.command_line)},
-                           {"start_time", std::to_string(i.start_realtime_ns / 1'000'000'000u)}};
+  // (uid, pid, start_time) names one process; the collector exports one object per triple.
+  label_list proc = {{"pid", std::to_string(i.pid)},
+                     {"uid", std::to_string(owner.uid)},
+                     {"user", cut_label(owner.user, 64)},
+                     {"exe", exe_label(i)},
+                     {"start_time", std::to_string(i.start_realtime_ns / 1'000'000'000u)}};
+  if (owner.details) proc.push_back({"command", command_label(i.command_line)});
   auto with = [&](std::initializer_list<ClientMetric::Label> extra) {
     label_list l = proc;
     l.insert(l.end(), extra.begin(), extra.end());
@@ -170,8 +189,8 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver& site
     sample("gmem_oom_errors_total", dl, as_double(s.ooms));
     sample("gmem_segments", dl, as_double(s.segments));
   }
-  if (options.top_sites == 0) return;
-  growth_report g = build_growth_report(t, sites, options.growth_window_ns);
+  if (options.top_sites == 0 || !owner.details || sites == nullptr) return;
+  growth_report g = build_growth_report(t, *sites, options.growth_window_ns);
   const std::uint64_t covered = g.incomplete && g.oldest_event_ns > g.from_ns
                                     ? g.now_ns - g.oldest_event_ns
                                     : g.now_ns - g.from_ns;
@@ -192,7 +211,7 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver& site
   // labelled held_by, and here their sum.
   std::vector<std::pair<const framework_cache*, std::uint64_t>> held;
   for (const site_growth& s : g.sites) {
-    const framework_cache* c = sites.site(s.site).held_by;
+    const framework_cache* c = sites->site(s.site).held_by;
     if (c == nullptr) continue;
     auto it = std::find_if(held.begin(), held.end(), [&](const auto& h) { return h.first == c; });
     if (it == held.end()) it = held.insert(held.end(), {c, 0});
@@ -203,7 +222,7 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver& site
            as_double(bytes));
   for (const std::size_t k : chosen) {
     const site_growth& s = g.sites[k];
-    const call_site& cs = sites.site(s.site);
+    const call_site& cs = sites->site(s.site);
     label_list sl = with({{"site", cs.id}, {"frame", cs.label}, {"caller", cs.caller}});
     if (cs.held_by != nullptr) sl.push_back({"held_by", cs.held_by->cache});
     sample("gmem_site_live_bytes", sl, as_double(s.live_bytes));
@@ -223,6 +242,8 @@ void fleet_metrics::add_health(const scrape_health& h) {
   outcome("ended_long_ago", h.skipped_old);
   outcome("over_limit", h.skipped_limit);
   outcome("vanished", h.vanished);
+  outcome("duplicate", h.duplicate);
+  outcome("over_budget", h.over_budget);
   sample("gmem_exporter_last_scrape_duration_seconds", {}, h.last_scrape_seconds);
   sample("gmem_exporter_scrapes_total", {}, as_double(h.scrapes));
 }
