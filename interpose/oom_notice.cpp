@@ -1,4 +1,4 @@
-#include "interpose/oom_report.h"
+#include "interpose/oom_notice.h"
 
 #include <cxxabi.h>
 #include <dlfcn.h>
@@ -123,11 +123,11 @@ std::string holders(int device) {
 
 } // namespace
 
-void report_oom(int device, std::size_t requested, const pool_stats& s) noexcept {
+void print_oom_notice(int device, std::size_t requested, const pool_stats& s) noexcept {
   if (!shim_options().oom_report) return;
   const std::uint64_t now = monotonic_s() + 1;
   std::uint64_t last = g_last_report_s.load(std::memory_order_relaxed);
-  if ((last != 0 && now - last < k_oom_report_interval_s) ||
+  if ((last != 0 && now - last < k_oom_notice_interval_s) ||
       !g_last_report_s.compare_exchange_strong(last, now)) {
     g_left_out.fetch_add(1, std::memory_order_relaxed);
     return;

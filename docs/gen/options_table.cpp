@@ -1,13 +1,13 @@
 // Prints the GMEM_* options table (common/options.h) as tab-separated lines, one row each:
 //   NAME  TYPE  DEFAULT  HELP  FLAG
-// `gmem run`'s flags come from the same rows (tools/cmd_run.cpp). scripts/gen-docs.py turns
-// them into README's option table (checked by tests/install/options_doc_test.sh),
+// `gmem run`'s flags come from the same rows (tools/commands/cmd_run.cpp). scripts/gen-docs.py
+// turns them into README's option table (checked by tests/install/options_doc_test.sh),
 // gmem-options(7) and the bash completion, so none of them can drift from what the shim
 // parses and `gmem run --help` prints.
 #include <cstdio>
 
 #include "common/options.h"
-#include "tools/run_env.h"
+#include "tools/commands/run_env.h"
 
 namespace {
 

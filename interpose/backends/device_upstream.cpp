@@ -4,7 +4,7 @@
 // (tests/interpose/vmm_arena_test.cpp).
 #include <chrono>
 
-#include "interpose/driver_glue.h"
+#include "interpose/backends/driver_glue.h"
 
 namespace gmem::shim {
 namespace {

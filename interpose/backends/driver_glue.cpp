@@ -1,8 +1,8 @@
-#include "interpose/driver_glue.h"
-#include "interpose/oom_report.h"
+#include "interpose/backends/driver_glue.h"
+#include "interpose/oom_notice.h"
 
+#include "interpose/backends/stream_registry.h"
 #include "interpose/capture_tracker.h"
-#include "interpose/stream_registry.h"
 #include "interpose/trace_hooks.h"
 
 namespace gmem::shim {
@@ -99,7 +99,7 @@ void trace_observer::on_oom(std::size_t requested_bytes) noexcept {
   pool_stats at_failure;
   if (pool_ != nullptr) at_failure = pool_->stats();
   trace::oom(device_, requested_bytes, at_failure);
-  report_oom(device_, requested_bytes, at_failure);
+  print_oom_notice(device_, requested_bytes, at_failure);
 }
 
 } // namespace gmem::shim

@@ -72,7 +72,7 @@ private:
 };
 
 // cuCtxSynchronize and events (kept in a small cache: cuEventCreate costs more than a record);
-// barrier() is the stream registry's device-side barrier (interpose/stream_registry.h).
+// barrier() is the stream registry's device-side barrier (interpose/backends/stream_registry.h).
 class driver_fences final : public fences {
 public:
   explicit driver_fences(context_link& link) : link_(link) {}

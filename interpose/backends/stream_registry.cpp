@@ -1,4 +1,4 @@
-#include "interpose/stream_registry.h"
+#include "interpose/backends/stream_registry.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,6 +1,6 @@
 // The arena's pages (vmm_upstream.h, "Arenas"): claiming address space page by page, mapping
 // an extend() (recycling spare pieces), and giving page-aligned parts back behind one event.
-#include "interpose/vmm_detail.h"
+#include "interpose/backends/vmm_detail.h"
 
 #include <algorithm>
 #include <utility>

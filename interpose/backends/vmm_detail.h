@@ -4,7 +4,7 @@
 
 #include <chrono>
 
-#include "interpose/vmm_upstream.h"
+#include "interpose/backends/vmm_upstream.h"
 
 namespace gmem::shim::vmm_detail {
 

@@ -1,7 +1,7 @@
 // Retirement (vmm_upstream.h, "Safety"): segments and arena pages given back wait behind an
 // event that completes after all work issued so far; their physical pieces become spare at
 // once; the spare budget bounds what is held; teardown unmaps once the event completed.
-#include "interpose/vmm_detail.h"
+#include "interpose/backends/vmm_detail.h"
 
 #include <algorithm>
 

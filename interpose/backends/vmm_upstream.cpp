@@ -1,13 +1,13 @@
 // Device segments as virtual-memory mappings (vmm_upstream.h), creation and peer access. The
 // arena's pages are in vmm_arena.cpp, retirement and teardown in vmm_retire.cpp.
-#include "interpose/vmm_upstream.h"
+#include "interpose/backends/vmm_upstream.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <unistd.h>
 #include <utility>
 
-#include "interpose/vmm_detail.h"
+#include "interpose/backends/vmm_detail.h"
 
 namespace gmem::shim {
 

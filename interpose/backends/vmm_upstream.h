@@ -54,7 +54,7 @@
 #include <mutex>
 #include <vector>
 
-#include "interpose/driver_glue.h"
+#include "interpose/backends/driver_glue.h"
 
 namespace gmem::shim {
 

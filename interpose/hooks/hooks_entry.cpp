@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "interpose/capture_tracker.h"
-#include "interpose/hook_support.h"
+#include "interpose/hooks/hook_support.h"
 #include "profiler/module_map.h"
 
 namespace {

@@ -5,7 +5,7 @@
 // on a capturing stream): an allocation when the node is added, a free when a free node for
 // the address is added (or when the program frees it with cuMemFree / cuMemFreeAsync after a
 // launch: those hooks trace every free). So leaks, frag, report and the exports count it.
-#include "interpose/hook_support.h"
+#include "interpose/hooks/hook_support.h"
 
 namespace gmem::shim {
 namespace {

@@ -3,7 +3,7 @@
 // Requests the driver would reject (null output, 0 bytes) and everything while the shim is
 // inactive go to the driver, so the program sees the driver's own answer.
 #include "interpose/capture_tracker.h"
-#include "interpose/hook_support.h"
+#include "interpose/hooks/hook_support.h"
 #include "interpose/strict_mode.h"
 
 namespace gmem::shim {

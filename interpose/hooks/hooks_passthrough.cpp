@@ -4,8 +4,8 @@
 #include <atomic>
 #include <cstdio>
 
-#include "interpose/hook_support.h"
-#include "interpose/ipc_sharing.h"
+#include "interpose/hooks/hook_support.h"
+#include "interpose/ipc/ipc_sharing.h"
 
 using namespace gmem::shim;
 using gmem::trace::alloc_kind;
@@ -58,7 +58,7 @@ GMEM_HOOK CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* dptr, CUipcMemHandle handl
 GMEM_HOOK CUresult cuIpcCloseMemHandle(CUdeviceptr ptr) {
   return ipc_close(ptr);
 }
-// Pooled blocks: interpose/ipc_sharing.h.
+// Pooled blocks: interpose/ipc/ipc_sharing.h.
 GMEM_HOOK CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
   return ipc_get_handle(handle, p);
 }

@@ -2,7 +2,7 @@
 // cuMemAlloc memory reachable from the current one, but not memory mapped with cuMemMap: that
 // needs cuMemSetAccess for the accessing device. So the grant is applied to the peer's pool
 // (every segment, present and future), as the program expects of its cudaMalloc memory.
-#include "interpose/hook_support.h"
+#include "interpose/hooks/hook_support.h"
 
 using namespace gmem::shim;
 

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "interpose/hook_support.h"
+#include "interpose/hooks/hook_support.h"
 
 namespace gmem::shim {
 namespace {

@@ -1,4 +1,4 @@
-#include "interpose/ipc_sharing.h"
+#include "interpose/ipc/ipc_sharing.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "interpose/hook_support.h"
-#include "interpose/ipc_vmm.h"
-#include "interpose/vmm_upstream.h"
+#include "interpose/backends/vmm_upstream.h"
+#include "interpose/hooks/hook_support.h"
+#include "interpose/ipc/ipc_vmm.h"
 
 namespace gmem::shim {
 namespace {

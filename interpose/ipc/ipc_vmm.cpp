@@ -1,4 +1,4 @@
-#include "interpose/ipc_vmm.h"
+#include "interpose/ipc/ipc_vmm.h"
 
 #include <atomic>
 #include <cerrno>
@@ -14,8 +14,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "interpose/hook_support.h"
-#include "interpose/vmm_upstream.h"
+#include "interpose/backends/vmm_upstream.h"
+#include "interpose/hooks/hook_support.h"
 
 namespace gmem::shim::ipc_vmm {
 namespace {

@@ -7,8 +7,8 @@
 #include <sstream>
 
 #include "tests/tools/sample_trace.h"
+#include "tools/analysis/trace_facts.h"
 #include "tools/exporter/fleet_metrics.h"
-#include "tools/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

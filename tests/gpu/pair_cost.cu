@@ -95,7 +95,7 @@ void must(cudaError_t e) {
 } // namespace
 
 int main(int argc, char** argv) {
-  // alloc_bench [quick|full] [PATH] [random]: PATH runs one path only; "random" only the mix.
+  // pair_cost [quick|full] [PATH] [random]: PATH runs one path only; "random" only the mix.
   const bool quick = argc > 1 && std::strcmp(argv[1], "quick") == 0;
   const char* only = argc > 2 ? argv[2] : nullptr;
   const bool random_only = argc > 3 && std::strcmp(argv[3], "random") == 0;

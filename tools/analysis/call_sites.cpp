@@ -1,10 +1,10 @@
-#include "tools/call_sites.h"
+#include "tools/analysis/call_sites.h"
 
 #include <cstdio>
 
 #include "common/escape.h"
-#include "tools/leak_report.h"
-#include "tools/stack_view.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/render/stack_view.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,5 +1,5 @@
-#include "tools/frag_report.h"
-#include "tools/timeline.h"
+#include "tools/analysis/frag_report.h"
+#include "tools/analysis/timeline.h"
 
 #include <algorithm>
 #include <map>

@@ -1,9 +1,9 @@
-#include "tools/growth_report.h"
+#include "tools/analysis/growth_report.h"
 
 #include <algorithm>
 #include <unordered_map>
 
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 

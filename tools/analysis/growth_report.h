@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "profiler/trace_model.h"
-#include "tools/call_sites.h"
+#include "tools/analysis/call_sites.h"
 
 namespace gmem::tools {
 

@@ -1,9 +1,9 @@
-#include "tools/leak_report.h"
+#include "tools/analysis/leak_report.h"
 
 #include <algorithm>
 #include <map>
 
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

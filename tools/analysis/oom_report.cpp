@@ -1,4 +1,4 @@
-#include "tools/oom_report.h"
+#include "tools/analysis/oom_report.h"
 
 #include <algorithm>
 #include <map>

@@ -13,7 +13,7 @@
 
 #include "pool/stats.h"
 #include "profiler/trace_model.h"
-#include "tools/call_sites.h"
+#include "tools/analysis/call_sites.h"
 
 namespace gmem::tools {
 

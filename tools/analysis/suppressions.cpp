@@ -1,4 +1,4 @@
-#include "tools/suppressions.h"
+#include "tools/analysis/suppressions.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,10 +1,10 @@
-#include "tools/timeline.h"
+#include "tools/analysis/timeline.h"
 
 #include <algorithm>
 #include <map>
 #include <unordered_map>
 
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 

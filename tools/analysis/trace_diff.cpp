@@ -1,11 +1,11 @@
-#include "tools/trace_diff.h"
+#include "tools/analysis/trace_diff.h"
 
 #include <algorithm>
 #include <map>
 #include <unordered_map>
 #include <utility>
 
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

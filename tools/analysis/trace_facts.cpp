@@ -1,4 +1,4 @@
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 #include <ctime>
 

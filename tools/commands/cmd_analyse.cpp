@@ -3,12 +3,12 @@
 #include <cstdio>
 #include <memory>
 
-#include "tools/analysis_printers.h"
-#include "tools/commands.h"
-#include "tools/exit_codes.h"
-#include "tools/oom_report.h"
-#include "tools/trace_diff.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/oom_report.h"
+#include "tools/analysis/trace_diff.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/commands/commands.h"
+#include "tools/commands/exit_codes.h"
+#include "tools/render/analysis_printers.h"
 
 namespace gmem::tools {
 

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tools/commands.h"
-#include "tools/exit_codes.h"
+#include "tools/commands/commands.h"
+#include "tools/commands/exit_codes.h"
 #include "tools/exporter/exporter_options.h"
 
 namespace gmem::tools {

@@ -10,11 +10,11 @@
 #include "common/escape.h"
 #include "common/options.h"
 #include "common/units.h"
-#include "tools/commands.h"
-#include "tools/exit_codes.h"
-#include "tools/json_output.h"
-#include "tools/trace_facts.h"
-#include "tools/trace_source.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/commands/commands.h"
+#include "tools/commands/exit_codes.h"
+#include "tools/commands/trace_source.h"
+#include "tools/render/json_output.h"
 
 namespace gmem::tools {
 namespace {

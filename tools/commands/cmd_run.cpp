@@ -11,11 +11,11 @@
 
 #include "common/options.h"
 #include "common/units.h"
-#include "tools/commands.h"
-#include "tools/exit_codes.h"
-#include "tools/run_env.h"
-#include "tools/run_summary.h"
-#include "tools/trace_source.h"
+#include "tools/commands/commands.h"
+#include "tools/commands/exit_codes.h"
+#include "tools/commands/run_env.h"
+#include "tools/commands/run_summary.h"
+#include "tools/commands/trace_source.h"
 
 extern char** environ;
 

@@ -7,12 +7,12 @@
 #include <thread>
 
 #include "common/units.h"
-#include "tools/commands.h"
-#include "tools/exit_codes.h"
-#include "tools/json_output.h"
-#include "tools/leak_report.h"
-#include "tools/top_view.h"
-#include "tools/trace_source.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/commands/commands.h"
+#include "tools/commands/exit_codes.h"
+#include "tools/commands/trace_source.h"
+#include "tools/render/json_output.h"
+#include "tools/render/top_view.h"
 
 namespace gmem::tools {
 

@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "tools/commands.h"
-#include "tools/exit_codes.h"
+#include "tools/commands/commands.h"
+#include "tools/commands/exit_codes.h"
 
 #ifndef GMEM_VERSION
 #error "GMEM_VERSION must be defined (tools/tools.mk passes the contents of VERSION)"

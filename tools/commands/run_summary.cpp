@@ -1,4 +1,4 @@
-#include "tools/run_summary.h"
+#include "tools/commands/run_summary.h"
 
 #include <cstdlib>
 
@@ -9,8 +9,8 @@
 
 #include "common/escape.h"
 #include "common/units.h"
-#include "tools/leak_report.h"
-#include "tools/trace_source.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/commands/trace_source.h"
 
 namespace gmem::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/trace_source.h"
+#include "tools/commands/trace_source.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "profiler/trace_reader.h"
-#include "tools/exit_codes.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/commands/exit_codes.h"
 
 namespace gmem::tools {
 

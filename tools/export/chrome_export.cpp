@@ -1,13 +1,13 @@
-#include "tools/chrome_export.h"
+#include "tools/export/chrome_export.h"
 
 #include <map>
 
-#include "tools/stack_view.h"
+#include "tools/render/stack_view.h"
 
 #include "common/units.h"
-#include "tools/json_output.h"
-#include "tools/leak_report.h"
-#include "tools/timeline.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/timeline.h"
+#include "tools/render/json_output.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,11 +1,11 @@
-#include "tools/pytorch_export.h"
+#include "tools/export/pytorch_export.h"
 
 #include <algorithm>
 #include <map>
 
-#include "tools/leak_report.h"
-#include "tools/stack_view.h"
-#include "tools/timeline.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/timeline.h"
+#include "tools/render/stack_view.h"
 
 namespace gmem::tools {
 namespace {

@@ -12,7 +12,7 @@
 #pragma once
 
 #include "profiler/trace_model.h"
-#include "tools/pickle_writer.h"
+#include "tools/export/pickle_writer.h"
 
 namespace gmem::tools {
 

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "profiler/trace_reader.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,13 +1,13 @@
-#include "tools/analysis_printers.h"
+#include "tools/render/analysis_printers.h"
 
 #include <cstdio>
 
 #include "common/escape.h"
 #include "common/units.h"
-#include "tools/growth_report.h"
-#include "tools/json_output.h"
-#include "tools/oom_report.h"
-#include "tools/trace_diff.h"
+#include "tools/analysis/growth_report.h"
+#include "tools/analysis/oom_report.h"
+#include "tools/analysis/trace_diff.h"
+#include "tools/render/json_output.h"
 
 namespace gmem::tools {
 namespace {

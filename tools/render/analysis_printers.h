@@ -7,8 +7,8 @@
 #include <string>
 
 #include "profiler/trace_model.h"
-#include "tools/call_sites.h"
-#include "tools/printers.h"
+#include "tools/analysis/call_sites.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 

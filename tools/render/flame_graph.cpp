@@ -1,4 +1,4 @@
-#include "tools/flame_graph.h"
+#include "tools/render/flame_graph.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include "common/units.h"
-#include "tools/svg_charts.h"
+#include "tools/render/svg_charts.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,8 +1,8 @@
 #include <cstdio>
 
 #include "common/units.h"
-#include "tools/frag_report.h"
-#include "tools/printers.h"
+#include "tools/analysis/frag_report.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 namespace {

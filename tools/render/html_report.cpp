@@ -1,4 +1,4 @@
-#include "tools/html_report.h"
+#include "tools/render/html_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,11 +6,11 @@
 #include <set>
 
 #include "common/units.h"
-#include "tools/flame_graph.h"
-#include "tools/frag_report.h"
-#include "tools/leak_report.h"
-#include "tools/svg_charts.h"
-#include "tools/timeline.h"
+#include "tools/analysis/frag_report.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/timeline.h"
+#include "tools/render/flame_graph.h"
+#include "tools/render/svg_charts.h"
 
 namespace gmem::tools {
 namespace {

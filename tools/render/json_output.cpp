@@ -1,7 +1,7 @@
-#include "tools/json_output.h"
+#include "tools/render/json_output.h"
 
-#include "tools/frag_report.h"
-#include "tools/leak_report.h"
+#include "tools/analysis/frag_report.h"
+#include "tools/analysis/leak_report.h"
 
 namespace gmem::tools {
 

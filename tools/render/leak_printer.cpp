@@ -2,8 +2,8 @@
 
 #include "common/escape.h"
 #include "common/units.h"
-#include "tools/leak_report.h"
-#include "tools/printers.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 namespace {

@@ -2,7 +2,7 @@
 
 #include "common/escape.h"
 #include "common/units.h"
-#include "tools/printers.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 

@@ -1,12 +1,12 @@
-#include "tools/svg_charts.h"
+#include "tools/render/svg_charts.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "common/units.h"
-#include "tools/frag_report.h"
-#include "tools/timeline.h"
+#include "tools/analysis/frag_report.h"
+#include "tools/analysis/timeline.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,12 +1,12 @@
-#include "tools/top_view.h"
+#include "tools/render/top_view.h"
 
 #include <cstdio>
 
 #include "common/escape.h"
 #include "common/units.h"
-#include "tools/leak_report.h"
-#include "tools/printers.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 
