@@ -1,7 +1,8 @@
 // The pool's private state and the helpers the implementation files share: pool.cpp (fast
 // paths and the public wrappers), pool_grow.cpp (slow path: events, fences, growth, the OOM
-// ladder), pool_segments.cpp (segments, idle list, trim, limit) and pool_check.cpp
-// (is_valid, stats, reports).
+// ladder), pool_segments.cpp (segments, idle list, trim, limit), pool_arena.cpp (the arena),
+// thread_cache.cpp (the per-thread caches), pool_query.cpp (find, owns, stats, reports) and
+// pool_check.cpp (is_valid).
 //
 // Lock order: mu_ only. Helpers named *_locked need mu_ held; they never call upstream, fences
 // or the observer, but queue that work in a `deferred` that the caller runs after unlocking.
@@ -105,7 +106,7 @@ public:
 
   alloc_result allocate(std::size_t bytes, stream_handle s);
   pool_status deallocate(std::uintptr_t address, stream_handle s);
-  // --- pool_thread_cache.cpp: the per-thread caches (pool/thread_cache.h) ---
+  // --- thread_cache.cpp: the per-thread caches (pool/thread_cache.h) ---
   // Under caches_mutex(): c serves this pool from now on / its thread exited (c is deleted).
   void register_cache(thread_cache* c);
   void thread_exited(thread_cache* c);
@@ -276,6 +277,7 @@ private:
 
   // --- pool_check.cpp ---
   bool is_valid_locked() const;
+  // --- pool_query.cpp ---
   segment* segment_of_locked(std::uintptr_t address) const;
 
   upstream& up_;
