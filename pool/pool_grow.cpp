@@ -133,6 +133,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
       in_flight_map_bytes_ += bytes;
       lock.unlock();
       run_deferred(d);
+      d = deferred{}; // run: the steps below must not give those segments back again
       std::uintptr_t base = arena ? up_.extend(at, bytes) : up_.map(bytes);
       deferred d2;
       lock.lock();
