@@ -1,4 +1,4 @@
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 #include <string_view>
 

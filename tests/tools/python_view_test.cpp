@@ -15,7 +15,7 @@
 #include "tools/export/pytorch_export.h"
 #include "tools/render/json_output.h"
 #include "tools/render/printers.h"
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "common/escape.h"
 #include "tools/analysis/leak_report.h"
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 namespace {

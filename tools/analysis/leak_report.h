@@ -8,7 +8,7 @@
 
 #include "profiler/trace_model.h"
 #include "tools/analysis/suppressions.h"
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 #include "tools/symbolizer.h"
 
 namespace gmem::tools {

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "profiler/trace_reader.h"
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 

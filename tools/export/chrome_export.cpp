@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 #include "common/units.h"
 #include "tools/analysis/leak_report.h"

@@ -5,7 +5,7 @@
 
 #include "tools/analysis/leak_report.h"
 #include "tools/analysis/timeline.h"
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 namespace {

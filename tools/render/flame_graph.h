@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "profiler/trace_model.h"
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 

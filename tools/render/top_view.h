@@ -6,7 +6,7 @@
 #include <string>
 
 #include "profiler/trace_model.h"
-#include "tools/render/stack_view.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 
