@@ -14,8 +14,8 @@ namespace gmem {
 namespace {
 
 const option_row k_rows[] = {
-#define GMEM_OPTION_ROW(field, env, type, def, empty, help)                                        \
-  {#field, env, option_type::type, def, empty, help},
+#define GMEM_OPTION_ROW(field, env, type, category, def, empty, help)                              \
+  {#field, env, option_type::type, option_category::category, def, empty, help},
     GMEM_OPTIONS(GMEM_OPTION_ROW)
 #undef GMEM_OPTION_ROW
 };
@@ -135,7 +135,7 @@ const option_row* option_rows(std::size_t* count) {
 
 options options::defaults() {
   options o;
-#define GMEM_OPTION_DEFAULT(field, env, type, def, empty, help)                                    \
+#define GMEM_OPTION_DEFAULT(field, env, type, category, def, empty, help)                          \
   (void)parse_typed(option_type::type, def, o.field);
   GMEM_OPTIONS(GMEM_OPTION_DEFAULT)
 #undef GMEM_OPTION_DEFAULT
@@ -145,7 +145,7 @@ options options::defaults() {
 options options::parse(const std::function<const char*(const char*)>& lookup,
                        const std::function<void(const std::string&)>& warn) {
   options o = defaults();
-#define GMEM_OPTION_PARSE(field, env, type, def, empty, help)                                      \
+#define GMEM_OPTION_PARSE(field, env, type, category, def, empty, help)                            \
   if (const char* text = lookup(env); text != nullptr) {                                           \
     if (parse_typed(option_type::type, text, o.field)) {                                           \
       o.field##_set = true;                                                                        \

@@ -9,7 +9,7 @@
 
 namespace gmem::shim {
 
-// gmem_set_limit() for pools not created yet (interpose/client_api.cpp); weak so the shim
+// gmem_set_limit() for pools not created yet (interpose/hooks/client_api.cpp); weak so the shim
 // links without the client API.
 __attribute__((weak)) bool client_limit_override(int device, std::uint64_t* bytes);
 

@@ -14,9 +14,9 @@
 #include <cstdint>
 #include <mutex>
 
-#include "interpose/driver_glue.h"
+#include "interpose/backends/driver_glue.h"
+#include "interpose/backends/vmm_upstream.h"
 #include "interpose/trace_hooks.h"
-#include "interpose/vmm_upstream.h"
 
 namespace gmem::shim {
 

@@ -2,7 +2,7 @@
 # its tests. Never linked with -lcuda: the shim dlopen()s libcuda.so.1 itself.
 #   SHIM_LIB       $(BUILD)/lib/libgmem.so
 #   FAKE_CUDA_LIB  $(BUILD)/tests/fake_cuda/libcuda.so.1 (the driver subset on host memory)
-SHIM_SRCS := $(wildcard interpose/*.cpp)
+SHIM_SRCS := $(wildcard interpose/*.cpp interpose/*/*.cpp)
 SHIM_OBJS := $(SHIM_SRCS:%.cpp=$(BUILD)/%.o)
 SHIM_LIB  := $(BUILD)/lib/libgmem.so
 SHIM_MAP  := interpose/libgmem.map
@@ -76,9 +76,9 @@ endif
 # vmm_upstream's arena against the fake driver, without the hooks: the upstream objects, the
 # pool library (pool::stats) and the fake, linked like shim_probe_linked.
 VMM_ARENA_TEST := $(BUILD)/tests/vmm_arena_test
-$(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/vmm_upstream.o \
-                   $(BUILD)/interpose/vmm_arena.o $(BUILD)/interpose/vmm_retire.o \
-                   $(BUILD)/interpose/device_upstream.o $(POOL_LIB) $(FAKE_CUDA_LIB)
+$(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/backends/vmm_upstream.o \
+                   $(BUILD)/interpose/backends/vmm_arena.o $(BUILD)/interpose/backends/vmm_retire.o \
+                   $(BUILD)/interpose/backends/device_upstream.o $(POOL_LIB) $(FAKE_CUDA_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(FAKE_CUDA_LIB),$^) $(FAKE_CUDA_LIB) \
 	  -Wl,-rpath,'$$ORIGIN/fake_cuda' $(GTEST_LIBS)

@@ -5,12 +5,12 @@
 #include <mutex>
 #include <pthread.h>
 
+#include "interpose/backends/stream_registry.h"
 #include "interpose/capture_tracker.h"
 #include "interpose/context_pools.h"
-#include "interpose/hook_support.h"
-#include "interpose/ipc_sharing.h"
+#include "interpose/hooks/hook_support.h"
+#include "interpose/ipc/ipc_sharing.h"
 #include "interpose/retired_pools.h"
-#include "interpose/stream_registry.h"
 #include "interpose/trace_hooks.h"
 #include "profiler/cfi_unwind.h"
 #include "profiler/stack_capture.h"

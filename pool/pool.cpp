@@ -1,5 +1,6 @@
 // The pool's fast paths (allocate from a free block, deallocate into a free list), the block
-// bookkeeping they share with the slow paths, and the public wrappers.
+// bookkeeping they share with the slow paths, construction, teardown and abandon(), and the
+// public wrappers.
 #include "pool/pool_impl.h"
 
 #include <algorithm>
@@ -82,6 +83,29 @@ pool_impl::~pool_impl() {
     fe_.release(r->event);
   for (auto& [base, seg] : segments_)
     up_.unmap(base, seg->size);
+}
+
+// Forgets every segment and block without unmapping or releasing events (the context is gone,
+// or the process exits).
+void pool_impl::abandon() {
+  std::lock_guard guard(caches_mutex());
+  std::lock_guard lock(mu_);
+  detach_caches_locked();
+  segments_.clear();
+  for (auto& index : free_)
+    index = free_index{};
+  streams_.clear();
+  last_stream_ = nullptr;
+  live_.clear();
+  pending_head_ = pending_tail_ = nullptr;
+  for (auto& n : pending_class_bytes_)
+    n = 0;
+  idle_head_ = nullptr;
+  blocks_ = slab<block>{};
+  events_ = slab<event_ref>{}; // their events die with the context
+  st_.live_bytes = st_.live_requested_bytes = st_.live_blocks = 0;
+  st_.reserved_bytes = st_.segments = 0;
+  st_.pending_bytes = st_.pending_blocks = st_.stream_free_bytes = 0;
 }
 
 stream_cache* pool_impl::find_stream_locked(stream_handle s) const {

@@ -27,15 +27,21 @@
 //      bitmaps, best of a few candidates (within 1/32). A stream's own freed blocks are tried
 //      first. A block is split when the rest is worth keeping (512 B small, 1 MiB arena);
 //      freed blocks merge with free neighbours of the same safety.
-//   3. No safe block fits: (a) seal other streams; blocks whose event completed become free
-//      for all; a stream may take another stream's block through a dependency (fences::wait);
+//   3. No safe block fits: the ladder (pool_grow.cpp, one function per step). Each step is
+//      taken at most once per request; after one that changed something, 2 is tried again.
+//      (a) seal other streams; blocks whose event completed become free for all; a stream may
+//      take another stream's block through a dependency (fences::wait);
 //      (b) fence, when pending and stream-free blocks could cover the request; a fence is
 //      ~1 us and, with barriers, the host does not wait. In the arena a fence comes first,
 //      before any free block is taken, once the pending blocks alone could cover four such
 //      requests (fence_batch): they merge with their free neighbours, and large free ranges
-//      stay whole; (c) grow: extend the arena, or map a small segment (unmapping wholly free
-//      ones first while reserved would exceed 1.05 x demand); (d) at the limit or driver OOM:
-//      fence, trim, retry; (e) out_of_memory (observer on_oom).
+//      stay whole;
+//      (c) grow: first the request's own stream is sealed and the threads' caches give back
+//      their free blocks; then extend the arena, or map a small segment (unmapping wholly free
+//      ones first while reserved would exceed 1.05 x demand); a growth that would cross the
+//      limit gives back every idle segment and free arena page first;
+//      (d) at the limit or driver OOM: fence (unless (b) did), trim, retry;
+//      (e) out_of_memory (observer on_oom).
 //   4. Memory goes back to the driver on trim (gmem_empty_cache), at the limit, beyond
 //      max_cached_bytes and in out-of-memory recovery; arena pages only then.
 // The fallback (no arena: GMEM_ARENA=0, or a device without virtual memory management) differs
@@ -87,7 +93,7 @@ struct pool_options {
   std::size_t warmup_bytes = 0; // mapped at construction (small + large segments)
   bool reuse_safety = true;     // false: frees are reusable at once (hazard tests only)
   // Growth: before mapping, unmap wholly free segments while reserved + new segment would
-  // exceed (1 + grow_slack) x demand (Policy, (4)). Negative: never release before growing.
+  // exceed (1 + grow_slack) x demand (Policy, 3c). Negative: never release before growing.
   double grow_slack = 0.05;
   // Growth hysteresis: demand above is at least the peak live bytes of the last one or two
   // windows of this many allocations, so segments idle at the low point of a repeating

@@ -1,8 +1,7 @@
-// The pool's slow path: what happens when no safe free block fits. In order (pool.h, Policy):
-// events of stream-free blocks, a dependency on another stream's event, a fence for pending
-// blocks, growth (releasing idle segments first when reserved would run ahead of demand),
-// and at the limit or when the driver is out of memory: fence, trim, retry, out_of_memory.
-// Also fences and stream syncs; segments, trim and the limit are in pool_segments.cpp.
+// The pool's slow path: what happens when no safe free block fits, as the steps of the ladder
+// in pool.h's Policy (2, then 3(a)-(e)), each a function below. Also the seals, event queries
+// and dependencies those steps use, fences and stream syncs; segments, trim and the limit are
+// in pool_segments.cpp.
 #include "pool/pool_impl.h"
 
 #include <algorithm>
@@ -30,160 +29,203 @@ std::size_t pool_impl::pending_or_stream_bytes_locked(unsigned cls, stream_handl
   return n;
 }
 
+// The ladder of pool.h's Policy, 2 and 3(a)-(e), one step at a time. Each step is called with
+// mu_ held and returns `down` with it still held (it did not apply: try the next step), or
+// having released it: `again` (it changed something: look for a fit once more, skipping the
+// steps already taken) or `done` (the answer is in `out`). Every driver call (seal, wait,
+// fence, flush, map, unmap) is made without mu_.
 alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, stream_handle s,
                                       thread_cache* tag) {
-  const unsigned cls = class_of_size(size);
-  bool queried = false, waited = false, fenced = false, trimmed = false, limit_trimmed = false;
-  bool own_sealed = false, flushed = false;
-  bool grown = false; // the arena grew for this request: the fit below is no cache hit
+  slow_walk w{size, requested, s, tag, class_of_size(size)};
+  alloc_result out;
   for (;;) {
-    deferred d;
     std::unique_lock lock(mu_);
-    block* b = find_fit_locked(size, cls, s);
-    if (b != nullptr && (fenced || !fence_first_locked(size, cls))) {
-      event_handle release = 0;
-      alloc_result r = take_locked(b, size, requested, s, release, tag);
-      if (release != 0) d.release(release);
-      if (!grown) ++st_.cache_hits;
-      check_locked();
-      lock.unlock();
-      run_deferred(d);
-      return r;
-    }
-    bool others = pending_or_stream_bytes_locked(cls, s) > pending_class_bytes_[cls];
-    // 1. Stream-free blocks whose event has completed are safe for all and merge with their
-    // free neighbours (own-stream ones too: pieces freed under different events never merge).
-    // Other streams' unsealed blocks get their event first.
-    if (!queried && st_.stream_free_bytes != 0) {
-      queried = true;
-      lock.unlock();
-      seal_streams(s, size, cls);
-      refresh_events();
-      continue;
-    }
-    // 2. A block freed on another stream, made safe by a dependency on its event.
-    if (!waited && others && s != k_no_stream) {
-      waited = true;
-      lock.unlock();
-      alloc_result r;
-      if (try_wait_for_other_stream(size, requested, s, r, tag)) return r;
-      continue;
-    }
-    // 3. A fence, when what it would release could cover the request: cheaper than growing
-    // (about 1 us on an idle device), and the program's cuMemFree would have synchronized.
-    std::size_t waiting = pending_or_stream_bytes_locked(cls, s);
-    if (!fenced && waiting != 0 && waiting + free_[cls].bytes() >= size) {
-      fenced = true;
-      lock.unlock();
-      fence_now();
-      continue;
-    }
-    // Before growing: the stream's own unsealed blocks get their event, so that those already
-    // done become free for all and merge with free neighbours (as they did when every free
-    // recorded its event). Growing costs a driver allocation; this, one record.
-    if (!own_sealed && s != k_no_stream) {
-      own_sealed = true;
-      const stream_cache* own = find_stream_locked(s);
-      if (own != nullptr && own->unsealed != 0) {
-        lock.unlock();
-        if (seal_streams(s, 0, cls, true)) refresh_events();
-        continue;
-      }
-    }
-    // Before growing, the threads' caches give back their free blocks (pool/thread_cache.h):
-    // memory the pool already holds serves first.
-    if (!flushed && cache_count_.load(std::memory_order_relaxed) != 0) {
-      flushed = true;
-      lock.unlock();
-      run_deferred(d);
-      flush_caches(k_no_stream);
-      continue;
-    }
-    // 4. Grow, within the limit: the arena where it ends, or a new segment.
-    const bool arena = cls == k_large && page_ != 0;
-    std::uintptr_t at = 0;
-    std::size_t bytes = arena ? arena_growth_locked(size, at) : segment_bytes_for(size);
-    segment_kind kind = cls == k_small   ? segment_kind::small
-                        : cls == k_large ? segment_kind::large
-                                         : segment_kind::oversize;
-    auto over_limit = [&](std::size_t n) {
-      return opt_.limit_bytes != 0 &&
-             st_.reserved_bytes + in_flight_map_bytes_ + in_flight_unmap_bytes_ + n >
-                 opt_.limit_bytes;
-    };
-    if (!arena && over_limit(bytes)) { // a smaller segment may still fit under the limit
-      // (it keeps the request's class: a shrunk large segment serves later large requests)
-      std::size_t tight = std::min(bytes, round_up(size, opt_.segment_granule_bytes));
-      if (over_limit(tight)) tight = size;
-      bytes = tight;
-    }
-    if (over_limit(bytes) && !limit_trimmed && trimmable_locked()) {
-      // Idle segments and free arena pages cannot serve this request (find_fit saw them):
-      // release them all, and retry once they are unmapped (until then they still count
-      // against the limit).
-      limit_trimmed = true;
-      trim_locked(0, d);
-      lock.unlock();
-      run_deferred(d);
-      continue;
-    }
-    bool blocked = over_limit(bytes);
-    if (!blocked) {
-      if (!arena) release_for_growth_locked(bytes, size, d); // arena segments are never idle
-      in_flight_map_bytes_ += bytes;
-      lock.unlock();
-      run_deferred(d);
-      std::uintptr_t base = arena ? up_.extend(at, bytes) : up_.map(bytes);
-      deferred d2;
-      lock.lock();
-      in_flight_map_bytes_ -= bytes;
-      if (base != 0 && arena) {
-        add_arena_locked(base, bytes, d2);
-        ++st_.upstream_allocs;
-        check_locked();
-        lock.unlock();
-        run_deferred(d2);
-        grown = true;
-        continue; // the grown free block fits, unless another thread took it first
-      }
-      if (base != 0) {
-        add_segment_locked(base, bytes, kind);
-        event_handle release = 0;
-        alloc_result r =
-            take_locked(segments_.find(base)->second->first, size, requested, s, release, tag);
-        if (release != 0) d2.release(release);
-        ++st_.upstream_allocs;
-        check_locked();
-        lock.unlock();
-        if (obs_ != nullptr) obs_->on_segment_map(base, bytes);
-        run_deferred(d2);
-        return r;
-      }
-    }
-    // 5. At the limit or out of device memory: fence and reuse pending, trim and retry, fail.
-    // Every pending or stream-freed block counts here, whatever its class: a fence turns them
-    // free, which can leave whole segments idle for the trim below to give back (blocks of
-    // segments shrunk to fit under the limit are not in the request's class).
-    if (!fenced && (st_.pending_bytes != 0 || st_.stream_free_bytes != 0)) {
-      fenced = true;
-      lock.unlock();
-      run_deferred(d);
-      fence_now();
-      continue;
-    }
-    if (!trimmed && (!blocked || trimmable_locked())) {
-      trimmed = true;
-      trim_locked(0, d);
-      lock.unlock();
-      run_deferred(d);
-      continue;
-    }
-    ++st_.ooms;
+    step st = take_fit(w, lock, out);                                // 2
+    if (st == step::down) st = seal_other_streams(w, lock);          // 3a
+    if (st == step::down) st = depend_on_other_stream(w, lock, out); // 3a
+    if (st == step::down) st = fence_for_request(w, lock);           // 3b
+    if (st == step::down) st = seal_own_stream(w, lock);             // 3c
+    if (st == step::down) st = flush_thread_caches(w, lock);         // 3c
+    if (st == step::down) st = grow(w, lock, out);                   // 3c
+    if (st == step::down) st = fence_for_reuse(w, lock);             // 3d
+    if (st == step::down) st = trim_and_retry(w, lock);              // 3d
+    if (st == step::down) st = fail(w, lock, out);                   // 3e
+    if (st == step::done) return out;
+  }
+}
+
+// 2. A safe free block fits; in the arena, not before the fence of 3b when pending blocks
+// could serve fence_batch such requests (fence_first_locked).
+pool_impl::step pool_impl::take_fit(slow_walk& w, std::unique_lock<spin_mutex>& lock,
+                                    alloc_result& out) {
+  block* b = find_fit_locked(w.size, w.cls, w.s);
+  if (b == nullptr || (!w.taken(rung::fence) && fence_first_locked(w.size, w.cls)))
+    return step::down;
+  deferred d;
+  event_handle release = 0;
+  out = take_locked(b, w.size, w.requested, w.s, release, w.tag);
+  if (release != 0) d.release(release);
+  if (!w.grown) ++st_.cache_hits;
+  check_locked();
+  lock.unlock();
+  run_deferred(d);
+  return step::done;
+}
+
+// 3a. Stream-free blocks whose event has completed are safe for all and merge with their free
+// neighbours (own-stream ones too: pieces freed under different events never merge). Other
+// streams' unsealed blocks that could serve the request get their event first.
+pool_impl::step pool_impl::seal_other_streams(slow_walk& w, std::unique_lock<spin_mutex>& lock) {
+  if (w.taken(rung::seal_others) || st_.stream_free_bytes == 0) return step::down;
+  w.take(rung::seal_others);
+  lock.unlock();
+  seal_streams(w.s, w.size, w.cls);
+  refresh_events();
+  return step::again;
+}
+
+// 3a. A block freed on another stream, made safe by a dependency on its event.
+pool_impl::step pool_impl::depend_on_other_stream(slow_walk& w, std::unique_lock<spin_mutex>& lock,
+                                                  alloc_result& out) {
+  const bool others = pending_or_stream_bytes_locked(w.cls, w.s) > pending_class_bytes_[w.cls];
+  if (w.taken(rung::depend) || !others || w.s == k_no_stream) return step::down;
+  w.take(rung::depend);
+  lock.unlock();
+  return try_wait_for_other_stream(w.size, w.requested, w.s, out, w.tag) ? step::done : step::again;
+}
+
+// 3b. A fence, when what it would release could cover the request: cheaper than growing (about
+// 1 us on an idle device), and the program's cuMemFree would have synchronized.
+pool_impl::step pool_impl::fence_for_request(slow_walk& w, std::unique_lock<spin_mutex>& lock) {
+  const std::size_t waiting = pending_or_stream_bytes_locked(w.cls, w.s);
+  if (w.taken(rung::fence) || waiting == 0 || waiting + free_[w.cls].bytes() < w.size)
+    return step::down;
+  w.take(rung::fence);
+  lock.unlock();
+  fence_now();
+  return step::again;
+}
+
+// 3c, before growing: the stream's own unsealed blocks get their event, so that those already
+// done become free for all and merge with free neighbours (as they did when every free recorded
+// its event). Growing costs a driver allocation; this, one record.
+pool_impl::step pool_impl::seal_own_stream(slow_walk& w, std::unique_lock<spin_mutex>& lock) {
+  if (w.taken(rung::seal_own) || w.s == k_no_stream) return step::down;
+  w.take(rung::seal_own);
+  const stream_cache* own = find_stream_locked(w.s);
+  if (own == nullptr || own->unsealed == 0) return step::down;
+  lock.unlock();
+  if (seal_streams(w.s, 0, w.cls, true)) refresh_events();
+  return step::again;
+}
+
+// 3c, before growing: the threads' caches give back their free blocks (pool/thread_cache.h):
+// memory the pool already holds serves first.
+pool_impl::step pool_impl::flush_thread_caches(slow_walk& w, std::unique_lock<spin_mutex>& lock) {
+  if (w.taken(rung::flush) || cache_count_.load(std::memory_order_relaxed) == 0) return step::down;
+  w.take(rung::flush);
+  lock.unlock();
+  flush_caches(k_no_stream);
+  return step::again;
+}
+
+bool pool_impl::over_limit_locked(std::size_t bytes) const {
+  return opt_.limit_bytes != 0 &&
+         st_.reserved_bytes + in_flight_map_bytes_ + in_flight_unmap_bytes_ + bytes >
+             opt_.limit_bytes;
+}
+
+// 3c. Grow, within the limit: the arena where it ends, or a new segment. Sets w.blocked when
+// the growth would cross the limit.
+pool_impl::step pool_impl::grow(slow_walk& w, std::unique_lock<spin_mutex>& lock,
+                                alloc_result& out) {
+  const bool arena = w.cls == k_large && page_ != 0;
+  std::uintptr_t at = 0;
+  std::size_t bytes = arena ? arena_growth_locked(w.size, at) : segment_bytes_for(w.size);
+  const segment_kind kind = w.cls == k_small   ? segment_kind::small
+                            : w.cls == k_large ? segment_kind::large
+                                               : segment_kind::oversize;
+  if (!arena && over_limit_locked(bytes)) { // a smaller segment may still fit under the limit
+    // (it keeps the request's class: a shrunk large segment serves later large requests)
+    std::size_t tight = std::min(bytes, round_up(w.size, opt_.segment_granule_bytes));
+    if (over_limit_locked(tight)) tight = w.size;
+    bytes = tight;
+  }
+  deferred d;
+  if (over_limit_locked(bytes) && !w.taken(rung::trim_for_limit) && trimmable_locked()) {
+    // Idle segments and free arena pages cannot serve this request (find_fit saw them):
+    // release them all, and retry once they are unmapped (until then they still count
+    // against the limit).
+    w.take(rung::trim_for_limit);
+    trim_locked(0, d);
     lock.unlock();
     run_deferred(d);
-    if (obs_ != nullptr) obs_->on_oom(requested);
-    return alloc_result{0, pool_status::out_of_memory, 0};
+    return step::again;
   }
+  w.blocked = over_limit_locked(bytes);
+  if (w.blocked) return step::down;
+  if (!arena) release_for_growth_locked(bytes, w.size, d); // arena segments are never idle
+  in_flight_map_bytes_ += bytes;
+  lock.unlock();
+  run_deferred(d);
+  const std::uintptr_t base = arena ? up_.extend(at, bytes) : up_.map(bytes);
+  deferred mapped;
+  lock.lock();
+  in_flight_map_bytes_ -= bytes;
+  if (base == 0) return step::down; // the driver is out of memory
+  if (arena) {
+    add_arena_locked(base, bytes, mapped);
+    ++st_.upstream_allocs;
+    check_locked();
+    lock.unlock();
+    run_deferred(mapped);
+    w.grown = true;
+    return step::again; // the grown free block fits, unless another thread took it first
+  }
+  add_segment_locked(base, bytes, kind);
+  event_handle release = 0;
+  out = take_locked(segments_.find(base)->second->first, w.size, w.requested, w.s, release, w.tag);
+  if (release != 0) mapped.release(release);
+  ++st_.upstream_allocs;
+  check_locked();
+  lock.unlock();
+  if (obs_ != nullptr) obs_->on_segment_map(base, bytes);
+  run_deferred(mapped);
+  return step::done;
+}
+
+// 3d. At the limit or out of device memory: a fence (unless 3b made one) and reuse what it
+// frees. Every pending or stream-freed block counts here, whatever its class: a fence turns
+// them free, which can leave whole segments idle for the trim below to give back (blocks of
+// segments shrunk to fit under the limit are not in the request's class).
+pool_impl::step pool_impl::fence_for_reuse(slow_walk& w, std::unique_lock<spin_mutex>& lock) {
+  if (w.taken(rung::fence) || (st_.pending_bytes == 0 && st_.stream_free_bytes == 0))
+    return step::down;
+  w.take(rung::fence);
+  lock.unlock();
+  fence_now();
+  return step::again;
+}
+
+// 3d. Trim and retry: idle segments go back, and the growth is tried again within the limit.
+pool_impl::step pool_impl::trim_and_retry(slow_walk& w, std::unique_lock<spin_mutex>& lock) {
+  if (w.taken(rung::trim) || (w.blocked && !trimmable_locked())) return step::down;
+  w.take(rung::trim);
+  deferred d;
+  trim_locked(0, d);
+  lock.unlock();
+  run_deferred(d);
+  return step::again;
+}
+
+// 3e. Out of memory: counted, and the observer hears of it (the OOM event and snapshot).
+pool_impl::step pool_impl::fail(slow_walk& w, std::unique_lock<spin_mutex>& lock,
+                                alloc_result& out) {
+  ++st_.ooms;
+  lock.unlock();
+  if (obs_ != nullptr) obs_->on_oom(w.requested);
+  out = alloc_result{0, pool_status::out_of_memory, 0};
+  return step::done;
 }
 
 bool pool_impl::seal_streams(stream_handle except, std::size_t size, unsigned cls, bool only) {

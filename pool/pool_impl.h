@@ -1,7 +1,8 @@
 // The pool's private state and the helpers the implementation files share: pool.cpp (fast
 // paths and the public wrappers), pool_grow.cpp (slow path: events, fences, growth, the OOM
-// ladder), pool_segments.cpp (segments, idle list, trim, limit) and pool_check.cpp
-// (is_valid, stats, reports).
+// ladder), pool_segments.cpp (segments, idle list, trim, limit), pool_arena.cpp (the arena),
+// thread_cache.cpp (the per-thread caches), pool_query.cpp (find, owns, stats, reports) and
+// pool_check.cpp (is_valid).
 //
 // Lock order: mu_ only. Helpers named *_locked need mu_ held; they never call upstream, fences
 // or the observer, but queue that work in a `deferred` that the caller runs after unlocking.
@@ -105,7 +106,7 @@ public:
 
   alloc_result allocate(std::size_t bytes, stream_handle s);
   pool_status deallocate(std::uintptr_t address, stream_handle s);
-  // --- pool_thread_cache.cpp: the per-thread caches (pool/thread_cache.h) ---
+  // --- thread_cache.cpp: the per-thread caches (pool/thread_cache.h) ---
   // Under caches_mutex(): c serves this pool from now on / its thread exited (c is deleted).
   void register_cache(thread_cache* c);
   void thread_exited(thread_cache* c);
@@ -230,8 +231,47 @@ private:
   void check_locked() const;
 
   // --- pool_grow.cpp and pool_segments.cpp ---
+  // The slow path walks the ladder of pool.h's Policy: 2 (a fit) and 3(a)-(e), one function
+  // per step. A step is called with mu_ held; `down`: it did not apply and mu_ is still held;
+  // `again`: it released mu_ and changed something, so the walk looks for a fit once more;
+  // `done`: it released mu_ and the answer is the walk's.
+  enum class step { down, again, done };
+  // Steps a request takes at most once (one bit each in slow_walk::taken_steps).
+  enum class rung : unsigned {
+    seal_others,    // 3a: seal other streams, query events
+    depend,         // 3a: a dependency on another stream's block
+    fence,          // 3b, or 3d when 3b did not fence
+    seal_own,       // 3c: seal the request's own stream
+    flush,          // 3c: the threads' caches give their free blocks back
+    trim_for_limit, // 3c: growth would cross the limit: idle segments go first
+    trim,           // 3d
+  };
+  struct slow_walk {
+    std::size_t size;
+    std::size_t requested;
+    stream_handle s;
+    thread_cache* tag;
+    unsigned cls;
+    unsigned taken_steps = 0;
+    bool grown = false;   // 3c extended the arena for this request: its fit is no cache hit
+    bool blocked = false; // 3c: growing would cross the limit
+    bool taken(rung r) const { return (taken_steps >> static_cast<unsigned>(r) & 1u) != 0; }
+    void take(rung r) { taken_steps |= 1u << static_cast<unsigned>(r); }
+  };
   alloc_result allocate_slow(std::size_t size, std::size_t requested, stream_handle s,
                              thread_cache* tag);
+  step take_fit(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
+  step seal_other_streams(slow_walk& w, std::unique_lock<spin_mutex>& lock);
+  step depend_on_other_stream(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
+  step fence_for_request(slow_walk& w, std::unique_lock<spin_mutex>& lock);
+  step seal_own_stream(slow_walk& w, std::unique_lock<spin_mutex>& lock);
+  step flush_thread_caches(slow_walk& w, std::unique_lock<spin_mutex>& lock);
+  step grow(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
+  step fence_for_reuse(slow_walk& w, std::unique_lock<spin_mutex>& lock);
+  step trim_and_retry(slow_walk& w, std::unique_lock<spin_mutex>& lock);
+  step fail(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
+  // reserved + in-flight maps and unmaps + bytes would exceed limit_bytes (0: no limit).
+  bool over_limit_locked(std::size_t bytes) const;
   // Records one event on each stream (other than `except`) that has unsealed blocks and a
   // block that could serve `size` of class `cls`, without the lock, and gives it to the
   // blocks freed before the record; true if any was sealed. only: seals `except` alone.
@@ -276,6 +316,7 @@ private:
 
   // --- pool_check.cpp ---
   bool is_valid_locked() const;
+  // --- pool_query.cpp ---
   segment* segment_of_locked(std::uintptr_t address) const;
 
   upstream& up_;

@@ -136,7 +136,7 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
 std::vector<std::string> apply_retention(const retention_policy& policy,
                                          const std::string& spare = {});
 
-// The registries of processes that exported CUDA IPC handles (interpose/ipc_sharing.h:
+// The registries of processes that exported CUDA IPC handles (interpose/ipc/ipc_sharing.h:
 // /dev/shm/gmem-ipc.<pid>.<16 hex digits>, removed at exit, left behind by a SIGKILL), found by
 // name and fstatat() only (never opened). `running`: the pid runs now as the object's owner;
 // when it does not, the registry is of no use to anyone (its handles no longer open).

@@ -3,11 +3,13 @@
 cannot drift from it:
 
   OPTIONS  the GMEM_* options table (common/options.h), printed as tab-separated rows by
-           build/docs/options_table (docs/gen/options_table.cpp)
+           build/docs/options_table (docs/gen/options_table.cpp): name, type, default, help,
+           `gmem run` flag, category (tune, fallback, diagnosis, testing)
   HELP     `gmem --help-all`: the subcommands and their flags, as CLI11 prints them
 
 Usage:
-  gen-docs.py readme-table OPTIONS              README's option table (Markdown)
+  gen-docs.py readme-table OPTIONS              README's option tables (Markdown): the options a
+                                                user tunes, then fallback, diagnosis and testing
   gen-docs.py check-readme OPTIONS README.md    exit 1 with a diff if README's table differs
   gen-docs.py man-options OPTIONS VERSION       gmem-options(7)
   gen-docs.py man-gmem HELP OPTIONS VERSION     gmem(1)
@@ -19,6 +21,10 @@ import re
 import sys
 
 README_HEADER = "| variable | type | default | meaning |"
+OTHERS_INTRO = ("Fallback, diagnosis and testing switches: leave them at their defaults unless a "
+                "page of `docs/` or a gmem message points to one.")
+OTHERS_HEADER = "| variable | kind | type | default | meaning |"
+CATEGORIES = ("tune", "fallback", "diagnosis", "testing")
 
 
 def read_options(path):
@@ -28,19 +34,36 @@ def read_options(path):
             line = line.rstrip("\n")
             if not line:
                 continue
-            name, typ, default, help_text, flag = line.split("\t")
+            name, typ, default, help_text, flag, category = line.split("\t")
+            if category not in CATEGORIES:
+                sys.exit(f"gen-docs: {path}: {name}: unknown category '{category}'")
             rows.append({"name": name, "type": typ, "default": default, "help": help_text,
-                         "flag": flag})
+                         "flag": flag, "category": category})
     if not rows:
         sys.exit(f"gen-docs: {path}: no option rows")
     return rows
 
 
+def tuned_first(rows):
+    """(the options a user tunes, then the fallback, diagnosis and testing ones by category),
+    each in table order."""
+    return ([r for r in rows if r["category"] == "tune"],
+            sorted((r for r in rows if r["category"] != "tune"),
+                   key=lambda r: CATEGORIES.index(r["category"])))
+
+
 def readme_table(rows):
+    def md(text):
+        return re.sub(r"\b(GMEM_[A-Z0-9_]+)\b", r"`\1`", text)
+    tuned, others = tuned_first(rows)
     out = [README_HEADER, "| --- | --- | --- | --- |"]
-    for r in rows:
-        help_md = re.sub(r"\b(GMEM_[A-Z0-9_]+)\b", r"`\1`", r["help"])
-        out.append(f"| `{r['name']}` | {r['type']} | {r['default']} | {help_md} |")
+    for r in tuned:
+        out.append(f"| `{r['name']}` | {r['type']} | {r['default']} | {md(r['help'])} |")
+    if others:
+        out += ["", OTHERS_INTRO, "", OTHERS_HEADER, "| --- | --- | --- | --- | --- |"]
+        for r in others:
+            out.append(f"| `{r['name']}` | {r['category']} | {r['type']} | {r['default']} | "
+                       f"{md(r['help'])} |")
     return out
 
 
@@ -52,10 +75,11 @@ def check_readme(rows, readme):
     except ValueError:
         print(f"{readme}: no option table (a line '{README_HEADER}')")
         return 1
-    end = start
-    while end < len(lines) and lines[end].startswith("|"):
+    want = readme_table(rows)
+    end = min(start + len(want), len(lines))
+    while end < len(lines) and lines[end].startswith("|"):  # rows beyond the generated ones
         end += 1
-    have, want = lines[start:end], readme_table(rows)
+    have = lines[start:end]
     if have == want:
         print(f"{readme}: option table matches common/options.h ({len(rows)} options)")
         return 0
@@ -102,9 +126,18 @@ def man_options(rows, version):
         ".TP", ".B duration", "a number with a unit: 250ms, 30s, 5m",
         ".SH OPTIONS",
     ]
-    for r in rows:
+    tuned, others = tuned_first(rows)
+    for r in tuned:
         out += [".TP", f"\\fB{r['name']}\\fR ({roff(r['type'])}; default: {roff(r['default'])}; "
                 f"\\fBgmem run {roff(r['flag'])}\\fR)", roff(r["help"])]
+    if others:
+        out += [".SH FALLBACK, DIAGNOSIS AND TESTING OPTIONS",
+                "Leave these at their defaults unless a gmem message or its documentation "
+                "points to one."]
+    for r in others:
+        out += [".TP", f"\\fB{r['name']}\\fR ({r['category']}; {roff(r['type'])}; "
+                f"default: {roff(r['default'])}; \\fBgmem run {roff(r['flag'])}\\fR)",
+                roff(r["help"])]
     out += [
         ".SH OTHER VARIABLES",
         ".TP", ".B GMEM_LIB",

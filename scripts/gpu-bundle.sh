@@ -26,7 +26,7 @@ nv tests/gpu/mixed_alloc.cu -o "$DEST/tests/gpu/mixed_alloc" &
 nv tests/gpu/mixed_alloc.cu -cudart shared -o "$DEST/tests/gpu/mixed_alloc_shared" &
 wait
 nv tests/gpu/reuse_hazard.cu -o "$DEST/tests/gpu/reuse_hazard" &
-nv tests/gpu/alloc_bench.cu -o "$DEST/tests/gpu/alloc_bench" &
+nv tests/gpu/pair_cost.cu -o "$DEST/tests/gpu/pair_cost" &
 wait
 nv -I. bench/trace_cost.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/bench/trace_cost" &
 nv -I. bench/stream_alloc_bench.cu -o "$DEST/tests/gpu/stream_alloc_bench" &

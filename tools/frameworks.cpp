@@ -2,7 +2,7 @@
 
 #include <string_view>
 
-#include "tools/suppressions.h"
+#include "tools/analysis/suppressions.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,14 +1,16 @@
-# tools/: the gmem command. Analyses and printers go into a static archive that the unit tests
-# link; the command's entry points (main.cpp, cmd_*.cpp) only into the binary.
-TOOLS_CORE_SRCS := $(filter-out tools/main.cpp tools/cmd_%.cpp,$(wildcard tools/*.cpp))
-TOOLS_CMD_SRCS  := tools/main.cpp $(wildcard tools/cmd_*.cpp)
+# tools/: the gmem command. Analyses, renderers, exports and the commands' helpers go into a
+# static archive that the unit tests link; the command's entry points (commands/main.cpp,
+# commands/cmd_*.cpp) only into the binary. tools/exporter/ is gmem-exporter's, below.
+TOOLS_CMD_SRCS  := tools/commands/main.cpp $(wildcard tools/commands/cmd_*.cpp)
+TOOLS_CORE_SRCS := $(filter-out $(TOOLS_CMD_SRCS),$(wildcard tools/*.cpp tools/commands/*.cpp \
+                     tools/analysis/*.cpp tools/render/*.cpp tools/export/*.cpp))
 TOOLS_CORE_LIB  := $(BUILD)/lib/libgmem_tools.a
 GMEM_TOOL       := $(BUILD)/bin/gmem
 TOOLS_LIBS      := -ldw -lelf -lfmt -pthread
 
 # `gmem --version` prints the release in VERSION.
-$(BUILD)/tools/main.o: EXTRA_CPPFLAGS += -DGMEM_VERSION=\"$(shell cat VERSION)\"
-$(BUILD)/tools/main.o: VERSION
+$(BUILD)/tools/commands/main.o: EXTRA_CPPFLAGS += -DGMEM_VERSION=\"$(shell cat VERSION)\"
+$(BUILD)/tools/commands/main.o: VERSION
 
 # The reader of the profiler (trace bytes -> model); absent while the profiler is written.
 TOOLS_READER := $(PROFILER_READER_LIB)

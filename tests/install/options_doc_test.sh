@@ -20,7 +20,7 @@ python3 scripts/gen-docs.py man-options "$W/options.tsv" test >"$W/gmem-options.
 python3 scripts/gen-docs.py man-gmem "$W/help.txt" "$W/options.tsv" test >"$W/gmem.1" || rc=1
 python3 scripts/gen-docs.py completion "$W/help.txt" "$W/options.tsv" >"$W/gmem.bash" || rc=1
 # Every option is in the man page and the completion; every subcommand in both too.
-while IFS=$'\t' read -r name _ _ _ flag; do
+while IFS=$'\t' read -r name _ _ _ flag _; do
   grep -q "^\\\\fB$name\\\\fR" "$W/gmem-options.7" || { echo "FAIL: $name not in gmem-options.7"; rc=1; }
   grep -q -- "$name=" "$W/gmem.bash" || { echo "FAIL: $name not completed after -e"; rc=1; }
   grep -q -- " $flag[ \"]" "$W/gmem.bash" || { echo "FAIL: $flag not completed for run"; rc=1; }

@@ -272,7 +272,7 @@ TEST_P(route_test, barrier_orders_streams_of_every_kind) {
   }
 }
 
-// GMEM_ARENA=1 (interpose/vmm_upstream.h): requests above 1 MiB come from arena pages, one
+// GMEM_ARENA=1 (interpose/backends/vmm_upstream.h): requests above 1 MiB come from arena pages, one
 // physical allocation each, mapped where the arena ends; small ones from ordinary segments
 // (cuMemAlloc, or VMM mappings with GMEM_VMM=1). Every block keeps its bytes as the arena grows.
 TEST_P(route_test, arena_serves_large_requests_from_pages) {
@@ -329,8 +329,8 @@ TEST_P(route_test, strict_allocation_orders_streams) {
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
                          testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
 
-// The device-side barrier (interpose/stream_registry.h): the old owner's slow write on stream X,
-// a stream-less free, the same address allocated again with no cuCtxSynchronize, the new
+// The device-side barrier (interpose/backends/stream_registry.h): the old owner's slow write on
+// stream X, a stream-less free, the same address allocated again with no cuCtxSynchronize, the new
 // owner's write on stream Y: the new owner's value wins for every X and Y.
 // Made both ways: the context barrier (the fake driver has cuCtxRecordEvent / cuCtxWaitEvent)
 // and the fan-out over the registered streams (a driver older than CUDA 12.5 hides them).
@@ -450,8 +450,8 @@ TEST(barriers, a_destroyed_stream_leaves_the_registry) {
 }
 
 // A barrier made while the last one's hub is incomplete takes the streams waiting for that
-// hub as busy without asking (interpose/stream_registry.cpp): work queued on them after the
-// wait is still ordered before the new owner's.
+// hub as busy without asking (interpose/backends/stream_registry.cpp): work queued on them after
+// the wait is still ordered before the new owner's.
 TEST(barriers, a_barrier_behind_an_incomplete_hub_orders_what_its_streams_queued_since) {
   const probe_run r = run_probe("runtime", "barrier_chain", k_fan_out);
   EXPECT_PROBE_OK(r);
@@ -524,7 +524,7 @@ TEST(arena, ipc_of_arena_memory_needs_shareable_pages) {
   }
 }
 
-// CUDA IPC between two processes (interpose/ipc_sharing.h, tests/interpose/ipc_probe.cpp): six
+// CUDA IPC between two processes (interpose/ipc/ipc_sharing.h, tests/interpose/ipc_probe.cpp): six
 // blocks exported by a process under gmem: three of one pooled segment, a 64 MiB buffer and two
 // blocks of one arena page (with the default options the last three are arena memory, whose
 // pages travel as file descriptors over the exporter's socket). The importer under gmem maps

@@ -147,6 +147,30 @@ TEST(options, table_rows_are_unique_and_named_gmem) {
   }
 }
 
+// README's table and gmem-options(7) show the options a user tunes apart from the fallback,
+// diagnosis and testing switches: a row whose help says which it is has that category.
+TEST(options, categories_match_what_the_help_says) {
+  std::size_t n = 0;
+  const gmem::option_row* rows = gmem::option_rows(&n);
+  std::size_t tuned = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string help = rows[i].help;
+    SCOPED_TRACE(rows[i].env_name);
+    if (help.find("TESTING ONLY") != std::string::npos) {
+      EXPECT_EQ(rows[i].category, gmem::option_category::testing);
+    }
+    if (help.find("diagnosis only") != std::string::npos) {
+      EXPECT_EQ(rows[i].category, gmem::option_category::diagnosis);
+    }
+    if (help.find("fallback only") != std::string::npos) {
+      EXPECT_EQ(rows[i].category, gmem::option_category::fallback);
+    }
+    if (rows[i].category == gmem::option_category::tune) ++tuned;
+  }
+  EXPECT_GT(tuned, n / 2);
+  EXPECT_LT(tuned, n);
+}
+
 TEST(options, readme_lists_every_option) {
   std::ifstream in("README.md");
   if (!in) GTEST_SKIP() << "README.md not found (run from the repository root)";

@@ -1,5 +1,5 @@
-// The pool's device-side barriers (interpose/stream_registry.h) against the fake driver, whose
-// streams keep the legacy stream's implicit synchronization: a slow "kernel" of the old owner
+// The pool's device-side barriers (interpose/backends/stream_registry.h) against the fake driver,
+// whose streams keep the legacy stream's implicit synchronization: a slow "kernel" of the old owner
 // writes a block after the program freed it (cuMemFree: stream-less); the same address comes
 // back from cuMemAlloc without a host synchronization; the new owner's write must land after
 // the old one. Each line printed: "NAME reused=R host_syncs=H ... corrupted=C".

@@ -1,6 +1,6 @@
-// Virtual-memory segments (interpose/vmm_upstream.h) against the fake driver, whose cuMemUnmap
-// does not synchronize and leaves the range inaccessible: a segment torn down while a "kernel"
-// still writes into it crashes this probe (SIGSEGV on the fake's stream thread).
+// Virtual-memory segments (interpose/backends/vmm_upstream.h) against the fake driver, whose
+// cuMemUnmap does not synchronize and leaves the range inaccessible: a segment torn down while a
+// "kernel" still writes into it crashes this probe (SIGSEGV on the fake's stream thread).
 #include <algorithm>
 #include <chrono>
 #include <thread>

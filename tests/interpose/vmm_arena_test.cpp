@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "interpose/vmm_upstream.h"
+#include "interpose/backends/vmm_upstream.h"
 #include "tests/fake_cuda/fake_cuda.h"
 
 namespace gmem::shim {

@@ -279,6 +279,25 @@ TEST_F(pool_test, driver_oom_trims_and_retries) {
   EXPECT_TRUE(p.is_valid());
 }
 
+// With the growth rule on: the idle segment goes back before the map, which fails (the
+// driver is out of memory); the steps after it give it back once, not a second time.
+TEST_F(pool_test, failed_growth_gives_idle_segments_back_once) {
+  pool_options o = opts();
+  o.reuse_safety = false;
+  o.grow_slack = 0.05;
+  pool p(up, fe, o, &obs);
+  auto a = p.allocate(10 * k_mib); // a 40 MiB large segment
+  ASSERT_EQ(a.status, pool_status::ok);
+  p.deallocate(a.address); // free at once (reuse_safety off): the segment is idle
+  up.fail_next = 1;
+  auto b = p.allocate(50 * k_mib); // oversize: the idle segment goes, the map fails once
+  ASSERT_EQ(b.status, pool_status::ok);
+  EXPECT_EQ(up.bad_unmaps, 0u);
+  EXPECT_EQ(obs.unmaps, 1u);
+  EXPECT_EQ(up.mapped_bytes, p.stats().reserved_bytes);
+  EXPECT_TRUE(p.is_valid());
+}
+
 TEST_F(pool_test, cache_cap_trims_idle_segments) {
   pool_options o = opts();
   o.reuse_safety = false;

@@ -5,10 +5,10 @@
 #include <fstream>
 
 #include "tests/tools/sample_trace.h"
-#include "tools/chrome_export.h"
-#include "tools/html_report.h"
-#include "tools/pytorch_export.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/export/chrome_export.h"
+#include "tools/export/pytorch_export.h"
+#include "tools/render/html_report.h"
 
 namespace gmem::tools {
 namespace {

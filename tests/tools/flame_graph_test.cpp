@@ -1,9 +1,9 @@
-#include "tools/flame_graph.h"
+#include "tools/render/flame_graph.h"
 
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/frag_report.h"
+#include "tools/analysis/frag_report.h"
 
 #include <gtest/gtest.h>
 

@@ -8,13 +8,13 @@
 
 #include "tests/tools/sample_trace.h"
 #include "tools/frameworks.h"
-#include "tools/json_output.h"
-#include "tools/leak_report.h"
-#include "tools/printers.h"
-#include "tools/run_summary.h"
+#include "tools/render/json_output.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/render/printers.h"
+#include "tools/commands/run_summary.h"
 #include "tools/stack_view.h"
-#include "tools/suppressions.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/suppressions.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

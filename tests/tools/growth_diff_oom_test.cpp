@@ -3,11 +3,11 @@
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
-#include "tools/analysis_printers.h"
-#include "tools/growth_report.h"
-#include "tools/oom_report.h"
-#include "tools/trace_diff.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/growth_report.h"
+#include "tools/analysis/oom_report.h"
+#include "tools/analysis/trace_diff.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/render/analysis_printers.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/leak_report.h"
+#include "tools/analysis/leak_report.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,7 +9,7 @@
 
 #include "profiler/module_map.h"
 #include "tests/tools/sample_trace.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/pickle_writer.h"
+#include "tools/export/pickle_writer.h"
 
 #include <unistd.h>
 

@@ -6,13 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
-#include "tools/frag_report.h"
-#include "tools/json_output.h"
-#include "tools/leak_report.h"
-#include "tools/printers.h"
-#include "tools/run_summary.h"
-#include "tools/top_view.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/frag_report.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/commands/run_summary.h"
+#include "tools/render/json_output.h"
+#include "tools/render/printers.h"
+#include "tools/render/top_view.h"
 
 namespace gmem::tools {
 namespace {

@@ -8,14 +8,14 @@
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
-#include "tools/chrome_export.h"
-#include "tools/json_output.h"
-#include "tools/leak_report.h"
-#include "tools/printers.h"
-#include "tools/pytorch_export.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/suppressions.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/export/chrome_export.h"
+#include "tools/export/pytorch_export.h"
+#include "tools/render/json_output.h"
+#include "tools/render/printers.h"
 #include "tools/stack_view.h"
-#include "tools/suppressions.h"
-#include "tools/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

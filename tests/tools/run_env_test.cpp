@@ -1,4 +1,4 @@
-#include "tools/run_env.h"
+#include "tools/commands/run_env.h"
 
 #include <gtest/gtest.h>
 

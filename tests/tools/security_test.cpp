@@ -11,13 +11,13 @@
 #include "common/escape.h"
 #include "common/safe_file.h"
 #include "tests/tools/sample_trace.h"
-#include "tools/html_report.h"
-#include "tools/json_output.h"
-#include "tools/leak_report.h"
-#include "tools/pickle_writer.h"
-#include "tools/printers.h"
-#include "tools/pytorch_export.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/export/pickle_writer.h"
+#include "tools/export/pytorch_export.h"
+#include "tools/render/html_report.h"
+#include "tools/render/json_output.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/timeline.h"
+#include "tools/analysis/timeline.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "profiler/trace_reader.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

@@ -23,7 +23,7 @@
 #include <prometheus/collectable.h>
 
 #include "profiler/trace_reader.h"
-#include "tools/call_sites.h"
+#include "tools/analysis/call_sites.h"
 #include "tools/exporter/exporter_options.h"
 #include "tools/exporter/fleet_metrics.h"
 

@@ -4,8 +4,8 @@
 #include <set>
 
 #include "common/escape.h"
-#include "tools/growth_report.h"
-#include "tools/trace_facts.h"
+#include "tools/analysis/growth_report.h"
+#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

@@ -23,7 +23,7 @@
 #include <prometheus/metric_family.h>
 
 #include "profiler/trace_model.h"
-#include "tools/call_sites.h"
+#include "tools/analysis/call_sites.h"
 #include "tools/exporter/exporter_options.h"
 
 namespace gmem::tools {

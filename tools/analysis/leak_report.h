@@ -1,0 +1,82 @@
+// Leak analysis: outstanding allocations grouped by call site (symbolized stack), sorted by
+// bytes. Works on the decoded trace model; printing lives in text_printer / json_output.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "profiler/trace_model.h"
+#include "tools/analysis/suppressions.h"
+#include "tools/frameworks.h"
+#include "tools/stack_view.h"
+#include "tools/symbolizer.h"
+
+namespace gmem::tools {
+
+struct leak_filter {
+  std::uint64_t min_age_ns = 0;                   // only allocations at least this old
+  std::uint64_t max_age_ns = 0;                   // only allocations at most this old (0 = any)
+  std::uint64_t min_time_ns = 0;                  // only allocations made at or after (trace time)
+  std::uint64_t min_bytes = 0;                    // only sites whose total is at least this
+  std::size_t top = 0;                            // at most this many sites (0 = all)
+  frame_view view = frame_view::python_first;     // what a site shows and is grouped by
+  const suppression_list* suppressions = nullptr; // sites matching are listed apart
+  bool framework_caches = true; // sites of a framework's cache (frameworks.h) are listed apart
+};
+
+// One call site. Invariant: bytes = sum of the requested sizes of its `count` allocations;
+// oldest_age_ns >= youngest_age_ns.
+struct leak_site {
+  std::vector<frame_info> frames; // innermost first: Python frames, then native (stack_view.h)
+  std::size_t python_frames = 0;  // how many of `frames` are Python frames
+  std::size_t folded = 0;         // native frames folded away (of the first stack seen)
+  std::size_t python_folded = 0;  // frameworks' Python frames folded away (likewise)
+  gmem::trace::python_note note = gmem::trace::python_note::none;
+  std::string suppressed_by;              // "leak:PATTERN (ORIGIN)" when suppressed
+  const framework_cache* cache = nullptr; // the framework cache that holds it, if any
+  std::uint64_t bytes = 0;                // requested
+  std::uint64_t rounded_bytes = 0;        // as served by the pool
+  std::uint64_t count = 0;
+  std::uint64_t oldest_age_ns = 0;
+  std::uint64_t youngest_age_ns = 0;
+  std::vector<int> devices;       // sorted, unique
+  std::vector<std::string> kinds; // alloc kinds seen, e.g. "device", "host_pinned"
+};
+
+struct leak_report {
+  std::vector<leak_site> sites;  // sorted by bytes, descending; filtered
+  std::uint64_t total_bytes = 0; // of the shown sites
+  std::uint64_t total_count = 0;
+  std::uint64_t all_bytes = 0; // of every outstanding allocation, before filtering
+  std::uint64_t all_count = 0;
+  std::size_t hidden_sites = 0; // filtered out
+  // Suppressed sites (library-lifetime allocations), sorted like `sites`; not filtered, not in
+  // the totals above, not counted by the exit status.
+  std::vector<leak_site> suppressed;
+  std::uint64_t suppressed_bytes = 0;
+  std::uint64_t suppressed_count = 0;
+  // Sites of frameworks' caches (frameworks.h): what the cache holds, not the program's
+  // tensors; sorted like `sites`, not filtered, not in the totals, not counted by the exit
+  // status. `caches` lists each cache seen once, in the order of its largest site.
+  std::vector<leak_site> cached;
+  std::uint64_t cached_bytes = 0;
+  std::uint64_t cached_count = 0;
+  std::vector<const framework_cache*> caches;
+  bool process_alive = false; // a live process's "leaks" may still be freed
+  bool incomplete = false;    // the live table overflowed: some allocations are missing
+  // Sites sorted by bytes, each site's invariant, totals equal to the sums over sites.
+  bool is_valid() const;
+};
+
+leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbols,
+                              const leak_filter& filter);
+
+// A call site on one line: the innermost `depth` frames, "f at file:line  <  caller at ...".
+// The innermost frame is often a shared helper (an allocator wrapper); its caller tells sites
+// apart.
+std::string site_summary(const std::vector<frame_info>& frames, std::size_t depth = 2);
+// The same for a site; a site whose frames were all folded, or that has a Python note, says so.
+std::string site_summary(const leak_site& site, std::size_t depth = 2);
+
+} // namespace gmem::tools

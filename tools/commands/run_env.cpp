@@ -1,0 +1,92 @@
+#include "tools/commands/run_env.h"
+
+#include <unistd.h>
+
+#include "common/options.h"
+
+namespace gmem::tools {
+
+std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why) {
+  if (gmem_lib_env != nullptr && gmem_lib_env[0] != '\0') {
+    if (access(gmem_lib_env, R_OK) == 0) return gmem_lib_env;
+    *why = std::string("GMEM_LIB=") + gmem_lib_env + " is not a readable file";
+    return {};
+  }
+  const auto slash = self_exe.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : self_exe.substr(0, slash);
+  const std::string lib = dir + "/../lib/libgmem.so";
+  if (access(lib.c_str(), R_OK) == 0) {
+    char resolved[4096];
+    return realpath(lib.c_str(), resolved) != nullptr ? std::string(resolved) : lib;
+  }
+  *why = "no libgmem.so next to gmem (looked for " + lib + "); set GMEM_LIB=/path/to/libgmem.so";
+  return {};
+}
+
+std::string flag_name_of(const char* field) {
+  std::string f = "--";
+  for (const char* c = field; *c != '\0'; ++c)
+    f += *c == '_' ? '-' : *c;
+  return f;
+}
+
+std::string check_option_value(const char* env_name, const std::string& value) {
+  std::string warning;
+  gmem::options::parse(
+      [&](const char* name) { return std::string(name) == env_name ? value.c_str() : nullptr; },
+      [&](const std::string& w) { warning = w; });
+  return warning;
+}
+
+gmem::framework_env_plan
+framework_plan(const std::vector<std::string>& env,
+               const std::vector<std::pair<std::string, std::string>>& settings) {
+  auto from_env = [&](const std::string& name) -> const char* {
+    for (const auto& e : env)
+      if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
+        return e.c_str() + name.size() + 1;
+    return nullptr;
+  };
+  std::string mode_text = "observe";
+  if (const char* v = from_env("GMEM_FRAMEWORKS")) mode_text = v;
+  for (const auto& [name, value] : settings)
+    if (name == "GMEM_FRAMEWORKS") mode_text = value;
+  gmem::frameworks_mode mode = gmem::frameworks_mode::observe;
+  (void)gmem::parse_frameworks_mode(mode_text, mode); // checked with the other settings
+  return gmem::plan_framework_env(mode, [&](const char* name) { return from_env(name); });
+}
+
+std::vector<std::string>
+child_environment(const std::vector<std::string>& env,
+                  const std::vector<std::pair<std::string, std::string>>& settings,
+                  const std::string& lib) {
+  std::vector<std::string> out;
+  std::string preload = lib;
+  for (const auto& e : env) {
+    if (e.rfind("LD_PRELOAD=", 0) == 0) {
+      const std::string old = e.substr(11);
+      // Keep what was preloaded before, minus another copy of ours.
+      std::string rest;
+      std::size_t at = 0;
+      while (at <= old.size()) {
+        std::size_t end = old.find_first_of(": ", at);
+        if (end == std::string::npos) end = old.size();
+        const std::string item = old.substr(at, end - at);
+        if (!item.empty() && item != lib) rest += ":" + item;
+        at = end + 1;
+      }
+      preload += rest;
+      continue;
+    }
+    bool replaced = false;
+    for (const auto& [name, value] : settings)
+      if (e.rfind(name + "=", 0) == 0) replaced = true;
+    if (!replaced) out.push_back(e);
+  }
+  out.push_back("LD_PRELOAD=" + preload);
+  for (const auto& [name, value] : settings)
+    out.push_back(name + "=" + value);
+  return out;
+}
+
+} // namespace gmem::tools

@@ -1,0 +1,146 @@
+#include "tools/export/pytorch_export.h"
+
+#include <algorithm>
+#include <map>
+
+#include "tools/analysis/leak_report.h"
+#include "tools/analysis/timeline.h"
+#include "tools/stack_view.h"
+
+namespace gmem::tools {
+namespace {
+
+// Stream-less (cuMemAlloc) shows as the default stream, as in PyTorch.
+std::uint64_t stream_of(std::uintptr_t s) {
+  return s == ~std::uintptr_t{0} ? 0 : s;
+}
+
+class frame_cache {
+public:
+  frame_cache(const gmem::trace::trace& t, symbolizer& s, frame_view view)
+      : t_(t), symbols_(s), view_(view) {}
+  py_value get(std::uint32_t stack_id) {
+    auto it = cache_.find(stack_id);
+    if (it != cache_.end()) return it->second;
+    py_list frames;
+    // Like PyTorch's own snapshots: Python frames (filename = the .py file) first, innermost
+    // first, then the native frames.
+    for (const auto& f : show_stack(t_, stack_id, symbols_, view_).frames)
+      frames.push_back(py_dict{
+          {"filename", f.file.empty() ? f.module : f.file}, {"line", f.line}, {"name", f.name()}});
+    return cache_.emplace(stack_id, py_value(std::move(frames))).first->second;
+  }
+
+private:
+  const gmem::trace::trace& t_;
+  symbolizer& symbols_;
+  frame_view view_;
+  std::map<std::uint32_t, py_value> cache_;
+};
+
+} // namespace
+
+py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool all_frames) {
+  frame_cache frames(t, symbols, all_frames ? frame_view::all : frame_view::mixed);
+  py_list segments;
+  int max_device = -1;
+  for (const auto& s : t.segments)
+    max_device = std::max(max_device, s.device);
+  for (const auto& e : t.events)
+    max_device = std::max(max_device, e.device);
+  for (const auto& seg : t.segments) {
+    if (seg.device < 0) continue;
+    py_list blocks;
+    std::uint64_t at = 0, allocated = 0, requested = 0;
+    auto gap = [&](std::uint64_t upto) {
+      if (upto > at)
+        blocks.push_back(py_dict{{"address", seg.base + at},
+                                 {"size", upto - at},
+                                 {"requested_size", 0},
+                                 {"state", "inactive"},
+                                 {"frames", py_list{}}});
+      at = std::max(at, upto);
+    };
+    auto it = std::lower_bound(t.live.begin(), t.live.end(), seg.base,
+                               [](const auto& a, std::uintptr_t v) { return a.address < v; });
+    for (; it != t.live.end() && it->address - seg.base < seg.bytes; ++it) {
+      const std::uint64_t off = it->address - seg.base;
+      if (it->device != seg.device || off < at) continue;
+      const std::uint64_t size = std::min(std::max(it->rounded, it->requested), seg.bytes - off);
+      gap(off);
+      blocks.push_back(py_dict{{"address", it->address},
+                               {"size", size},
+                               {"requested_size", std::min(it->requested, size)},
+                               {"state", "active_allocated"},
+                               {"frames", frames.get(it->stack_id)}});
+      allocated += size;
+      requested += std::min(it->requested, size);
+      at = off + size;
+    }
+    gap(seg.bytes);
+    segments.push_back(py_dict{{"device", seg.device},
+                               {"address", seg.base},
+                               {"total_size", seg.bytes},
+                               {"allocated_size", allocated},
+                               {"active_size", allocated},
+                               {"requested_size", requested},
+                               {"stream", 0},
+                               {"segment_type", seg.bytes > (1u << 20) ? "large" : "small"},
+                               {"segment_pool_id", py_list{0, 0}},
+                               {"is_expandable", false},
+                               {"frames", py_list{}},
+                               {"blocks", std::move(blocks)}});
+  }
+  std::vector<py_list> traces(static_cast<std::size_t>(std::max(max_device + 1, 1)));
+  for (const auto& e : t.events) {
+    if (e.device < 0) continue;
+    using gmem::trace::event_type;
+    py_list& out = traces[static_cast<std::size_t>(e.device)];
+    const double time_us = static_cast<double>(e.time_ns) / 1000.0;
+    auto add = [&](const char* action, std::uint64_t addr, std::uint64_t size, py_value f) {
+      out.push_back(py_dict{{"action", action},
+                            {"addr", addr},
+                            {"size", size},
+                            {"stream", stream_of(e.stream)},
+                            {"time_us", time_us},
+                            {"frames", std::move(f)}});
+    };
+    switch (e.type) {
+    case event_type::alloc:
+      if (is_pooled_kind(e.kind))
+        add("alloc", e.address, std::max(e.size2, e.size), frames.get(e.stack_id));
+      break;
+    case event_type::free:
+      if (is_pooled_kind(e.kind)) {
+        add("free_requested", e.address, std::max(e.size2, e.size), py_list{});
+        add("free_completed", e.address, std::max(e.size2, e.size), py_list{});
+      }
+      break;
+    case event_type::segment_map:
+      add("segment_alloc", e.address, e.size, py_list{});
+      break;
+    case event_type::segment_unmap:
+      add("segment_free", e.address, e.size, py_list{});
+      break;
+    case event_type::oom:
+      out.push_back(py_dict{{"action", "oom"},
+                            {"addr", 0},
+                            {"size", e.size},
+                            {"stream", 0},
+                            {"time_us", time_us},
+                            {"device_free", 0},
+                            {"frames", frames.get(e.stack_id)}});
+      break;
+    default:
+      break;
+    }
+  }
+  py_list device_traces;
+  for (auto& d : traces)
+    device_traces.push_back(std::move(d));
+  return py_dict{{"segments", std::move(segments)},
+                 {"device_traces", std::move(device_traces)},
+                 {"allocator_settings", py_dict{{"generator", "gmem export --format pytorch"}}}};
+}
+
+} // namespace gmem::tools
