@@ -484,15 +484,14 @@ pid_object find_pid_object(std::uint32_t pid) {
     }
     // The pid names the process running now. An object of an earlier process with this pid
     // (or one anybody planted under a made-up start time) is not its trace: name it to read it.
-    if (out.error.empty()) {
+    if (out.error.empty() && !found.empty()) {
       std::string names;
       for (const auto& c : found)
         names += (names.empty() ? "" : ", ") + c.name + " (uid " + std::to_string(c.uid) + ")";
-      out.error =
-          "pid " + std::to_string(pid) + " is running (uid " + std::to_string(running_uid) +
-          ") but has no gmem trace of its own" +
-          (names.empty() ? std::string()
-                         : "; " + names + " belong to no running process (name one to read it)");
+      out.error = "it is running (uid " + std::to_string(running_uid) +
+                  ") but has no gmem trace of its own; " + names +
+                  (found.size() == 1 ? " belongs" : " belong") +
+                  " to no running process (name it to read it)";
     }
     return out;
   }

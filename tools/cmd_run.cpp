@@ -137,6 +137,8 @@ command_fn add_run(CLI::App& app) {
     }
     child_process who;
     who.pid = static_cast<std::uint32_t>(child);
+    for (const auto& e : env)
+      if (e.rfind("GMEM_TRACE_SAVE=", 0) == 0) who.trace_save = e.substr(16);
     if (!gmem::trace::proc_identity(who.pid, &who.proc_start_ticks, &who.uid))
       who.proc_start_ticks = 0;
     int status = 0;

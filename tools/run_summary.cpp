@@ -112,8 +112,7 @@ std::string check_saved_trace(const std::string& path, const child_process& chil
 
 std::string run_summary(const child_process& child, const std::string& program, int wait_status) {
   const std::uint32_t pid = child.pid;
-  const char* save = std::getenv("GMEM_TRACE_SAVE");
-  const std::string saved = save != nullptr && *save != '\0' ? saved_path(save, pid) : "";
+  const std::string saved = child.trace_save.empty() ? "" : saved_path(child.trace_save, pid);
   const std::string save_problem = saved.empty() ? "" : check_saved_trace(saved, child);
   open_result r;
   r.error = {k_exit_not_found, ""};

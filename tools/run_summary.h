@@ -14,6 +14,7 @@ struct child_process {
   std::uint32_t pid = 0;
   std::uint64_t proc_start_ticks = 0; // /proc start time; 0 = unknown (then no trace is read)
   std::uint32_t uid = 0;              // the uid it ran as at the end
+  std::string trace_save;             // GMEM_TRACE_SAVE in its environment ("" = none)
 };
 
 // Opens the trace `child` created (only that object: named after its pid and start time,
