@@ -299,7 +299,8 @@ bool symbolizer::start_helper() {
   helper_ = std::make_unique<helper>();
   helper_->pid = pid;
   helper_->sock = sv[0];
-  helper_->deadline = std::chrono::steady_clock::now() + budget_;
+  const auto started = std::chrono::steady_clock::now();
+  helper_->deadline = started + budget_;
   for (auto& m : modules_) {
     char stale = 0;
     bool timed_out = false;
@@ -314,6 +315,7 @@ bool symbolizer::start_helper() {
     m.stale = stale != 0;
     if (!note.empty()) m.note = note;
   }
+  spent_ += std::chrono::steady_clock::now() - started;
   return true;
 }
 
@@ -348,6 +350,10 @@ const frame_info& symbolizer::resolve(std::uint64_t ip) {
   bool timed_out = false;
   std::string function, file;
   std::uint32_t line = 0;
+  // The budget counts the time spent waiting for the child, not the symbolizer's age: the
+  // exporter keeps one per process across scrapes.
+  const auto started = std::chrono::steady_clock::now();
+  helper_->deadline = started + (budget_ - spent_);
   if (!write_all(helper_->sock, std::string(reinterpret_cast<const char*>(&ip), sizeof ip)) ||
       !helper_->read_string(&function, &timed_out) || !helper_->read_string(&file, &timed_out) ||
       !helper_->read_exact(&line, sizeof line, &timed_out)) {
@@ -357,6 +363,7 @@ const frame_info& symbolizer::resolve(std::uint64_t ip) {
     f.note = helper_note_;
     return f;
   }
+  spent_ += std::chrono::steady_clock::now() - started;
   f.function = std::move(function);
   if (const auto at = f.function.find('@');
       at != std::string::npos && f.function.find('(') == std::string::npos)

@@ -48,10 +48,10 @@ struct frame_info {
 // a module is used only when its build id equals the one recorded when the process ran;
 // separate debug info comes only from /usr/lib/debug (by build id, or the debuglink name under
 // /usr/lib/debug/<module dir>), never from beside a file the trace names, never through
-// debuginfod. elfutils itself runs in a child process (forked at the first lookup) that gets
-// `budget` in all: whatever a module makes elfutils do (a blocking open inside libdw, a huge
-// DWARF section), the reader waits no longer, kills the child and leaves the remaining frames
-// as module+offset with a note.
+// debuginfod. elfutils itself runs in a child process (forked at the first lookup); the reader
+// waits for it `budget` in all, summed over every lookup: whatever a module makes elfutils do
+// (a blocking open inside libdw, a huge DWARF section), the reader waits no longer, kills the
+// child and leaves the remaining frames as module+offset with a note.
 class symbolizer {
 public:
   static constexpr std::chrono::milliseconds k_default_budget{5000};
@@ -73,6 +73,7 @@ private:
 
   std::vector<module_range> modules_; // sorted by start
   std::chrono::milliseconds budget_;
+  std::chrono::steady_clock::duration spent_{}; // waiting for the child so far
   std::unique_ptr<helper> helper_;
   bool helper_started_ = false;
   std::string helper_note_; // why frames are no longer symbolized ("" while the helper works)

@@ -5,14 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
+#include <link.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <set>
 #include <string>
 
+#include "profiler/module_map.h"
 #include "tests/tools/sample_trace.h"
 #include "tools/pytorch_export.h"
 #include "tools/symbolizer.h"
@@ -85,6 +90,76 @@ TEST(shared_host, a_module_path_with_dot_dot_is_not_followed) {
   EXPECT_EQ(f.function, "");
   EXPECT_NE(f.note.find("'..'"), std::string::npos) << f.note;
   EXPECT_EQ(f.name(), f.module.substr(f.module.rfind('/') + 1) + "+0x10");
+}
+
+// This test binary as a module, with its build id, the way a trace records it.
+module_range self_module() {
+  module_range self;
+  char path[4096];
+  const auto n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return self;
+  const std::string exe(path, static_cast<std::size_t>(n));
+  for (const auto& m : gmem::trace::scan_modules()) {
+    if (m.path != exe && !m.path.empty()) continue;
+    if (m.start == 0) continue;
+    self.path = exe;
+    self.base = m.load_bias;
+    self.start = m.start;
+    self.size = m.size;
+    for (const unsigned char c : m.build_id) {
+      char b[3];
+      std::snprintf(b, sizeof b, "%02x", c);
+      self.build_id += b;
+    }
+    break;
+  }
+  return self;
+}
+
+std::set<pid_t> children_of_self() {
+  std::set<pid_t> out;
+  std::ifstream f("/proc/self/task/" + std::to_string(getpid()) + "/children");
+  for (pid_t p = 0; f >> p;)
+    out.insert(p);
+  return out;
+}
+
+__attribute__((noinline)) int budget_probe_a(int x) {
+  return x * 3 + 1;
+}
+__attribute__((noinline)) int budget_probe_b(int x) {
+  return x * 5 + 2;
+}
+
+// Rows 1 and 7's "no module can stall a scrape": whatever elfutils does, the reader waits no
+// longer than the symbolizer's budget, summed over lookups. Here the child that runs elfutils
+// is stopped (as if stuck in an open inside libdw): the next lookup returns within the budget,
+// unsymbolized, with a note, and so do all later ones, at once.
+TEST(shared_host, a_stalled_symbolizer_costs_at_most_its_budget) {
+  const module_range self = self_module();
+  ASSERT_FALSE(self.build_id.empty()) << "tools_test was linked without a build id";
+  const auto before = children_of_self();
+  symbolizer symbols({self}, std::chrono::milliseconds(800));
+  const auto a = reinterpret_cast<std::uintptr_t>(&budget_probe_a) + 1;
+  const auto b = reinterpret_cast<std::uintptr_t>(&budget_probe_b) + 1;
+  EXPECT_NE(symbols.resolve(a).function.find("budget_probe_a"), std::string::npos)
+      << symbols.resolve(a).note;
+  pid_t helper = 0;
+  for (const pid_t p : children_of_self())
+    if (!before.count(p)) helper = p;
+  ASSERT_GT(helper, 0) << "no symbolizer child";
+  ASSERT_EQ(kill(helper, SIGSTOP), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  const frame_info& f = symbols.resolve(b);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(waited, std::chrono::seconds(3));
+  EXPECT_EQ(f.function, "");
+  EXPECT_NE(f.note.find("budget"), std::string::npos) << f.note;
+  const auto t1 = std::chrono::steady_clock::now();
+  EXPECT_NE(symbols.resolve(b + 1).note.find("budget"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(100));
+  // The stopped child was killed and reaped.
+  EXPECT_EQ(children_of_self().count(helper), 0u);
 }
 
 // Row 4: a trace with one marker on device 2^29 (and alloc events on device 2^20) made the
