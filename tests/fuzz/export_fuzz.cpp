@@ -21,9 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!r) return 0;
   // No module files: the fuzzer must not open whatever paths its inputs name.
   gmem::tools::symbolizer symbols({});
-  const std::string json =
-      gmem::tools::chrome_trace(r.value, symbols)
-          .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string json = gmem::tools::chrome_trace(r.value, symbols)
+                               .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   const std::string pickle =
       gmem::tools::encode_pickle(gmem::tools::pytorch_snapshot(r.value, symbols));
   if (json.empty() || pickle.empty()) __builtin_trap();
