@@ -202,52 +202,71 @@ bool has_dot_dot(std::string_view path) {
   return false;
 }
 
+namespace {
+
+std::string not_regular(mode_t mode) {
+  return S_ISFIFO(mode)   ? "a FIFO, not a regular file"
+         : S_ISCHR(mode)  ? "a character device, not a regular file"
+         : S_ISBLK(mode)  ? "a block device, not a regular file"
+         : S_ISDIR(mode)  ? "a directory, not a regular file"
+         : S_ISSOCK(mode) ? "a socket, not a regular file"
+                          : "not a regular file";
+}
+
+} // namespace
+
 int open_regular_file(const std::string& path, bool follow, std::string* why) {
   constexpr int k_flags = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC;
+  auto refuse = [&](const std::string& what, int err) {
+    if (why) *why = what;
+    errno = err;
+    return -1;
+  };
   std::string at = path;
   for (int hops = 0;; ++hops) {
-    const int fd = ::open(at.c_str(), k_flags);
-    if (fd >= 0) {
-      struct stat st {};
-      if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        const int err = errno;
-        ::close(fd);
-        if (why)
-          *why = S_ISFIFO(st.st_mode)   ? "a FIFO, not a regular file"
-                 : S_ISCHR(st.st_mode)  ? "a character device, not a regular file"
-                 : S_ISBLK(st.st_mode)  ? "a block device, not a regular file"
-                 : S_ISDIR(st.st_mode)  ? "a directory, not a regular file"
-                 : S_ISSOCK(st.st_mode) ? "a socket, not a regular file"
-                                        : std::string("not a regular file") +
-                                              (err ? ": " + std::string(std::strerror(err)) : "");
-        errno = EINVAL;
-        return -1;
-      }
-      return fd;
+    // First a handle that opens nothing (O_PATH): a device node's driver is never called
+    // (opening /dev/watchdog, a tape or a terminal has effects), a FIFO never waited on.
+    const int handle = ::open(at.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (handle < 0) return refuse(std::strerror(errno), errno);
+    struct stat st {};
+    if (::fstat(handle, &st) != 0) {
+      const int err = errno;
+      ::close(handle);
+      return refuse(std::strerror(err), err);
     }
-    const int err = errno;
-    if (err != ELOOP || !follow || hops >= 16) {
-      if (why)
-        *why = err == ELOOP ? (follow ? "too many symbolic links" : "a symbolic link")
-                            : std::strerror(err);
-      errno = err;
-      return -1;
-    }
-    // O_NOFOLLOW refused a symlink: read it and go on from its target.
-    char buf[4096];
-    const ssize_t n = ::readlink(at.c_str(), buf, sizeof buf);
-    if (n <= 0 || static_cast<std::size_t>(n) >= sizeof buf) {
-      if (why) *why = "an unreadable symbolic link";
-      errno = ELOOP;
-      return -1;
-    }
-    const std::string target(buf, static_cast<std::size_t>(n));
-    if (target[0] == '/') {
-      at = target;
-    } else {
+    if (S_ISLNK(st.st_mode)) {
+      ::close(handle);
+      if (!follow) return refuse("a symbolic link", ELOOP);
+      if (hops >= 16) return refuse("too many symbolic links", ELOOP);
+      char buf[4096];
+      const ssize_t n = ::readlink(at.c_str(), buf, sizeof buf);
+      if (n <= 0 || static_cast<std::size_t>(n) >= sizeof buf)
+        return refuse("an unreadable symbolic link", ELOOP);
+      const std::string target(buf, static_cast<std::size_t>(n));
       const auto slash = at.rfind('/');
-      at = (slash == std::string::npos ? std::string() : at.substr(0, slash + 1)) + target;
+      at = target[0] == '/'
+               ? target
+               : (slash == std::string::npos ? std::string() : at.substr(0, slash + 1)) + target;
+      continue;
     }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(handle);
+      return refuse(not_regular(st.st_mode), EINVAL);
+    }
+    // The same inode, now for reading: through the handle where /proc is mounted, else by
+    // name with O_NOFOLLOW and checked to be the inode seen above.
+    int fd = ::open(("/proc/self/fd/" + std::to_string(handle)).c_str(),
+                    O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) fd = ::open(at.c_str(), k_flags);
+    ::close(handle);
+    if (fd < 0) return refuse(std::strerror(errno), errno);
+    struct stat now {};
+    if (::fstat(fd, &now) != 0 || !S_ISREG(now.st_mode) || now.st_dev != st.st_dev ||
+        now.st_ino != st.st_ino) {
+      ::close(fd);
+      return refuse("replaced while being opened", EINVAL);
+    }
+    return fd;
   }
 }
 

@@ -32,13 +32,15 @@ bool commit_temp_over_own_file(int fd, const std::string& tmp_path, const std::s
 bool write_file_safely(const std::string& path, std::string_view data, bool replace,
                        std::string* error);
 
-// Opens `path` read-only with O_RDONLY|O_NOFOLLOW|O_NONBLOCK|O_NOCTTY|O_CLOEXEC and returns the
-// descriptor only if fstat() says it is a regular file; -1 otherwise, with `why` saying what it
-// is ("a FIFO", "No such file or directory", ...) and errno set (ENOENT when missing).
-// With `follow`, symlinks at the last component are resolved here (at most 16, each target
-// read with readlink and joined to the link's directory), so the final open still carries
-// O_NOFOLLOW: whatever the chain ends in, it is opened without blocking and never as a
-// terminal.
+// Opens `path` read-only and returns the descriptor only if it is a regular file; -1
+// otherwise, with `why` saying what is there ("a FIFO, not a regular file", "No such file or
+// directory", ...) and errno set (ENOENT when missing). The file is first looked at through
+// an O_PATH|O_NOFOLLOW handle, which opens nothing: a device node's driver is never called,
+// a FIFO never waited on, a terminal never becomes our controlling terminal. A regular file
+// is then opened through that handle (the same inode, O_RDONLY|O_NONBLOCK|O_NOCTTY|O_CLOEXEC;
+// without /proc, by name with O_NOFOLLOW as well and checked to be the same inode). With
+// `follow`, symlinks at the last component are resolved here (at most 16, each target read
+// with readlink and joined to the link's directory); without it a symlink is refused.
 int open_regular_file(const std::string& path, bool follow, std::string* why);
 
 // True when `path` has a ".." component ("/usr/../x", "a/..", ".."): such a path from a trace

@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 
+#include "common/safe_file.h"
 #include "profiler/module_map.h"
 #include "tests/tools/sample_trace.h"
 #include "tools/pytorch_export.h"
@@ -76,6 +77,42 @@ TEST(shared_host, a_module_symlinked_to_a_terminal_never_becomes_the_controlling
   ASSERT_TRUE(WIFEXITED(status)) << "the reader was killed by signal " << WTERMSIG(status);
   EXPECT_NE(WEXITSTATUS(status), 91) << "the terminal was not noted as not a regular file";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the reader acquired the other user's terminal";
+}
+
+// Rows 1 and 2: how every module and debug file is opened. Symlink chains are followed by gmem
+// (relative targets from the link's directory), and whatever they end in is looked at before
+// anything is opened: a FIFO or a terminal is refused at once, never waited on or acquired.
+TEST(shared_host, open_regular_file_follows_links_itself_and_opens_only_regular_files) {
+  scratch s;
+  const std::string file = s.dir + "/libreal.so.1.2", fifo = s.dir + "/fifo";
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    std::fputs("x", f);
+    std::fclose(f);
+  }
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(symlink("libreal.so.1.2", (s.dir + "/libreal.so.1").c_str()), 0);
+  ASSERT_EQ(symlink((s.dir + "/libreal.so.1").c_str(), (s.dir + "/libreal.so").c_str()), 0);
+  ASSERT_EQ(symlink("fifo", (s.dir + "/libhang.so").c_str()), 0);
+  ASSERT_EQ(symlink("/dev/null", (s.dir + "/libnull.so").c_str()), 0);
+  std::string why;
+  int fd = open_regular_file(s.dir + "/libreal.so", true, &why);
+  EXPECT_GE(fd, 0) << why;
+  if (fd >= 0) close(fd);
+  EXPECT_EQ(open_regular_file(s.dir + "/libreal.so", false, &why), -1);
+  EXPECT_EQ(why, "a symbolic link");
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(open_regular_file(s.dir + "/libhang.so", true, &why), -1);
+  EXPECT_EQ(why, "a FIFO, not a regular file");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(open_regular_file(s.dir + "/libnull.so", true, &why), -1);
+  EXPECT_EQ(why, "a character device, not a regular file");
+  EXPECT_EQ(open_regular_file(s.dir + "/missing.so", true, &why), -1);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_TRUE(has_dot_dot("/usr/../x"));
+  EXPECT_TRUE(has_dot_dot(".."));
+  EXPECT_TRUE(has_dot_dot("/a/.."));
+  EXPECT_FALSE(has_dot_dot("/a/..b/c../.x"));
 }
 
 // Row 1, the part that needs no file: a module path written with ".." is never followed.
