@@ -291,9 +291,13 @@ bool symbolizer::start_helper() {
     ::close(sv[1]);
     return false;
   }
-  if (pid == 0) {
+  if (pid == 0) { // never returns into the reader's code, not even by an exception
     ::close(sv[0]);
-    serve(sv[1], modules_);
+    try {
+      serve(sv[1], modules_);
+    } catch (...) {
+    }
+    ::_exit(1);
   }
   ::close(sv[1]);
   helper_ = std::make_unique<helper>();
