@@ -1,5 +1,5 @@
 // Cost of the hook path without the CUDA runtime: alloc+free pairs through a driver reached by
-// dlopen + dlsym (route 2 of DESIGN.md "Interception") or dlopen + cuGetProcAddress (route 3),
+// dlopen + dlsym (route 2 of docs/design.md "Interception") or dlopen + cuGetProcAddress (route 3),
 // with the shared harness (alloc_harness.h).
 //   hook_bench [--route dlsym|proc] [--api sync|async|both] [harness options]
 // sync: cuMemAlloc_v2 / cuMemFree_v2 (what cudaMalloc / cudaFree reach); async:

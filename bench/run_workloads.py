@@ -41,12 +41,12 @@ def torch_modes(model, steps):
         ("c", "no caching + gmem", cmd, {**NOCACHE, **TRACE_OFF}, True),
         # What each of gmem's two ways to stay off the host's critical path is worth:
         # GMEM_VMM=0 gives segments back with cuMemFree (waits for the device), and with
-        # GMEM_BARRIERS=0 too every pool fence is a cuCtxSynchronize (gmem before 2026-11-21 run 5).
+        # GMEM_BARRIERS=0 too every pool fence is a cuCtxSynchronize.
         ("c-novmm", "no caching + gmem, GMEM_VMM=0", cmd,
          {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0"}, True),
         ("c-sync", "no caching + gmem, GMEM_VMM=0 GMEM_ARENA=0 GMEM_BARRIERS=0", cmd,
          {**NOCACHE, **TRACE_OFF, "GMEM_VMM": "0", "GMEM_ARENA": "0", "GMEM_BARRIERS": "0"}, True),
-        # Without the arena (GMEM_ARENA=0): segments that the pool reshapes (gmem before run 8).
+        # Without the arena (GMEM_ARENA=0): segments that the pool reshapes.
         ("c-noarena", "no caching + gmem, GMEM_ARENA=0", cmd,
          {**NOCACHE, **TRACE_OFF, "GMEM_ARENA": "0"}, True),
         ("c-trace", "no caching + gmem, trace on, stacks off", cmd, {**NOCACHE, **TRACE_NOSTACK},

@@ -1,4 +1,4 @@
-// Allocation cost with kernels in flight, against the launch floor (DESIGN.md "Anchors").
+// Allocation cost with kernels in flight, against the launch floor (docs/design.md "Anchors").
 //   stream_alloc_bench --method floor|cudaMallocAsync|cudaMalloc|cub [--threads 1,4,16]
 //                      [--seconds 1] [--live 8] [--random-sizes 256,4M] [--label X] [--json F]
 // Each thread has a non-blocking stream of its own and keeps `live` blocks; one op frees its

@@ -8,6 +8,8 @@
 #include <strings.h>
 #include <type_traits>
 
+#include "common/framework_env.h"
+
 namespace gmem {
 namespace {
 
@@ -178,6 +180,12 @@ options options::parse(const std::function<const char*(const char*)>& lookup,
   }
   // Values that parse but cannot work are refused too, naming the option and what happens.
   const options d = defaults();
+  if (frameworks_mode mode; o.frameworks_set && !parse_frameworks_mode(o.frameworks, mode)) {
+    warn(std::string("gmem: warning: GMEM_FRAMEWORKS='") + lookup("GMEM_FRAMEWORKS") +
+         "' is not observe, pool or off; using " + d.frameworks);
+    o.frameworks = d.frameworks;
+    o.frameworks_set = false;
+  }
   if (o.limit_set && !o.limit.is_percent && o.limit.bytes != 0 && o.limit.bytes < k_min_limit) {
     warn(std::string("gmem: warning: GMEM_LIMIT='") + lookup("GMEM_LIMIT") +
          "' is below 1 MiB: every allocation would fail; using no limit");

@@ -24,7 +24,7 @@
 
 #include "common/units.h"
 
-// Rows for the shim and the pool (interpose engineer). Defaults of the pool's segment sizes
+// Rows for the shim and the pool. Defaults of the pool's segment sizes
 // are the pool's own starting points (pool/pool.h documents them).
 #define GMEM_SHIM_OPTIONS(X)                                                                       \
   X(enable, "GMEM_ENABLE", flag, "1", "", "0 = the shim passes every call straight to the driver") \
@@ -46,8 +46,12 @@
   X(host, "GMEM_HOST", flag, "1", "",                                                              \
     "1 = pool pinned host memory (cuMemHostAlloc, cuMemAllocHost)")                                \
   X(barriers, "GMEM_BARRIERS", flag, "1", "",                                                      \
-    "1 = a pool fence is a device-side barrier (events and stream waits) instead of a "            \
+    "1 = a pool fence is a device-side barrier (GMEM_CONTEXT_BARRIER) instead of a "               \
     "host-blocking cuCtxSynchronize; 0 = always synchronize (diagnosis only: slower)")             \
+  X(context_barrier, "GMEM_CONTEXT_BARRIER", flag, "1", "",                                        \
+    "1 = a device-side barrier is one context barrier (cuCtxRecordEvent + cuCtxWaitEvent, "        \
+    "drivers of CUDA 12.5 and later) while no graph capture is open; 0 = events on every "         \
+    "non-blocking stream instead (diagnosis only: slower)")                                        \
   X(vmm, "GMEM_VMM", flag, "0", "",                                                                \
     "1 = segments outside the arena (small requests; every request with GMEM_ARENA=0) are "        \
     "virtual-memory mappings, given back without waiting for the device; 0 = "                     \
@@ -71,9 +75,16 @@
   X(oom_report, "GMEM_OOM_REPORT", flag, "1", "",                                                  \
     "1 = when a pooled allocation fails with out of memory, print to stderr the request, device "  \
     "free and limit, the pool's state and the 5 call sites holding the most (the first failure, "  \
-    "then at most one report a minute); 0 = no report")
+    "then at most one report a minute); 0 = no report")                                            \
+  X(frameworks, "GMEM_FRAMEWORKS", text, "observe", "",                                            \
+    "observe = PyTorch, CuPy and JAX keep their own allocators (programs run as they do "          \
+    "natively, "                                                                                   \
+    "CUDA graphs included) and gmem's reports name their caches; pool = gmem run and pytest "      \
+    "--gmem set PYTORCH_NO_CUDA_MEMORY_CACHING=1, XLA_PYTHON_CLIENT_ALLOCATOR=platform and "       \
+    "XLA_PYTHON_CLIENT_PREALLOCATE=false where unset, so gmem's pool serves and traces each "      \
+    "tensor (PyTorch's CUDA graphs then fail, as natively); off = set and say nothing")
 
-// Rows for the trace recorder (profiler engineer): add them here.
+// Rows for the trace recorder.
 #define GMEM_TRACE_OPTIONS(X)                                                                      \
   X(trace_enable, "GMEM_TRACE", flag, "1", "", "0 = record no trace (the pool still works)")       \
   X(trace_live, "GMEM_TRACE_LIVE", count, "1048576", "",                                           \

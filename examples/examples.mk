@@ -1,4 +1,4 @@
-# Examples (api engineer) and `make demo`. The examples reach the driver through
+# Examples and `make demo`. The examples reach the driver through
 # dlopen("libcuda.so.1") and the gmem API through libgmem_client.so, so one binary runs on a
 # GPU, on the simulated device (tests/fake_cuda) and under `gmem run`.
 EXAMPLES_DIR := $(BUILD)/examples

@@ -1,4 +1,4 @@
-# Client API (api engineer): libgmem_client.so, its tests. The examples and `make demo` live in
+# Client API: libgmem_client.so, its tests. The examples and `make demo` live in
 # examples/examples.mk. include/gmem/ itself is header-only.
 CLIENT_SRCS := client/client.cpp client/driver.cpp
 CLIENT_OBJS := $(CLIENT_SRCS:%.cpp=$(BUILD)/%.o)

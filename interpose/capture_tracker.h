@@ -14,7 +14,8 @@
 // named in GMEM_VERBOSE's "captures" line.
 //
 // Invariant: open() >= number of sequences begun through a hook and not yet ended; it only
-// errs high (an end the shim did not see leaves it high: slower, never unsafe).
+// errs high (an end the shim did not see leaves it high: slower, and fences that cannot be
+// barriers are not made meanwhile, holding more memory; never unsafe).
 #pragma once
 
 #include <atomic>
@@ -58,12 +59,19 @@ public:
   // Never again trust none(). `why`: the lookup that handed out an unhooked begin (kept, the
   // first one, for GMEM_VERBOSE).
   void untracked(const char* name, int version) {
+    char why[sizeof why_];
+    if (version < 0)
+      std::snprintf(why, sizeof why, "dlsym(%s)", name);
+    else
+      std::snprintf(why, sizeof why, "cuGetProcAddress(%s, %d)", name, version);
+    untracked_because(why);
+  }
+  // The same, for a capture the count missed that showed otherwise (the driver refused a
+  // context barrier with a capture error).
+  void untracked_because(const char* why) {
     if (untracked_.exchange(true)) return;
     open_.fetch_add(1, std::memory_order_seq_cst);
-    if (version < 0)
-      std::snprintf(why_, sizeof why_, "dlsym(%s)", name);
-    else
-      std::snprintf(why_, sizeof why_, "cuGetProcAddress(%s, %d)", name, version);
+    std::snprintf(why_, sizeof why_, "%s", why);
     why_ready_.store(true, std::memory_order_release);
   }
   const char* untracked_by() const {

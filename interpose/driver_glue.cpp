@@ -14,9 +14,13 @@ CUstream to_stream(stream_handle s) {
 
 } // namespace
 
+// A context synchronization while a graph capture is open in the context fails and
+// invalidates the capture (seen on an H100, driver 580, with a thread-local capture open on
+// another thread): then no fence; the pool's pending blocks wait and it grows instead.
 bool driver_fences::synchronize() noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return false;
   ctx_scope scope(link_);
+  if (streams().capture_may_be_open(*link_.real, link_.ctx)) return false;
   return link_.real->cuCtxSynchronize() == CUDA_SUCCESS;
 }
 

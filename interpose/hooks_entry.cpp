@@ -1,4 +1,4 @@
-// The two routes by which programs fetch driver functions at run time (DESIGN.md,
+// The two routes by which programs fetch driver functions at run time (docs/design.md,
 // "Interception"): dlsym on libcuda, and cuGetProcAddress. Both call the real function first
 // and substitute by the returned address, so the variant the driver chose (_v2, _ptsz, ABI
 // version) decides which hook, and unknown functions pass through untouched.

@@ -1,4 +1,4 @@
-# interpose/: libgmem.so, the LD_PRELOAD shim (DESIGN.md "Interception"), its fake driver and
+# interpose/: libgmem.so, the LD_PRELOAD shim (docs/design.md "Interception"), its fake driver and
 # its tests. Never linked with -lcuda: the shim dlopen()s libcuda.so.1 itself.
 #   SHIM_LIB       $(BUILD)/lib/libgmem.so
 #   FAKE_CUDA_LIB  $(BUILD)/tests/fake_cuda/libcuda.so.1 (the driver subset on host memory)

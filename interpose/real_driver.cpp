@@ -74,6 +74,28 @@ void add_row(substitution_table& table, const real_driver& real, const char* exp
   }
 }
 
+template <typename F>
+void ask_driver(const real_driver& real, const char* name, int version, F& fn) {
+  void* p = nullptr;
+  CUdriverProcAddressQueryResult status{};
+  if (real.cuGetProcAddress_v2(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &status) ==
+          CUDA_SUCCESS &&
+      status == CU_GET_PROC_ADDRESS_SUCCESS) {
+    fn = reinterpret_cast<F>(p);
+  }
+}
+
+// Both or neither: a barrier needs the record and the wait.
+void resolve_context_barrier(real_driver& real) {
+  if (real.cuGetProcAddress_v2 == nullptr) return;
+  ask_driver(real, "cuCtxRecordEvent", 12050, real.cuCtxRecordEvent);
+  ask_driver(real, "cuCtxWaitEvent", 12050, real.cuCtxWaitEvent);
+  if (real.cuCtxRecordEvent == nullptr || real.cuCtxWaitEvent == nullptr) {
+    real.cuCtxRecordEvent = nullptr;
+    real.cuCtxWaitEvent = nullptr;
+  }
+}
+
 const real_driver* load_locked() {
   if (const real_driver* d = g_driver.load(std::memory_order_acquire)) return d;
   if (g_load_failed) return nullptr;
@@ -93,6 +115,7 @@ const real_driver* load_locked() {
   GMEM_HOOKS(GMEM_RESOLVE)
   GMEM_REAL_ONLY(GMEM_RESOLVE)
 #undef GMEM_RESOLVE
+  resolve_context_barrier(*real);
   auto* table = new substitution_table;
 #define GMEM_SUBSTITUTE(name, base, version, flav)                                                 \
   add_row(*table, *real, #name, base, version, flav, reinterpret_cast<void*>(&::name));

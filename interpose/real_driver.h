@@ -15,6 +15,11 @@ struct real_driver {
   GMEM_HOOKS(GMEM_REAL_MEMBER)
   GMEM_REAL_ONLY(GMEM_REAL_MEMBER)
 #undef GMEM_REAL_MEMBER
+  // The context barrier's two calls (CUDA 12.5): asked of the driver's own cuGetProcAddress at
+  // version 12050, so an older driver leaves them nullptr and fences fan out over the streams
+  // (interpose/stream_registry.h).
+  decltype(&::cuCtxRecordEvent) cuCtxRecordEvent = nullptr;
+  decltype(&::cuCtxWaitEvent) cuCtxWaitEvent = nullptr;
   void* handle = nullptr; // of libcuda.so.1
 };
 

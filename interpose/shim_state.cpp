@@ -97,8 +97,9 @@ void print_counters() {
                static_cast<unsigned long long>(u.resets),
                static_cast<unsigned long long>(trace::capture_fallbacks()));
   const stream_registry::barrier_counters b = streams().stats();
-  std::fprintf(stderr, "gmem: barriers made=%llu streams_checked=%llu busy=%llu ns=%llu\n", b.made,
-               b.streams, b.busy, b.ns);
+  std::fprintf(stderr,
+               "gmem: barriers made=%llu context=%llu streams_checked=%llu busy=%llu ns=%llu\n",
+               b.made, b.context, b.streams, b.busy, b.ns);
   // tracked=0: a capture begin the shim cannot see was handed out, so every stream-ordered
   // hook asks the driver whether its stream captures (interpose/capture_tracker.h).
   std::fprintf(stderr, "gmem: captures open=%llu tracked=%d%s%s\n",

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "interpose/capture_tracker.h"
 #include "interpose/context_pools.h"
+#include "interpose/shim_state.h"
 
 namespace gmem::shim {
 namespace {
@@ -84,10 +86,12 @@ bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
   std::lock_guard lock(mu_);
   const auto start = std::chrono::steady_clock::now();
   context_streams& c = record_locked(real, ctx);
-  const bool made = barrier_locked(real, c);
+  const bool whole = context_barrier_locked(real, c);
+  const bool made = whole || fan_out_locked(real, c);
   if (made) {
     ++stats_.made;
-    stats_.streams += c.streams.size();
+    if (whole) ++stats_.context;
+    if (!whole) stats_.streams += c.streams.size();
     stats_.ns +=
         static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                             std::chrono::steady_clock::now() - start)
@@ -96,7 +100,26 @@ bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
   return made;
 }
 
-bool stream_registry::barrier_locked(const real_driver& real, context_streams& c) noexcept {
+bool stream_registry::context_barrier_locked(const real_driver& real, context_streams& c) noexcept {
+  // The count is read under mu_, which every counted begin takes after counting itself: no
+  // capture can begin between this check and the record.
+  if (real.cuCtxRecordEvent == nullptr || !shim_options().context_barrier || !captures().none())
+    return false;
+  if (!make_event(real, c.whole)) return false;
+  const CUresult r = real.cuCtxRecordEvent(c.ctx, c.whole);
+  if (r == CUDA_SUCCESS) return real.cuCtxWaitEvent(c.ctx, c.whole) == CUDA_SUCCESS;
+  if (r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
+    // A capture the count did not see, which the driver has now invalidated: never again
+    // trust the count, and say so once (the program will see its capture fail).
+    captures().untracked_because("a capture seen by cuCtxRecordEvent");
+    std::fprintf(stderr, "gmem: warning: a graph capture that gmem did not see began through an "
+                         "unhooked route; a context barrier invalidated it; fences now check "
+                         "every stream for captures (report this with GMEM_VERBOSE=1 output)\n");
+  }
+  return false;
+}
+
+bool stream_registry::fan_out_locked(const real_driver& real, context_streams& c) noexcept {
   if (unusable(real, CU_STREAM_LEGACY)) return false;
   for (const stream_slot& slot : c.streams) {
     if (unusable(real, slot.stream)) return false;
@@ -142,6 +165,19 @@ bool stream_registry::barrier_locked(const real_driver& real, context_streams& c
     slot.waited_hub = c.hub_records;
   }
   return true;
+}
+
+bool stream_registry::capture_may_be_open(const real_driver& real, CUcontext ctx) noexcept {
+  if (captures().none()) return false;
+  if (captures().tracked()) return true;
+  std::lock_guard lock(mu_);
+  if (unusable(real, CU_STREAM_LEGACY)) return true;
+  for (const context_streams& c : contexts_) {
+    if (c.ctx != ctx) continue;
+    for (const stream_slot& slot : c.streams)
+      if (unusable(real, slot.stream)) return true;
+  }
+  return false;
 }
 
 void stream_registry::drop_context(CUcontext ctx) {

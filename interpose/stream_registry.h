@@ -1,14 +1,27 @@
-// The non-blocking streams of every context, and the device-side barrier built on them
-// (fences::barrier, DESIGN.md "Reuse safety"): all work issued after the barrier, on any stream
-// of the context that exists or will exist, runs after all work issued before it, on any
-// stream; the host does not wait.
+// The device-side barrier behind fences::barrier (docs/design.md, "Reuse safety"): all work
+// issued after the barrier, on any stream of the context that exists or will exist, runs after
+// all work issued before it, on any stream; the host does not wait.
 //
-// Why this covers every stream (the driver API's "Stream synchronization behavior"): an action
-// on the legacy default stream first waits for all blocking streams (created with flags 0, and
-// the per-thread default streams), and blocking streams then wait for it. Only
-// CU_STREAM_NON_BLOCKING streams escape that, so they are the ones registered here (hooks on
-// cuStreamCreate / cuStreamCreateWithPriority / cuStreamDestroy_v2). A barrier, in the pool's
-// context:
+// Two ways to make it, in the pool's context:
+//
+// The context barrier (drivers of CUDA 12.5 and later): cuCtxRecordEvent(ctx, e) captures all
+// work of the context issued so far, cuCtxWaitEvent(ctx, e) makes all work submitted to the
+// context afterwards wait for it, streams created later included. Two driver calls (~0.7 us on
+// an H100), whatever the number of streams. The record fails with
+// CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED while any stream of the context captures a graph AND
+// invalidates that capture, so it is made only while the shim knows that no capture is open in
+// the process (interpose/capture_tracker.h: every begin route is counted; an unhooked begin
+// handed out turns the count off for good). Should the driver still refuse it with a capture
+// error (a capture the count missed, now lost to the program), the count is turned off for
+// good with that reason (GMEM_VERBOSE "captures" line) and a warning is printed once.
+//
+// The fan-out, used when the driver has no context barrier, while a capture may be open, or
+// when the context barrier failed. Why it covers every stream (the driver API's "Stream
+// synchronization behavior"): an action on the legacy default stream first waits for all
+// blocking streams (created with flags 0, and the per-thread default streams), and blocking
+// streams then wait for it. Only CU_STREAM_NON_BLOCKING streams escape that, so they are the
+// ones registered here (hooks on cuStreamCreate / cuStreamCreateWithPriority /
+// cuStreamDestroy_v2). A fan-out barrier:
 //   1. refuse (false: the pool synchronizes instead) when the legacy stream or a registered
 //      stream is capturing a graph: an event recorded there would become a node of the user's
 //      graph, and touching the legacy stream during a global capture invalidates it;
@@ -23,8 +36,9 @@
 // With no non-blocking stream this is one cuEventRecord (and no query: a stream registered
 // later queries the hub itself).
 //
-// Capture begins (cuStreamBeginCapture*, hooked) under the same mutex as barriers, so the
-// capture check of step 1 holds until the barrier's last record.
+// Capture begins (cuStreamBeginCapture*, hooked) are counted and then run under the same mutex
+// as barriers, so a barrier's capture check (the count, or the fan-out's per-stream queries)
+// holds until its last driver call.
 //
 // Invariant: every registered stream is live (registration and unregistration happen under
 // mu_, together with the driver's own create / destroy), so a barrier never touches a destroyed
@@ -73,13 +87,18 @@ public:
   // The barrier above for `ctx`, which must be current. false: not made (capture, a driver
   // error); the caller synchronizes instead.
   bool barrier(const real_driver& real, CUcontext ctx) noexcept;
+  // May a stream of `ctx` (current) be capturing a graph? While the capture count is trusted:
+  // whether any counted capture is open in the process. Once it is not (an unhooked begin was
+  // handed out): whether the driver says the legacy stream or a registered stream captures.
+  bool capture_may_be_open(const real_driver& real, CUcontext ctx) noexcept;
   // The context is being destroyed / the device's primary context reset or released.
   void drop_context(CUcontext ctx);
   void drop_primary(int device);
-  // Totals over every barrier made (GMEM_VERBOSE): registered streams looked at, those with
-  // unfinished work, and host time inside barrier() with the registry locked.
+  // Totals over every barrier made (GMEM_VERBOSE): how many, how many of them were context
+  // barriers, registered streams looked at and those with unfinished work (fan-outs), and
+  // host time inside barrier() with the registry locked.
   struct barrier_counters {
-    unsigned long long made = 0, streams = 0, busy = 0, ns = 0;
+    unsigned long long made = 0, context = 0, streams = 0, busy = 0, ns = 0;
   };
   barrier_counters stats();
 
@@ -94,14 +113,16 @@ private:
     int device = -1;
     bool primary = false;
     std::vector<stream_slot> streams;
-    CUevent hub = nullptr;         // recorded on the legacy stream by the last barrier
+    CUevent whole = nullptr;       // the context barrier's event, re-recorded by each one
+    CUevent hub = nullptr;         // recorded on the legacy stream by the last fan-out
     bool hub_pending = false;      // the last barrier's hub may not have completed yet
     std::uint64_t hub_records = 0; // records of the hub so far: the current one's number
   };
   context_streams& record_locked(const real_driver& real, CUcontext ctx); // ctx current
   void registered_locked(const real_driver& real, CUcontext ctx, CUstream s);
   void forget_locked(const real_driver& real, CUstream s);
-  bool barrier_locked(const real_driver& real, context_streams& c) noexcept;
+  bool context_barrier_locked(const real_driver& real, context_streams& c) noexcept;
+  bool fan_out_locked(const real_driver& real, context_streams& c) noexcept;
 
   std::mutex mu_;
   std::vector<context_streams> contexts_; // guarded by mu_

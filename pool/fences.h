@@ -1,5 +1,5 @@
 // How the pool learns that device work issued before a free can no longer touch a block
-// (DESIGN.md, "Reuse safety"). The interposer implements it over the real driver
+// (docs/design.md, "Reuse safety"). The interposer implements it over the real driver
 // (cuCtxSynchronize, cuEventRecord/Query, cuStreamWaitEvent, cuEventDestroy); tests use a
 // fake whose completion the test controls.
 #pragma once

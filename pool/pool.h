@@ -52,8 +52,9 @@
 // allocations on that stream (pool/thread_cache.h; pool_options::thread_caches).
 // Two threads may both grow at once; the second segment stays cached. Pool fences run one at
 // a time, and threads that ask for one while another runs share the next.
-// Reuse safety (DESIGN.md): a block is never handed out while device work issued before its
-// free may still touch it; reuse_safety = false turns this off (hazard tests only).
+// Reuse safety (docs/design.md, "Reuse safety"): a block is never handed out while device work
+// issued before its free may still touch it; reuse_safety = false turns this off (hazard tests
+// only).
 #pragma once
 
 #include "pool/fences.h"

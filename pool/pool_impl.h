@@ -211,12 +211,10 @@ private:
   // Arena only: the pending blocks could serve fence_batch requests of `size`, so a fence
   // comes before taking any free block (b) or growing. Pending blocks merge with their free
   // neighbours only when a fence makes them free; taken from the free space beside them
-  // instead, large requests carve it up and the arena, which keeps its pages, grows for good
-  // (2026-11-26: the fast-step convnet's recorded trace peaked at 1.45x peak live with the rule
-  // "a single pending block fits better than b", 1.21x when fencing as soon as the pending
-  // blocks could serve one request, as when every free is reusable at once; GPT trace 1.05x
-  // both). Waiting until they could serve four lets each fence free a bigger batch: 1.195x on
-  // the convnet trace with 30% fewer fences, GPT 1.05x with 29% fewer.
+  // instead, large requests carve it up and the arena, which keeps its pages, grows for good.
+  // Waiting until they could serve four requests, not one, lets each fence free a bigger
+  // batch: replayed, the fast-step convnet's trace peaks at 1.195x peak live with 30% fewer
+  // fences than with one, the GPT traces at 1.05x with 29% fewer (docs/pool.md).
   // (A multiply, not a divide: this runs on every large arena allocation's fast path; a batch
   // whose bytes overflow cannot be pending.)
   bool fence_first_locked(std::size_t size, unsigned cls) const {

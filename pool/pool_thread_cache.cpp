@@ -196,8 +196,8 @@ pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address
       c.push_free_locked(thread_cache::cached{h.address, h.size, h.pool_requested, s});
       thread_cache::bump(c.frees, 1);
       // Over a bound: the oldest blocks go back to the pool, as many as take the cache under
-      // its bounds (usually one). Returning half at once made the free that did it the
-      // stream-ordered path's p99 (bench/results/2026-11-26-session29.md, section 6b).
+      // its bounds (usually one). Returning half at once would make the free that did it the
+      // stream-ordered path's p99 (docs/pool.md, "Threads").
       while (c.free_count_locked() > thread_cache::k_max_free ||
              c.free_bytes_locked() > thread_cache::k_max_free_bytes) {
         const thread_cache::cached f = c.take_free_locked(0);

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/framework_env.h"
 #include "profiler/python_frames.h"
 #include "profiler/stack_capture.h"
 #include "profiler/trace_clock.h"
@@ -146,7 +147,8 @@ process_identity process_identity::current() {
     while (std::getline(cmd, arg, '\0'))
       who.argv.push_back(arg);
     for (char** e = environ; e && *e; ++e)
-      if (std::strncmp(*e, "GMEM_", 5) == 0) who.options += std::string(*e) + "\n";
+      if (std::strncmp(*e, "GMEM_", 5) == 0 || gmem::is_recorded_framework_variable(*e))
+        who.options += std::string(*e) + "\n";
   } catch (...) { // identity stays partial; the trace is still usable
   }
   return who;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes DEST (default .device/build, git-ignored): the part of a build that a GPU machine with
 # no compilers' libraries or package registry needs to run `make test-gpu GMEM_PREBUILT=1`,
-# the examples and scripts/gpu-session.sh — the shim, the tool and the libraries they load
+# the examples and scripts/gpu-run.sh — the shim, the tool and the libraries they load
 # beside themselves (stripped), the examples, the API probe, and the nvcc-built GPU test
 # programs (compiled here with -arch=sm_90). Run after `make`.
 set -euo pipefail
@@ -38,6 +38,9 @@ nv tests/gpu/ipc_pair.cu -o "$DEST/tests/gpu/ipc_pair" &
 wait
 nv tests/gpu/private_context.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/tests/gpu/private_context" &
 nv tests/gpu/strict_barrier.cu -o "$DEST/tests/gpu/strict_barrier" &
+wait
+nv tests/gpu/capture_fence.cu -o "$DEST/tests/gpu/capture_fence" &
+nv -I. bench/probes/barrier_cost.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/bench/barrier_cost" &
 wait
 nv tests/gpu/thirdparty_mix.cu -o "$DEST/tests/gpu/thirdparty_mix" &
 nv tests/gpu/thirdparty_mix.cu -cudart shared -o "$DEST/tests/gpu/thirdparty_mix_shared" &

@@ -75,6 +75,10 @@ std::size_t site_resolver::site_of(const gmem::trace::trace& t, std::uint32_t st
   // exporter, growth, diff and oom name the sites `gmem leaks` names.
   shown_stack shown = show_stack(t, stack_id, symbols_, frame_view::python_first);
   std::string key = stack_key(shown);
+  // A framework cache's segments are a site apart from the program's tensors of the same line.
+  const framework_cache* held_by =
+      framework_cache_of(all_frames(t, stack_id, symbols_), t.info.options);
+  if (held_by != nullptr) key.insert(0, std::string("C") + held_by->cache + '\x1f');
   std::vector<frame_info> frames = std::move(shown.frames);
   auto k = by_key_.find(key);
   if (k == by_key_.end()) {
@@ -83,6 +87,7 @@ std::size_t site_resolver::site_of(const gmem::trace::trace& t, std::uint32_t st
     s.label = site_label(frames, &s.caller);
     s.key = key;
     s.frames = std::move(frames);
+    s.held_by = held_by;
     sites_.push_back(std::move(s));
     k = by_key_.emplace(std::move(key), sites_.size() - 1).first;
   }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "profiler/trace_model.h"
+#include "tools/frameworks.h"
 #include "tools/symbolizer.h"
 
 namespace gmem::tools {
@@ -21,6 +22,7 @@ struct call_site {
   std::string label;              // first meaningful frame, escaped, at most k_site_label_max
   std::string caller;             // the frame after it, likewise ("" when there is none)
   std::vector<frame_info> frames; // innermost first, the shim's frames removed
+  const framework_cache* held_by = nullptr; // a framework's cache (frameworks.h), if it is one
 };
 
 inline constexpr std::size_t k_site_label_max = 120;

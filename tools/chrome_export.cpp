@@ -27,12 +27,13 @@ std::string pool_name(int device) {
 // (mixed view) come first, like PyTorch's own snapshots.
 class stack_frames {
 public:
-  stack_frames(const gmem::trace::trace& t, symbolizer& s) : t_(t), symbols_(s) {}
+  stack_frames(const gmem::trace::trace& t, symbolizer& s, frame_view view)
+      : t_(t), symbols_(s), view_(view) {}
   // The node id of a stack's innermost frame, "" when it has none.
   std::string leaf(std::uint32_t stack_id) {
     if (stack_id == 0) return {};
     if (auto it = leaf_.find(stack_id); it != leaf_.end()) return it->second;
-    const auto frames = show_stack(t_, stack_id, symbols_, frame_view::mixed).frames;
+    const auto frames = show_stack(t_, stack_id, symbols_, view_).frames;
     std::string parent;
     for (auto f = frames.rbegin(); f != frames.rend(); ++f) { // outermost first
       const std::string name = f->file.empty() ? f->name() : f->name() + " (" + f->location() + ")";
@@ -52,6 +53,7 @@ public:
 private:
   const gmem::trace::trace& t_;
   symbolizer& symbols_;
+  frame_view view_;
   std::map<std::uint32_t, std::string> leaf_;
   std::map<std::string, std::string> nodes_;
   json table_ = json::object();
@@ -59,7 +61,8 @@ private:
 
 } // namespace
 
-json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols) {
+json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols, bool all_frames) {
+  const frame_view view = all_frames ? frame_view::all : frame_view::mixed;
   const int pid = static_cast<int>(t.info.pid);
   json ev = json::array();
   ev.push_back(json{{"ph", "M"},
@@ -89,7 +92,7 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols) {
                        {{"pending", s.stats.pending_bytes},
                         {"free", s.stats.free_bytes},
                         {"largest_free_block", s.stats.largest_free_block}}}});
-  stack_frames sf(t, symbols);
+  stack_frames sf(t, symbols, view);
   for (const auto& e : t.events) {
     using gmem::trace::event_type;
     const int tid = static_cast<int>(e.thread);
@@ -120,7 +123,7 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols) {
       json args{{"requested", e.size}, {"device", e.device}};
       if (e.stack_id != 0) {
         json frames = json::array();
-        for (const auto& f : show_stack(t, e.stack_id, symbols, frame_view::mixed).frames)
+        for (const auto& f : show_stack(t, e.stack_id, symbols, view).frames)
           frames.push_back(f.file.empty() ? f.name() : f.name() + " (" + f.location() + ")");
         args["stack"] = frames;
       }

@@ -12,6 +12,9 @@ namespace gmem::tools {
 
 class symbolizer;
 
-nlohmann::json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols);
+// Stacks as the mixed view shows them (stack_view.h: internals and frameworks' Python code
+// folded); `all_frames`: every frame (--all-frames).
+nlohmann::json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols,
+                            bool all_frames = false);
 
 } // namespace gmem::tools

@@ -106,7 +106,7 @@ command_fn add_leaks(CLI::App& app) {
     std::string target, min_age, max_age, min_bytes, since_marker, growth;
     std::size_t top = 0, frames = 8;
     bool json = false, full_paths = false, native = false, all_frames = false,
-         no_default_suppressions = false, at_peak = false;
+         no_default_suppressions = false, no_framework_caches = false, at_peak = false;
     std::vector<std::string> suppressions;
   };
   auto a = std::make_shared<args>();
@@ -128,8 +128,12 @@ command_fn add_leaks(CLI::App& app) {
                   "file of leak:PATTERN lines (docs/tools.md); sites matching are listed apart "
                   "and not counted by the exit status (repeatable)");
   sub->add_flag("--no-default-suppressions", a->no_default_suppressions,
-                "do not apply the built-in list (cuBLAS, cuBLASLt, cuDNN, cuFFT, NCCL handles "
-                "and workspaces)");
+                "do not apply the built-in list (cuBLAS, cuBLASLt, cuDNN, cuFFT, cuSOLVER, "
+                "cuSPARSE, NCCL handles and workspaces, PyTorch's pinned host cache, "
+                "frameworks' CUDA graph memory)");
+  sub->add_flag("--no-framework-caches", a->no_framework_caches,
+                "count what frameworks' caching allocators hold (PyTorch, CuPy, XLA) as leaks "
+                "instead of listing it apart");
   sub->add_option("--min-age", a->min_age, "only allocations at least this old (30s, 5m, 250ms)");
   sub->add_option("--max-age", a->max_age,
                   "only allocations at most this old (made in the last 30s, 5m, 250ms)");
@@ -178,6 +182,7 @@ command_fn add_leaks(CLI::App& app) {
       supp.append(*more);
     }
     f.suppressions = &supp;
+    f.framework_caches = !a->no_framework_caches;
     int status = 0;
     auto t = load(a->target, status,
                   {.events = a->at_peak || !a->since_marker.empty(), .samples = false});
@@ -288,12 +293,15 @@ command_fn add_export(CLI::App& app) {
                 "viewer, pytorch.org/memory_viz).");
   struct args {
     std::string target, format = "chrome", out = "-";
-    bool force = false;
+    bool force = false, all_frames = false;
   };
   auto a = std::make_shared<args>();
   sub->add_option("target", a->target, k_target_help)->required();
   sub->add_option("-f,--format", a->format, "chrome or pytorch")
       ->check(CLI::IsMember({"chrome", "pytorch"}));
+  sub->add_flag("--all-frames", a->all_frames,
+                "every frame: Python (frameworks' own code included), then native with runtime "
+                "and interpreter internals");
   sub->add_option("-o,--output", a->out, "file to write (default: stdout)");
   sub->add_flag("--force", a->force, "replace the file if it exists");
   return [a]() -> int {
@@ -303,10 +311,10 @@ command_fn add_export(CLI::App& app) {
     symbolizer symbols(module_ranges(*t));
     const std::string data =
         a->format == "chrome"
-            ? chrome_trace(*t, symbols)
+            ? chrome_trace(*t, symbols, a->all_frames)
                       .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
                   "\n"
-            : encode_pickle(pytorch_snapshot(*t, symbols));
+            : encode_pickle(pytorch_snapshot(*t, symbols, a->all_frames));
     if (!write_output(a->out, data, a->force)) return k_exit_io;
     if (a->out != "-")
       std::fprintf(stderr, "gmem: wrote %s (%s)\n", a->out.c_str(), a->format.c_str());

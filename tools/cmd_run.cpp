@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -98,6 +100,12 @@ command_fn add_run(CLI::App& app) {
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e)
       env.emplace_back(*e);
+    // GMEM_FRAMEWORKS from the environment is checked by the shim, which warns and observes.
+    const gmem::framework_env_plan frameworks = framework_plan(env, a->settings);
+    for (const auto& setting : frameworks.set)
+      a->settings.push_back(setting);
+    if (!frameworks.message.empty() && !a->quiet)
+      std::fprintf(stderr, "%s\n", frameworks.message.c_str());
     env = child_environment(env, a->settings, lib);
     std::vector<char*> envp, argv;
     for (auto& e : env)

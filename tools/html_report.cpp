@@ -215,11 +215,20 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
       h += "<p class=\"note\">" + std::to_string(lr.sites.size() - 50) +
            " more sites: see gmem leaks.</p>\n";
   }
+  for (const framework_cache* c : lr.caches) {
+    std::uint64_t bytes = 0, count = 0;
+    for (const auto& s : lr.cached)
+      if (s.cache == c) bytes += s.bytes, count += s.count;
+    h += "<p class=\"note\">" + html_escape(c->cache) + " holds " + format_bytes(bytes) + " in " +
+         std::to_string(count) + " allocations, not counted above: " + html_escape(c->holds) +
+         "; " + html_escape(c->advice) + " (see gmem leaks).</p>\n";
+  }
   if (!lr.suppressed.empty())
     h += "<p class=\"note\">Suppressed (library-lifetime allocations, not leaks): " +
          format_bytes(lr.suppressed_bytes) + " in " + std::to_string(lr.suppressed_count) +
          " allocations from " + std::to_string(lr.suppressed.size()) +
-         " call sites (CUDA library handles and workspaces; see gmem leaks).</p>\n";
+         " call sites (CUDA library handles and workspaces, pinned host caches; see gmem "
+         "leaks).</p>\n";
 
   h += "<h2>Flame graphs</h2>\n<p class=\"legend\"><span><i class=\"sw\" "
        "style=\"background:#78b0e0\"></i>Python frame</span><span><i class=\"sw\" "

@@ -50,20 +50,30 @@ json site_json(const leak_site& s) {
          {"kinds", s.kinds},
          {"python_frames", s.python_frames},
          {"folded_frames", s.folded},
+         {"python_folded_frames", s.python_folded},
          {"frames", frames}};
   if (s.note != gmem::trace::python_note::none) j["python_note"] = describe(s.note);
   if (!s.suppressed_by.empty()) j["suppressed_by"] = s.suppressed_by;
+  if (s.cache != nullptr) j["held_by"] = s.cache->cache;
   return j;
 }
 
 } // namespace
 
 json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
-  json sites = json::array(), suppressed = json::array();
+  json sites = json::array(), suppressed = json::array(), cached = json::array(),
+       caches = json::array();
   for (const auto& s : r.sites)
     sites.push_back(site_json(s));
   for (const auto& s : r.suppressed)
     suppressed.push_back(site_json(s));
+  for (const auto& s : r.cached)
+    cached.push_back(site_json(s));
+  for (const framework_cache* c : r.caches)
+    caches.push_back(json{{"framework", c->framework},
+                          {"cache", c->cache},
+                          {"holds", c->holds},
+                          {"advice", c->advice}});
   return json{{"trace", source_json(t)},
               {"process_running", r.process_alive},
               {"incomplete", r.incomplete},
@@ -75,7 +85,11 @@ json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
               {"sites", sites},
               {"suppressed_bytes", r.suppressed_bytes},
               {"suppressed_count", r.suppressed_count},
-              {"suppressed", suppressed}};
+              {"suppressed", suppressed},
+              {"cached_bytes", r.cached_bytes},
+              {"cached_count", r.cached_count},
+              {"framework_caches", caches},
+              {"cached", cached}};
 }
 
 json frag_json(const gmem::trace::trace& t, const frag_report& r) {

@@ -66,6 +66,41 @@ std::string print_frames(const leak_site& s, const print_options& o) {
   if (s.folded > 0)
     out += "    (" + plural(s.folded, "native frame", "native frames") +
            " of runtime and interpreter internals folded: --native, --all-frames)\n";
+  if (s.python_folded > 0)
+    out += "    (" + plural(s.python_folded, "Python frame", "Python frames") +
+           " of frameworks' own code folded: --all-frames)\n";
+  return out;
+}
+
+std::string print_cached(const leak_report& r) {
+  std::string out;
+  for (const framework_cache* c : r.caches) {
+    std::uint64_t bytes = 0, count = 0, n_sites = 0;
+    for (const auto& s : r.cached)
+      if (s.cache == c) bytes += s.bytes, count += s.count, ++n_sites;
+    out += std::string(c->cache) + ": " + format_bytes(bytes) + " in " +
+           plural(count, "allocation", "allocations") + " from " +
+           plural(n_sites, "call site", "call sites") + " are " + c->holds + "; " + c->advice +
+           ":\n";
+    for (const auto& s : r.cached)
+      if (s.cache == c)
+        out += "    " + format_bytes(s.bytes) + " in " +
+               plural(s.count, "allocation", "allocations") + ": " + escape_text(site_summary(s)) +
+               "\n";
+    out += "\n";
+  }
+  return out;
+}
+
+std::string cached_summary(const leak_report& r) {
+  std::string out;
+  for (const framework_cache* c : r.caches) {
+    std::uint64_t bytes = 0, count = 0;
+    for (const auto& s : r.cached)
+      if (s.cache == c) bytes += s.bytes, count += s.count;
+    out += "; " + format_bytes(bytes) + " in " + plural(count, "allocation", "allocations") +
+           " held by " + c->cache;
+  }
   return out;
 }
 
@@ -94,10 +129,14 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
     out += r.all_count == 0 ? "No outstanding allocations.\n"
            : r.all_count == r.suppressed_count
                ? "No leaks: every outstanding allocation is suppressed.\n"
+           : r.all_count == r.suppressed_count + r.cached_count
+               ? "No leaks seen: every outstanding allocation is held by a framework's cache "
+                 "or suppressed.\n"
                : "No call site passes the filters (" +
                      plural(r.all_count, "allocation", "allocations") + ", " +
                      format_bytes(r.all_bytes) + " outstanding in all).\n";
-    if (!r.suppressed.empty()) out += "\n" + print_suppressed(r);
+    if (!r.cached.empty()) out += "\n" + print_cached(r);
+    if (!r.suppressed.empty()) out += (r.cached.empty() ? "\n" : "") + print_suppressed(r);
     return out;
   }
   out += "\n";
@@ -121,6 +160,7 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
     out += print_frames(s, o);
     out += "\n";
   }
+  out += print_cached(r);
   out += print_suppressed(r);
   out += "SUMMARY: " + format_bytes(r.total_bytes) + " in " +
          plural(r.total_count, "allocation", "allocations") + " from " +
@@ -132,6 +172,7 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
   if (r.suppressed_count > 0)
     out += "; " + format_bytes(r.suppressed_bytes) + " in " +
            plural(r.suppressed_count, "allocation", "allocations") + " suppressed";
+  out += cached_summary(r);
   out += ".\n";
   return out;
 }

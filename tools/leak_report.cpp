@@ -59,6 +59,7 @@ std::string site_summary(const leak_site& site, std::size_t depth) {
   if (!site.frames.empty()) return site_summary(site.frames, depth);
   if (site.note != gmem::trace::python_note::none) return "(" + describe(site.note) + ")";
   if (site.folded > 0) return "(runtime and interpreter internals only: --all-frames)";
+  if (site.python_folded > 0) return "(frameworks' Python code only: --all-frames)";
   return site_summary(site.frames, depth);
 }
 
@@ -70,7 +71,6 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
   const std::uint64_t now = trace_now_ns(trace);
   std::map<std::uint32_t, std::string> key_of_stack; // stack id -> site key (cached)
   std::map<std::string, leak_site> by_key;
-  std::map<std::string, std::string> suppressed_by; // site key -> suppression
   for (const auto& a : trace.live) {
     r.all_bytes += a.requested;
     ++r.all_count;
@@ -82,16 +82,24 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
     if (k == key_of_stack.end()) {
       shown_stack shown = show_stack(trace, a.stack_id, symbols, filter.view);
       std::string key = stack_key(shown);
-      const suppression* why =
-          filter.suppressions ? filter.suppressions->match(all_frames(trace, a.stack_id, symbols))
-                              : nullptr;
-      if (why) key.insert(0, "S"); // one Python line may hold both a leak and a workspace
+      const suppression* why = nullptr;
+      const framework_cache* cache = nullptr;
+      if (filter.suppressions != nullptr || filter.framework_caches) {
+        const auto every = all_frames(trace, a.stack_id, symbols);
+        if (filter.suppressions) why = filter.suppressions->match(every);
+        if (!why && filter.framework_caches) cache = framework_cache_of(every, trace.info.options);
+      }
+      // One Python line may hold a leak, a workspace and a cache's segment: three sites.
+      if (why) key.insert(0, "S" + why->pattern + '\x1f');
+      if (cache) key.insert(0, std::string("C") + cache->cache + '\x1f');
       k = key_of_stack.emplace(a.stack_id, key).first;
       if (auto [it, fresh] = by_key.try_emplace(key); fresh) {
         it->second.frames = std::move(shown.frames);
         it->second.python_frames = shown.python_frames;
         it->second.folded = shown.folded;
+        it->second.python_folded = shown.python_folded;
         it->second.note = shown.note;
+        it->second.cache = cache;
         if (why) it->second.suppressed_by = "leak:" + why->pattern + " (" + why->origin + ")";
       }
     }
@@ -113,6 +121,12 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
       r.suppressed.push_back(std::move(s));
       continue;
     }
+    if (s.cache != nullptr) {
+      r.cached_bytes += s.bytes;
+      r.cached_count += s.count;
+      r.cached.push_back(std::move(s));
+      continue;
+    }
     if (s.bytes < filter.min_bytes) {
       ++r.hidden_sites;
       continue;
@@ -121,6 +135,9 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
   }
   sort_sites(r.sites);
   sort_sites(r.suppressed);
+  sort_sites(r.cached);
+  for (const auto& s : r.cached)
+    add_unique(r.caches, s.cache);
   if (filter.top != 0 && r.sites.size() > filter.top) {
     r.hidden_sites += r.sites.size() - filter.top;
     r.sites.resize(filter.top);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "profiler/trace_model.h"
+#include "tools/frameworks.h"
 #include "tools/stack_view.h"
 #include "tools/suppressions.h"
 #include "tools/symbolizer.h"
@@ -21,6 +22,7 @@ struct leak_filter {
   std::size_t top = 0;                            // at most this many sites (0 = all)
   frame_view view = frame_view::python_first;     // what a site shows and is grouped by
   const suppression_list* suppressions = nullptr; // sites matching are listed apart
+  bool framework_caches = true; // sites of a framework's cache (frameworks.h) are listed apart
 };
 
 // One call site. Invariant: bytes = sum of the requested sizes of its `count` allocations;
@@ -29,10 +31,12 @@ struct leak_site {
   std::vector<frame_info> frames; // innermost first: Python frames, then native (stack_view.h)
   std::size_t python_frames = 0;  // how many of `frames` are Python frames
   std::size_t folded = 0;         // native frames folded away (of the first stack seen)
+  std::size_t python_folded = 0;  // frameworks' Python frames folded away (likewise)
   gmem::trace::python_note note = gmem::trace::python_note::none;
-  std::string suppressed_by;       // "leak:PATTERN (ORIGIN)" when suppressed
-  std::uint64_t bytes = 0;         // requested
-  std::uint64_t rounded_bytes = 0; // as served by the pool
+  std::string suppressed_by;              // "leak:PATTERN (ORIGIN)" when suppressed
+  const framework_cache* cache = nullptr; // the framework cache that holds it, if any
+  std::uint64_t bytes = 0;                // requested
+  std::uint64_t rounded_bytes = 0;        // as served by the pool
   std::uint64_t count = 0;
   std::uint64_t oldest_age_ns = 0;
   std::uint64_t youngest_age_ns = 0;
@@ -52,6 +56,13 @@ struct leak_report {
   std::vector<leak_site> suppressed;
   std::uint64_t suppressed_bytes = 0;
   std::uint64_t suppressed_count = 0;
+  // Sites of frameworks' caches (frameworks.h): what the cache holds, not the program's
+  // tensors; sorted like `sites`, not filtered, not in the totals, not counted by the exit
+  // status. `caches` lists each cache seen once, in the order of its largest site.
+  std::vector<leak_site> cached;
+  std::uint64_t cached_bytes = 0;
+  std::uint64_t cached_count = 0;
+  std::vector<const framework_cache*> caches;
   bool process_alive = false; // a live process's "leaks" may still be freed
   bool incomplete = false;    // the live table overflowed: some allocations are missing
   // Sites sorted by bytes, each site's invariant, totals equal to the sums over sites.

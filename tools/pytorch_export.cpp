@@ -24,14 +24,15 @@ bool exported(gmem::trace::event_type type) {
 
 class frame_cache {
 public:
-  frame_cache(const gmem::trace::trace& t, symbolizer& s) : t_(t), symbols_(s) {}
+  frame_cache(const gmem::trace::trace& t, symbolizer& s, frame_view view)
+      : t_(t), symbols_(s), view_(view) {}
   py_value get(std::uint32_t stack_id) {
     auto it = cache_.find(stack_id);
     if (it != cache_.end()) return it->second;
     py_list frames;
     // Like PyTorch's own snapshots: Python frames (filename = the .py file) first, innermost
     // first, then the native frames.
-    for (const auto& f : show_stack(t_, stack_id, symbols_, frame_view::mixed).frames)
+    for (const auto& f : show_stack(t_, stack_id, symbols_, view_).frames)
       frames.push_back(py_dict{
           {"filename", f.file.empty() ? f.module : f.file}, {"line", f.line}, {"name", f.name()}});
     return cache_.emplace(stack_id, py_value(std::move(frames))).first->second;
@@ -40,13 +41,14 @@ public:
 private:
   const gmem::trace::trace& t_;
   symbolizer& symbols_;
+  frame_view view_;
   std::map<std::uint32_t, py_value> cache_;
 };
 
 } // namespace
 
-py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols) {
-  frame_cache frames(t, symbols);
+py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool all_frames) {
+  frame_cache frames(t, symbols, all_frames ? frame_view::all : frame_view::mixed);
   py_list segments;
   // device_traces is a list indexed by device, as PyTorch's snapshots are: its length comes
   // from the device ids the exported records carry, which a trace's writer chooses. Ids past

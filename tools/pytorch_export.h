@@ -18,6 +18,9 @@ namespace gmem::tools {
 
 class symbolizer;
 
-py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols);
+// Stacks as the mixed view shows them (stack_view.h: internals and frameworks' Python code
+// folded); `all_frames`: every frame (--all-frames).
+py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols,
+                          bool all_frames = false);
 
 } // namespace gmem::tools

@@ -53,6 +53,24 @@ std::string check_option_value(const char* env_name, const std::string& value) {
   return warning;
 }
 
+gmem::framework_env_plan
+framework_plan(const std::vector<std::string>& env,
+               const std::vector<std::pair<std::string, std::string>>& settings) {
+  auto from_env = [&](const std::string& name) -> const char* {
+    for (const auto& e : env)
+      if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=')
+        return e.c_str() + name.size() + 1;
+    return nullptr;
+  };
+  std::string mode_text = "observe";
+  if (const char* v = from_env("GMEM_FRAMEWORKS")) mode_text = v;
+  for (const auto& [name, value] : settings)
+    if (name == "GMEM_FRAMEWORKS") mode_text = value;
+  gmem::frameworks_mode mode = gmem::frameworks_mode::observe;
+  (void)gmem::parse_frameworks_mode(mode_text, mode); // checked with the other settings
+  return gmem::plan_framework_env(mode, [&](const char* name) { return from_env(name); });
+}
+
 std::vector<std::string>
 child_environment(const std::vector<std::string>& env,
                   const std::vector<std::pair<std::string, std::string>>& settings,

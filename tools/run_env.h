@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/framework_env.h"
+
 namespace gmem::tools {
 
 // libgmem.so for this gmem: $GMEM_LIB if set, else <dir of the gmem binary>/../lib/libgmem.so.
@@ -23,6 +25,14 @@ std::string flag_name_of(const char* field);
 
 // Checks `value` with the shim's own parser; returns the warning the shim would print, or "".
 std::string check_option_value(const char* env_name, const std::string& value);
+
+// What GMEM_FRAMEWORKS (common/framework_env.h) does to a run's environment: its mode is the
+// last GMEM_FRAMEWORKS of `settings` (flags, --env), else the one in `env`, else observe; in
+// pool mode each framework variable `env` lacks is set and each it has is kept (an explicit
+// value always wins). Append plan.set to the settings and print plan.message.
+gmem::framework_env_plan
+framework_plan(const std::vector<std::string>& env,
+               const std::vector<std::pair<std::string, std::string>>& settings);
 
 // `env` with LD_PRELOAD=<lib>[:previous] and each setting applied (replacing earlier values).
 std::vector<std::string>

@@ -67,19 +67,30 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
          std::to_string(fences) + " fences, " + std::to_string(ooms) + " out-of-memory errors\n";
   if (t->live.empty())
     out += "gmem: no leaks: every allocation was freed\n";
-  else if (leaks.sites.empty())
+  else if (leaks.sites.empty() && leaks.cached.empty())
     out += "gmem: no leaks: every allocation was freed or is suppressed\n";
+  else if (leaks.sites.empty())
+    out += "gmem: no leaks seen outside the frameworks' caches below\n";
   else
     out += "gmem: LEAKS: " + format_bytes(leaks.total_bytes) + " in " +
            std::to_string(leaks.total_count) + " allocations from " +
            std::to_string(leaks.sites.size()) + " call sites were never freed: gmem leaks " + p +
            "\n";
+  // A framework's cache keeps what its tensors were freed into: say what it is and how to see
+  // the tensors instead of calling it a leak.
+  for (const framework_cache* c : leaks.caches) {
+    std::uint64_t bytes = 0, count = 0;
+    for (const auto& s : leaks.cached)
+      if (s.cache == c) bytes += s.bytes, count += s.count;
+    out += "gmem: " + std::string(c->cache) + " holds " + format_bytes(bytes) + " in " +
+           std::to_string(count) + " allocations at exit: " + c->holds + "; " + c->advice + "\n";
+  }
   if (leaks.suppressed_count > 0)
     out += "gmem: suppressed: " + format_bytes(leaks.suppressed_bytes) + " in " +
            std::to_string(leaks.suppressed_count) + " allocations from " +
            std::to_string(leaks.suppressed.size()) +
            " call sites that live as long as the process by design (CUDA library handles and "
-           "workspaces; gmem leaks lists them)\n";
+           "workspaces, pinned host caches; gmem leaks lists them)\n";
   if (t->losses.lost_events || t->losses.live_overflow)
     out += "gmem: note: " + std::to_string(t->losses.lost_events) + " events lost, " +
            std::to_string(t->losses.live_overflow) + " allocations not in the live table\n";

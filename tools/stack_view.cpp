@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "tools/frameworks.h"
+
 namespace gmem::tools {
 namespace {
 
@@ -105,6 +107,17 @@ shown_stack show_stack(const gmem::trace::trace& t, std::uint32_t id, symbolizer
   if (py && view != frame_view::native)
     for (const auto& p : py->frames)
       s.frames.push_back(python_frame_info(t, p));
+  // The frameworks' own Python code folds like the runtime's native frames: the first frame
+  // shown is the program's line. A stack with no Python frame of the program keeps them all.
+  if (view != frame_view::all) {
+    std::vector<frame_info> own;
+    for (auto& f : s.frames)
+      if (!is_framework_python_frame(f)) own.push_back(f);
+    if (!own.empty() && own.size() < s.frames.size()) {
+      s.python_folded = s.frames.size() - own.size();
+      s.frames = std::move(own);
+    }
+  }
   s.python_frames = s.frames.size();
   std::vector<frame_info> native = native_frames(t, id, symbols);
   if (view == frame_view::all) {

@@ -1,6 +1,8 @@
 // What a reader is shown of a recorded stack: Python frames first (when the allocating thread
 // held the GIL), then native frames with the shim's own, the CUDA runtime's internals and the
 // interpreter's and bindings' glue folded away, so the first frame shown is the program's.
+// Python frames of the frameworks' own code (torch, jax, cupy, transformers...: frameworks.h)
+// fold the same way, unless every Python frame is theirs.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +15,19 @@
 namespace gmem::tools {
 
 enum class frame_view : std::uint8_t {
-  python_first, // Python frames, then the first native frame that is the program's (default);
-                // a stack without Python frames shows its native frames folded
-  mixed,        // Python frames, then every native frame folded (exports)
+  python_first, // Python frames (frameworks' folded), then the first native frame that is the
+                // program's (default); a stack without Python frames shows its native frames
+                // folded
+  mixed,        // Python frames (frameworks' folded), then every native frame folded (exports)
   native,       // native frames only, folded (--native)
-  all,          // Python frames, then every native frame unfolded (--all-frames)
+  all,          // every Python frame, then every native frame unfolded (--all-frames)
 };
 
 struct shown_stack {
   std::vector<frame_info> frames; // innermost first
   std::size_t python_frames = 0;  // how many of `frames` are Python frames (they come first)
   std::size_t folded = 0;         // native frames left out (runtime internals, glue)
+  std::size_t python_folded = 0;  // Python frames of frameworks' own code left out
   gmem::trace::python_note note = gmem::trace::python_note::none;
 };
 

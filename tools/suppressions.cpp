@@ -13,6 +13,10 @@ constexpr std::size_t k_max_file_bytes = 1 << 20;
 
 // Allocations CUDA libraries make once per handle, plan or communicator and keep until the
 // process exits (or the program destroys the handle): PyTorch and CuPy never do before exit.
+// Then what frameworks keep for the process's life by design: PyTorch's pinned host cache
+// (CachingHostAllocator: pinned blocks freed by tensors are cached, never given back) and the
+// memory of CUDA graphs a framework keeps to replay (PyTorch's CUDAGraph, XLA's command
+// buffers). New patterns go at the end: a pattern's origin names its line.
 constexpr const char* k_default_text =
     R"(# gmem's default suppressions: library-lifetime allocations
 leak:libcublas
@@ -32,6 +36,20 @@ leak:libnccl
 leak:ncclCommInit
 leak:ncclCommSplit
 leak:at::cuda::*getNewWorkspace
+leak:libcusolver
+leak:cusolverDnCreate
+leak:cusolverSpCreate
+leak:at::cuda::getCurrentCUDASolverDnHandle
+leak:libcusparse
+leak:cusparseCreate
+leak:at::cuda::getCurrentCUDASparseHandle
+leak:ncclMemAlloc
+leak:CachingHostAllocator
+leak:allocate_host_memory_slowpath
+leak:at::cuda::CUDAGraph::
+leak:CUDAGraph::capture_end
+leak:xla::gpu::*CommandBuffer
+leak:stream_executor::gpu::*CommandBuffer
 )";
 
 // Glob with `*` at position p of pattern against text from t, anchored at both ends.

@@ -1,7 +1,8 @@
 // Leak suppressions, LeakSanitizer style: allocations that live as long as the process by
 // design (CUDA library handles and workspaces) are listed apart from leaks and do not count in
-// `gmem leaks`' exit status. A built-in default list covers cuBLAS, cuBLASLt, cuDNN, cuFFT and
-// NCCL; users add files (`--suppressions FILE`, format in docs/tools.md, "Suppressions"):
+// `gmem leaks`' exit status. A built-in default list covers cuBLAS, cuBLASLt, cuDNN, cuFFT,
+// cuSOLVER, cuSPARSE and NCCL, PyTorch's pinned host cache and frameworks' CUDA graph memory;
+// users add files (`--suppressions FILE`, format in docs/tools.md, "Suppressions"):
 //
 //   # comment
 //   leak:PATTERN

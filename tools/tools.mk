@@ -53,6 +53,25 @@ $(LEAK_SITES): $(BUILD)/tests/tools/leak_sites.o
 TEST_SCRIPTS += $(wildcard tests/tools/*_test.sh)
 TEST_SCRIPT_DEPS += $(GMEM_TOOL) $(LEAK_SITES) $(SHIM_LIB) $(FAKE_CUDA_LIB)
 
+# The framework readers' end-to-end program and its stand-ins for PyTorch's and cuBLAS's
+# libraries (same file and function names, built from one source: FAKE_LIB selects).
+FRAMEWORK_SITES := $(BUILD)/tests/tools/framework_sites
+FRAMEWORK_LIB_DIR := $(BUILD)/tests/tools/fw
+FRAMEWORK_LIBS := $(FRAMEWORK_LIB_DIR)/libc10_cuda.so $(FRAMEWORK_LIB_DIR)/libtorch_cuda.so \
+                  $(FRAMEWORK_LIB_DIR)/libcublas.so.13
+$(BUILD)/tests/tools/framework_sites.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(FRAMEWORK_SITES): $(BUILD)/tests/tools/framework_sites.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
+$(FRAMEWORK_LIB_DIR)/libc10_cuda.so: FAKE_LIB := 1
+$(FRAMEWORK_LIB_DIR)/libtorch_cuda.so: FAKE_LIB := 2
+$(FRAMEWORK_LIB_DIR)/libcublas.so.13: FAKE_LIB := 3
+$(FRAMEWORK_LIBS): tests/tools/fake_framework_libs.cpp | deps-build
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_CPPFLAGS) $(CUDA_CPPFLAGS) $(GMEM_CXXFLAGS) $(CXXFLAGS) -O1 -fno-inline \
+	  -DFAKE_LIB=$(FAKE_LIB) -shared $(GMEM_LDFLAGS) -o $@ $< -ldl
+TEST_SCRIPT_DEPS += $(FRAMEWORK_SITES) $(FRAMEWORK_LIBS)
+
 # gmem-exporter, the Prometheus side of `gmem exporter` (tools/exporter/): built when
 # prometheus-cpp (Debian: prometheus-cpp-dev) is installed; without it `gmem exporter` says so
 # and the exporter tests skip. Linked dynamically against the system's libraries: it runs on

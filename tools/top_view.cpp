@@ -58,6 +58,7 @@ std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const t
   leak_filter f;
   f.view = view;
   f.top = sites;
+  f.framework_caches = false; // what holds memory, caches included: not a leak list
   const leak_report r = build_leak_report(t, symbols, f);
   out += "\nTOP CALL SITES BY LIVE BYTES (" + std::to_string(r.all_count) + " live allocations, " +
          format_bytes(r.all_bytes) + ")\n";

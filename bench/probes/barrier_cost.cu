@@ -1,20 +1,22 @@
-// What a device-side barrier over N non-blocking streams costs the host while the GPU runs
-// behind (a kernel on the legacy stream), built two ways (not a benchmark of gmem):
-//   events  what interpose/stream_registry.cpp does today: per stream an event recorded on it
-//           and waited for by the legacy stream, a hub event on the legacy stream, and per
-//           stream a wait for the hub: 3N + 1 driver calls.
-//   memops  stream memory operations: per stream a write {flag[s] = gen}, then one batch on the
-//   legacy
-//           stream {wait until flag[s] >= gen for every s; write hub = gen}, then per stream a
-//           wait {hub >= gen}: 2N + 1 driver calls. Flags in device memory or in mapped
-//           pinned host memory (where the host reads the hub's completion without a call).
-// After each series the host synchronizes and checks every flag, and that a kernel issued on
-// a stream after a barrier started only after the legacy stream's kernel ended.
+// What a device-side barrier costs the host while the GPU runs behind (a ~200 ms kernel on the
+// legacy stream), built each way the shim could (interpose/stream_registry.h), next to the
+// launch floor (an empty kernel's launch):
+//   context  cuCtxRecordEvent + cuCtxWaitEvent (CUDA 12.5 drivers): two calls, any number of
+//            streams. The shim's barrier while no graph capture is open.
+//   events   the shim's fallback, the fan-out: per stream an event recorded on it and waited
+//            for by the legacy stream, a hub event on the legacy stream, and per stream a wait
+//            for the hub: 3N + 1 driver calls.
+//   memops   stream memory operations: per stream a write {flag[s] = gen}, then one batch on the
+//            legacy stream {wait until flag[s] >= gen for every s; write hub = gen}, then per
+//            stream a wait {hub >= gen}: 2N + 1 driver calls. Flags in device memory or in
+//            mapped pinned host memory. Rejected: it blocks the host until the kernel ends.
+// After each series the host synchronizes and checks that a kernel issued after the barriers
+// on every stream (for the context barrier also on a stream created after them) started only
+// after the legacy stream's kernel ended (a line "UNSAFE" otherwise).
 // Build: nvcc -O2 -arch=sm_90 -o barrier_cost bench/probes/barrier_cost.cu -lcuda
 //   ./barrier_cost [streams 32] [barriers 200]
-// H200 (2026-11-26, bench/results/2026-11-26-session26.md): with 32 streams the event barrier
-// took 18-35 us (p50) and the memops one 69-156 us, and the memops series blocked the host
-// until the kernel ended (mean ~1 ms per barrier); so the shim's barrier stays on events.
+// Prints one JSON line per series: mean, p50 and p99 host nanoseconds per barrier.
+// Measured figures: bench/results/README.md; why the memops form was rejected: docs/pool.md.
 #include "probe_common.cuh"
 
 #include <cuda.h>
@@ -94,12 +96,15 @@ int main(int argc, char** argv) {
   CUdeviceptr hflags = 0;
   check(cuMemHostGetDevicePointer(&hflags, hflags_host, 0), "cuMemHostGetDevicePointer");
 
-  unsigned long long* stamps = nullptr; // [0] end of the legacy kernel, [1..n] the streams'
-  cudaMalloc(&stamps, sizeof(unsigned long long) * (n + 1));
+  unsigned long long* stamps = nullptr; // [0] end of the legacy kernel, [1..n] the streams',
+                                        // [n+1] a stream created after the barriers
+  cudaMalloc(&stamps, sizeof(unsigned long long) * (n + 2));
 
   // Each series: a ~200 ms kernel on the legacy stream, `iters` barriers timed on the host,
   // then one stamp kernel per stream; all must start after the legacy kernel (and its stamp).
-  auto run = [&](series& out, auto&& barrier) {
+  // later_covered: the barrier itself orders a stream created after it (the context barrier
+  // does; the fan-out needs the shim's stream-creation hook, which this probe does not have).
+  auto run = [&](series& out, auto&& barrier, bool later_covered = false) {
     spin<<<1, 1>>>(cycles);
     stamp<<<1, 1>>>(stamps);
     for (int k = 1; k <= iters; ++k) {
@@ -109,16 +114,45 @@ int main(int argc, char** argv) {
     }
     for (int i = 0; i < n; ++i)
       stamp<<<1, 1, 0, reinterpret_cast<cudaStream_t>(s[i])>>>(stamps + 1 + i);
+    CUstream later = nullptr;
+    check(cuStreamCreate(&later, CU_STREAM_NON_BLOCKING), "cuStreamCreate later");
+    stamp<<<1, 1, 0, reinterpret_cast<cudaStream_t>(later)>>>(stamps + 1 + n);
     check(cuCtxSynchronize(), "cuCtxSynchronize");
-    std::vector<unsigned long long> t(static_cast<size_t>(n + 1));
-    cudaMemcpy(t.data(), stamps, sizeof(unsigned long long) * (n + 1), cudaMemcpyDeviceToHost);
+    check(cuStreamDestroy(later), "cuStreamDestroy");
+    std::vector<unsigned long long> t(static_cast<size_t>(n + 2));
+    cudaMemcpy(t.data(), stamps, sizeof(unsigned long long) * (n + 2), cudaMemcpyDeviceToHost);
     int early = 0;
-    for (int i = 1; i <= n; ++i)
+    for (int i = 1; i <= (later_covered ? n + 1 : n); ++i)
       early += t[i] < t[0];
     if (early != 0)
       std::printf("# %s: %d streams ran before the barrier (UNSAFE)\n", out.name, early);
     out.print(n);
   };
+
+  // Asked of cuGetProcAddress at 12050, as the shim does.
+  using ctx_event_fn = CUresult (*)(CUcontext, CUevent);
+  ctx_event_fn ctx_record = nullptr, ctx_wait = nullptr;
+  CUdriverProcAddressQueryResult q{};
+  (void)cuGetProcAddress("cuCtxRecordEvent", reinterpret_cast<void**>(&ctx_record), 12050,
+                         CU_GET_PROC_ADDRESS_DEFAULT, &q);
+  (void)cuGetProcAddress("cuCtxWaitEvent", reinterpret_cast<void**>(&ctx_wait), 12050,
+                         CU_GET_PROC_ADDRESS_DEFAULT, &q);
+  CUcontext ctx = nullptr;
+  check(cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (ctx_record != nullptr && ctx_wait != nullptr) {
+    CUevent whole = nullptr;
+    check(cuEventCreate(&whole, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    series context{"context", {}};
+    run(
+        context,
+        [&](unsigned) {
+          check(ctx_record(ctx, whole), "cuCtxRecordEvent");
+          check(ctx_wait(ctx, whole), "cuCtxWaitEvent");
+        },
+        true);
+  } else {
+    std::printf("# no context barrier in this driver (cuCtxRecordEvent at 12050)\n");
+  }
 
   series events{"events", {}};
   run(events, [&](unsigned) {
@@ -182,6 +216,16 @@ int main(int argc, char** argv) {
       check(cuStreamWaitValue32(s[i], sflags + sizeof(unsigned) * n, gen, CU_STREAM_WAIT_VALUE_GEQ),
             "wait");
   });
+
+  // The launch floor: an empty kernel's launch on the legacy stream, GPU idle.
+  series launch{"launch-empty-kernel", {}};
+  for (int k = 1; k <= iters; ++k) {
+    double t0 = now_ns();
+    spin<<<1, 1>>>(0);
+    launch.ns.push_back(now_ns() - t0);
+  }
+  check(cuCtxSynchronize(), "sync");
+  launch.print(0);
 
   // One call of each kind on an idle stream, for scale.
   series rec{"one-event-record-idle", {}};

@@ -3,7 +3,7 @@
 //     recorded on CU_STREAM_LEGACY wait for a kernel running on a blocking stream, on the
 //     per-thread default stream, on a non-blocking stream?
 //  2. which memory calls block the host behind a running kernel on an unrelated stream
-//     (cuMemFree does, DESIGN.md), and what the virtual-memory calls cost.
+//     (cuMemFree does, docs/design.md "Reuse safety"), and what the virtual-memory calls cost.
 // Build: nvcc -O2 -arch=sm_90 -o driver_facts bench/probes/driver_facts.cu -lcuda
 #include "probe_common.cuh"
 

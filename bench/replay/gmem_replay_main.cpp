@@ -29,9 +29,13 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// The file name with its folder: bench/traces/<workload>/<recorder>-N.txt.gz reads as
+// "<workload>/<recorder>-N.txt.gz", since the file name alone repeats across workloads.
 const char* base_name(const std::string& path) {
-  const char* p = std::strrchr(path.c_str(), '/');
-  return p ? p + 1 : path.c_str();
+  std::size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return path.c_str();
+  std::size_t prev = path.rfind('/', slash - 1);
+  return path.c_str() + (prev == std::string::npos ? 0 : prev + 1);
 }
 
 } // namespace
@@ -79,7 +83,7 @@ int main(int argc, char** argv) {
   FILE* out = json.empty() ? nullptr : std::fopen(json.c_str(), "a");
   if (!json.empty() && !out)
     std::fprintf(stderr, "gmem_replay: cannot append to '%s'; table only\n", json.c_str());
-  std::printf("%-28s %-28s %8s %12s %12s %7s %9s\n", "trace", "policy", "events", "peak live",
+  std::printf("%-32s %-28s %8s %12s %12s %7s %9s\n", "trace", "policy", "events", "peak live",
               "peak reserved", "ratio", "ns/event");
   for (const std::string& path : traces) {
     gmem_bench::trace_error err;
@@ -96,7 +100,7 @@ int main(int argc, char** argv) {
         continue;
       }
       gmem_bench::replay_result r = gmem_bench::replay(*trace, *policy);
-      std::printf("%-28s %-28s %8zu %12s %12s %7.3f %9.1f%s\n", base_name(path), r.policy.c_str(),
+      std::printf("%-32s %-28s %8zu %12s %12s %7.3f %9.1f%s\n", base_name(path), r.policy.c_str(),
                   r.events, gmem::format_bytes(r.peak_live_bytes).c_str(),
                   gmem::format_bytes(r.peak_reserved_bytes).c_str(), r.ratio(), r.ns_per_event,
                   r.failures ? " FAILURES" : "");

@@ -9,6 +9,7 @@ gpt:     a GPT-style decoder (12 layers, d=1024, 16 heads, vocab 32000, untied h
          fragments a caching allocator.
 convnet: torchvision ResNet-50, random weights, SGD, bf16 autocast, channels-last; every step
          draws a batch in [16, 96] and an image side in {128, 160, 192, 224, 256}.
+decode:  token-by-token decoding with a KV cache (many small short-lived tensors per token).
 smallconv: a fast-step convnet (three 3x3 conv layers of 64, 128 and 256 channels with ReLU and
          pooling, a linear head), SGD, fp32, 128x128 images, every step a batch in [16, 64]:
          ~50 steps/s on an H200, so the cost of each allocation shows (the heavy workloads
@@ -151,6 +152,47 @@ def smallconv_setup(rng):
     return step
 
 
+def decode_setup(rng):
+    """Token-by-token decoding with a KV cache: no gradients, a batch of 8 sequences, 8 layers
+    of d=512 with 8 heads; every step appends one token's keys and values to each layer's cache
+    (torch.cat: new tensors each token) and runs attention over the whole cache, so every token
+    makes and frees many small, short-lived tensors. A new prompt of 64 tokens every 256 steps."""
+    d, heads, layers, vocab, batch, prompt = 512, 8, 8, 32000, 8, 64
+    g = torch.Generator(device="cuda").manual_seed(rng.randint(0, 1 << 30))
+    p = lambda *shape: torch.randn(*shape, device="cuda", generator=g) / shape[0] ** 0.5  # noqa
+    emb = p(vocab, d)
+    ws = [(p(d, 3 * d), p(d, d), p(d, 4 * d), p(4 * d, d)) for _ in range(layers)]
+    head = p(d, vocab)
+    state = {}
+
+    def forward(x):  # x: (batch, t, d) -> next-token logits
+        for li, (wqkv, wo, w1, w2) in enumerate(ws):
+            q, k, v = (F.layer_norm(x, (d,)) @ wqkv).split(d, dim=-1)
+            shape = (batch, -1, heads, d // heads)
+            q, k, v = (t.reshape(shape).transpose(1, 2) for t in (q, k, v))
+            ck, cv = state["cache"][li]
+            k = k if ck is None else torch.cat([ck, k], dim=2)
+            v = v if cv is None else torch.cat([cv, v], dim=2)
+            state["cache"][li] = (k, v)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=ck is None)
+            x = x + a.transpose(1, 2).reshape(batch, -1, d) @ wo
+            x = x + F.gelu(F.layer_norm(x, (d,)) @ w1) @ w2
+        return F.layer_norm(x[:, -1], (d,)) @ head
+
+    @torch.no_grad()
+    def step(i):
+        if i % 256 == 0:
+            state["cache"] = [(None, None)] * layers
+            tokens = torch.randint(0, vocab, (batch, prompt), device="cuda", generator=g)
+        else:
+            tokens = state["next"]
+        logits = forward(emb[tokens])
+        state["next"] = logits.argmax(dim=-1, keepdim=True)
+        return logits.float().logsumexp(dim=-1).mean()
+
+    return step
+
+
 def write_trace(path):
     """PyTorch's memory history -> "a addr bytes stream" / "f addr" lines."""
     snap = torch.cuda.memory._snapshot()
@@ -171,7 +213,7 @@ def write_trace(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", choices=("gpt", "convnet", "smallconv"), default="gpt")
+    ap.add_argument("--model", choices=("gpt", "convnet", "smallconv", "decode"), default="gpt")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1234)
@@ -195,7 +237,8 @@ def main():
     if args.record_trace:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=4_000_000)
-    setups = {"gpt": gpt_setup, "convnet": convnet_setup, "smallconv": smallconv_setup}
+    setups = {"gpt": gpt_setup, "convnet": convnet_setup, "smallconv": smallconv_setup,
+              "decode": decode_setup}
     step = setups[args.model](rng)
     state = {"determinism": determinism}
 

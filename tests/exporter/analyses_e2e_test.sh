@@ -96,6 +96,11 @@ grep -q "gmem oom $OPID" "$W/oom.err" || fail "OOM report: points at gmem oom"
 "$GMEM" run --limit 20M -e GMEM_OOM_REPORT=0 -- "$LEAK" >/dev/null 2>"$W/oom0.err"
 P0=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/oom0.err")
 [ -n "$P0" ] && PIDS+=("$P0")
+# The run must have met the OOM (its trace records it) for the absence of a report to count.
+grep -q "cuMemAlloc(41943040) failed" "$W/oom0.err" ||
+  fail "GMEM_OOM_REPORT=0: the program did not fail its 40 MiB allocation"
+"$GMEM" oom "${P0:-0}" >/dev/null 2>&1
+expect_rc 1 $? "GMEM_OOM_REPORT=0: gmem oom finds the recorded OOM"
 grep -q "OUT OF MEMORY" "$W/oom0.err" && fail "GMEM_OOM_REPORT=0 still reports"
 "$GMEM" oom "$OPID" >"$W/oom.txt"
 expect_rc 1 $? "gmem oom (one recorded)"

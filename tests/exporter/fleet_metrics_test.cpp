@@ -38,6 +38,40 @@ std::size_t count_lines(const std::string& text, const std::string& prefix) {
   return n;
 }
 
+// Sites of a framework's cache (here every site: the module is PyTorch's libc10_cuda.so and the
+// trace records no variable turning the cache off) carry held_by, and their sum is exported.
+TEST(fleet_metrics, framework_caches_are_labelled_and_summed) {
+  auto t = sample_trace();
+  t.modules[0].path = "/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so";
+  symbolizer symbols(module_ranges(t));
+  site_resolver sites(symbols);
+  fleet_metrics m;
+  m.add_process(t, sites, opts());
+  const std::string out = exposition(m.take());
+  EXPECT_NE(out.find("gmem_framework_cache_bytes{pid=\"4242\",command=\"./leaky --steps 3\","
+                     "start_time=\"1790000000\",framework=\"PyTorch\",cache=\"PyTorch's caching "
+                     "allocator\"} 10460672"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(count_lines(out, "gmem_site_live_bytes{"), 3u);
+  std::size_t held = 0;
+  for (auto at = out.find("held_by=\"PyTorch's caching allocator\"} "); at != std::string::npos;
+       at = out.find("held_by=\"PyTorch's caching allocator\"} ", at + 1))
+    ++held;
+  EXPECT_EQ(held, 9u); // 3 sites x live bytes, live allocations, growth
+  // Told that PyTorch's cache was off, the same sites are the program's.
+  auto uncached = sample_trace();
+  uncached.modules[0].path = t.modules[0].path;
+  uncached.info.options = {{"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"}};
+  symbolizer symbols2(module_ranges(uncached));
+  site_resolver sites2(symbols2);
+  fleet_metrics m2;
+  m2.add_process(uncached, sites2, opts());
+  const std::string out2 = exposition(m2.take());
+  EXPECT_EQ(out2.find("gmem_framework_cache_bytes"), std::string::npos);
+  EXPECT_EQ(out2.find("held_by"), std::string::npos);
+}
+
 TEST(fleet_metrics, golden_exposition) {
   const auto t = sample_trace();
   symbolizer symbols(module_ranges(t));

@@ -1,12 +1,15 @@
 // Fake-only entry points of tests/fake_cuda/libcuda.so.1, the driver stand-in that lets the
 // shim run end to end on machines without a GPU. "Device" memory is host memory; every stream
 // is a thread that runs its work in order, so a "kernel" can still be writing after the host
-// moved on, exactly the hazard DESIGN.md's reuse-safety section is about. Streams keep the
+// moved on, exactly the hazard docs/design.md's reuse-safety section is about. Streams keep the
 // driver's implicit synchronization: the legacy stream (also standing in for the per-thread
 // default stream) waits for earlier work of the context's blocking streams and they wait for it;
 // CU_STREAM_NON_BLOCKING streams are independent. A destroyed stream's handle is refused.
 //
 // Environment: FAKE_CUDA_TOTAL_BYTES (device size, default 1G), FAKE_CUDA_DEVICES (default 1),
+// FAKE_CUDA_DRIVER_VERSION (what cuDriverGetVersion reports, default CUDA_VERSION; cuGetProcAddress
+// hands out nothing newer: 12040 hides the context barrier), FAKE_CUDA_CONTEXT_BARRIER=noop
+// (cuCtxRecordEvent / cuCtxWaitEvent succeed and do nothing),
 // FAKE_CUDA_FD_EXPORT (fake_vmm.cpp), FAKE_CUDA_REPORT=1 (print the counters to stderr at exit, one
 // "fake_cuda: name=value" line).
 #pragma once
@@ -33,6 +36,8 @@
   X(event_queries)                                                                                 \
   X(stream_queries)                                                                                \
   X(stream_waits)                                                                                  \
+  X(ctx_records)                                                                                   \
+  X(ctx_waits)                                                                                     \
   X(live_allocs)                                                                                   \
   X(vmm_creates)                                                                                   \
   X(vmm_maps)                                                                                      \

@@ -109,7 +109,7 @@ FAKE_API CUresult cuInit(unsigned int flags) {
 }
 FAKE_API CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  *version = CUDA_VERSION;
+  *version = fake::get().driver_version;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuDeviceGetCount(int* count) {
@@ -239,17 +239,19 @@ FAKE_API CUresult cuCtxGetDevice(CUdevice* device) {
   *device = fake::current()->device;
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuCtxSynchronize() {
-  if (fake::current() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+// Like the driver, a context synchronization while a stream of the context captures a graph
+// fails and invalidates that capture (seen on an H100, driver 580, with a thread-local capture
+// open on another thread).
+FAKE_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
+  auto* c = ctx != nullptr ? reinterpret_cast<fake::context*>(ctx) : fake::current();
+  if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   get().count.ctx_syncs++;
-  fake::synchronize_context(fake::current());
+  if (fake::invalidate_captures(c)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  fake::synchronize_context(c);
   return CUDA_SUCCESS;
 }
-FAKE_API CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-  if (ctx == nullptr) return cuCtxSynchronize();
-  get().count.ctx_syncs++;
-  fake::synchronize_context(reinterpret_cast<fake::context*>(ctx));
-  return CUDA_SUCCESS;
+FAKE_API CUresult cuCtxSynchronize() {
+  return cuCtxSynchronize_v2(nullptr);
 }
 
 // ---- memory --------------------------------------------------------------------------------

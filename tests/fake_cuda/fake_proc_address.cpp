@@ -64,6 +64,8 @@ const proc_row k_procs[] = {
     {"cuCtxPopCurrent", 4000, FAKE_FN(cuCtxPopCurrent_v2), nullptr},
     {"cuCtxGetDevice", 2000, FAKE_FN(cuCtxGetDevice), nullptr},
     {"cuCtxSynchronize", 2000, FAKE_FN(cuCtxSynchronize), nullptr},
+    {"cuCtxRecordEvent", 12050, FAKE_FN(cuCtxRecordEvent), nullptr},
+    {"cuCtxWaitEvent", 12050, FAKE_FN(cuCtxWaitEvent), nullptr},
     {"cuMemAlloc", 3020, FAKE_FN(cuMemAlloc_v2), nullptr},
     {"cuMemAlloc", 2000, FAKE_FN(cuMemAlloc), nullptr},
     {"cuMemFree", 3020, FAKE_FN(cuMemFree_v2), nullptr},
@@ -122,6 +124,7 @@ CUresult lookup(const char* symbol, void** pfn, int version, cuuint64_t flags,
   bool known = false;
   for (const proc_row& row : k_procs) {
     if (std::strcmp(row.name, symbol) != 0) continue;
+    if (row.min_version > fake::get().driver_version) continue; // newer than this "driver"
     known = true;
     if (version < row.min_version) continue;
     const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;

@@ -39,6 +39,9 @@ state* make_state() {
     if (auto v = gmem::parse_size(total)) s->total_bytes = *v;
   }
   if (const char* n = std::getenv("FAKE_CUDA_DEVICES")) s->device_count = std::atoi(n);
+  if (const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION")) s->driver_version = std::atoi(v);
+  if (const char* b = std::getenv("FAKE_CUDA_CONTEXT_BARRIER"))
+    s->context_barrier_noop = std::strcmp(b, "noop") == 0;
   if (s->device_count < 1) s->device_count = 1;
   const auto devices = static_cast<std::size_t>(s->device_count);
   s->used_bytes.assign(devices, 0);
@@ -84,15 +87,38 @@ stream* resolve_stream(CUstream s) {
   return st->destroyed ? nullptr : st;
 }
 
+namespace {
+
+void wait_for(event* ev, std::uint64_t target) {
+  std::unique_lock lock(ev->mu);
+  ev->cv.wait(lock, [&] { return ev->completed >= target; });
+}
+
+// Caller holds c->order_mu.
+void apply_context_waits_locked(context* c, stream* s) {
+  for (const context_wait& w : c->waits) {
+    if (w.seq > s->context_waits_applied)
+      s->enqueue([ev = w.ev, target = w.target] { wait_for(ev, target); });
+  }
+  s->context_waits_applied = c->wait_seq;
+}
+
+} // namespace
+
 void submit(stream* s, std::function<void()> work) {
   context* c = s->ctx();
-  if (c == nullptr || s->non_blocking()) {
+  if (c == nullptr) {
     s->enqueue(std::move(work));
     return;
   }
   // Each target is taken before the work that waits for it is queued, under one lock per
   // context, so two such waits can never wait for each other.
   std::lock_guard order(c->order_mu);
+  apply_context_waits_locked(c, s);
+  if (s->non_blocking()) {
+    s->enqueue(std::move(work));
+    return;
+  }
   std::vector<std::pair<stream*, std::uint64_t>> waits;
   if (s == c->legacy) {
     std::vector<stream*> streams;
@@ -110,6 +136,18 @@ void submit(stream* s, std::function<void()> work) {
     s->enqueue([other = other, target = target] { other->wait_until(target); });
   }
   s->enqueue(std::move(work));
+}
+
+bool invalidate_captures(context* c) {
+  std::lock_guard lock(get().mu);
+  bool any = false;
+  for (stream* s : c->streams) {
+    if (!s->destroyed && s->capturing) {
+      s->invalidated = true;
+      any = true;
+    }
+  }
+  return any;
 }
 
 void synchronize_context(context* c) {

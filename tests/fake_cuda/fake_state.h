@@ -53,7 +53,9 @@ public:
   pid_t owner() const { return owner_; } // the process its thread runs in
   bool non_blocking() const { return (flags_ & CU_STREAM_NON_BLOCKING) != 0; }
   std::atomic<bool> capturing{false};
+  std::atomic<bool> invalidated{false};        // its capture was invalidated (cuCtxRecordEvent)
   std::atomic<bool> destroyed{false};          // cuStreamDestroy: the handle is invalid now
+  std::uint64_t context_waits_applied = 0;     // guarded by its context's order_mu
   std::atomic<std::uint64_t> event_records{0}; // cuEventRecord calls on this stream
 
 private:
@@ -91,12 +93,23 @@ struct event {
   std::uint64_t completed = 0;
 };
 
+// cuCtxWaitEvent: work submitted to the context after it waits for `ev`'s record `target`.
+struct context_wait {
+  std::uint64_t seq;
+  event* ev;
+  std::uint64_t target;
+};
+
 struct context {
   int device = 0;
   bool primary = false;
   stream* legacy = nullptr;
   std::mutex order_mu;          // serializes submit() on this context's streams
   std::vector<stream*> streams; // created in this context, legacy included (guarded by get().mu)
+  // Guarded by order_mu. A stream applies every wait with seq > its context_waits_applied
+  // before its next work (streams created later start at 0); completed waits are dropped.
+  std::vector<context_wait> waits;
+  std::uint64_t wait_seq = 0;
 };
 
 // vmm: a cuMemMap'd range (fake_vmm.cpp); ipc: another process's allocation opened with
@@ -136,6 +149,8 @@ struct state {
   std::vector<context*> contexts;              // live, primary ones included
   std::map<std::uintptr_t, allocation> allocs; // by base address
   std::uint64_t next_buffer_id = 1;
+  int driver_version = CUDA_VERSION; // FAKE_CUDA_DRIVER_VERSION
+  bool context_barrier_noop = false; // FAKE_CUDA_CONTEXT_BARRIER=noop
   counters count;
 };
 
@@ -151,6 +166,9 @@ stream* resolve_stream(CUstream s);
 // for all work submitted so far to the legacy stream; non-blocking streams wait for nothing.
 void submit(stream* s, std::function<void()> work);
 void synchronize_context(context* c);
+// cuCtxRecordEvent / cuCtxWaitEvent refuse while a stream of `c` captures, and invalidate those
+// captures, as the real driver does. Returns whether one captured.
+bool invalidate_captures(context* c);
 const std::map<std::uintptr_t, allocation>::iterator find_allocation(std::uintptr_t address);
 void destroy_context_allocations(context* c); // caller holds get().mu
 

@@ -1,8 +1,10 @@
 // Streams, events, copies and "kernels" of the fake driver. Each stream is a worker thread; an
 // event completes when the work queued before its record has run. All work goes through
 // fake::submit, which adds the legacy stream's implicit synchronization with blocking streams.
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <thread>
 
 #include "tests/fake_cuda/fake_state.h"
@@ -60,7 +62,9 @@ FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status)
   fake::get().count.capture_queries++;
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  *status = st->capturing ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  *status = !st->capturing    ? CU_STREAM_CAPTURE_STATUS_NONE
+            : st->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
+                              : CU_STREAM_CAPTURE_STATUS_ACTIVE;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamIsCapturing_ptsz(CUstream s, CUstreamCaptureStatus* status) {
@@ -100,6 +104,7 @@ FAKE_API CUresult cuStreamEndCapture(CUstream s, CUgraph* graph) {
   if (st == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   if (!st->capturing.exchange(false)) return CUDA_ERROR_ILLEGAL_STATE;
   if (graph != nullptr) *graph = nullptr;
+  if (st->invalidated.exchange(false)) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamEndCapture_ptsz(CUstream s, CUgraph* graph) {
@@ -148,6 +153,72 @@ FAKE_API CUresult cuEventSynchronize(CUevent e) {
   ev->cv.wait(lock, [&] { return ev->completed >= target; });
   return CUDA_SUCCESS;
 }
+// The context barrier (CUDA 12.5). The record completes once every stream of the context has
+// run the work submitted to it before the call; the wait makes all work submitted to the
+// context afterwards, on every stream, later ones included, wait for it (fake::submit). Both
+// refuse while a stream of the context captures and invalidate that capture (its
+// cuStreamEndCapture then fails), as the driver does. FAKE_CUDA_CONTEXT_BARRIER=noop makes both
+// succeed without doing anything (to show that the reuse-hazard tests catch a missing barrier).
+FAKE_API CUresult cuCtxRecordEvent(CUcontext ctx, CUevent e) {
+  auto* c = reinterpret_cast<fake::context*>(ctx);
+  auto* ev = reinterpret_cast<fake::event*>(e);
+  std::vector<fake::stream*> streams;
+  {
+    std::lock_guard lock(get().mu);
+    if (c == nullptr || !fake::live_context(c)) return CUDA_ERROR_INVALID_CONTEXT;
+    streams = c->streams;
+  }
+  if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  get().count.ctx_records++;
+  if (fake::invalidate_captures(c)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (get().context_barrier_noop) return CUDA_SUCCESS;
+  const pid_t self = getpid();
+  std::erase_if(streams, [self](fake::stream* s) { return s->destroyed || s->owner() != self; });
+  std::lock_guard order(c->order_mu);
+  std::uint64_t generation;
+  {
+    std::lock_guard lock(ev->mu);
+    generation = ++ev->recorded;
+  }
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(streams.size());
+  auto complete = [ev, generation] {
+    std::lock_guard lock(ev->mu);
+    if (ev->completed < generation) ev->completed = generation;
+    ev->cv.notify_all();
+  };
+  if (streams.empty()) complete();
+  for (fake::stream* s : streams) {
+    s->enqueue([remaining, complete] {
+      if (remaining->fetch_sub(1) == 1) complete();
+    });
+  }
+  return CUDA_SUCCESS;
+}
+FAKE_API CUresult cuCtxWaitEvent(CUcontext ctx, CUevent e) {
+  auto* c = reinterpret_cast<fake::context*>(ctx);
+  auto* ev = reinterpret_cast<fake::event*>(e);
+  {
+    std::lock_guard lock(get().mu);
+    if (c == nullptr || !fake::live_context(c)) return CUDA_ERROR_INVALID_CONTEXT;
+  }
+  if (ev == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+  get().count.ctx_waits++;
+  if (fake::invalidate_captures(c)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  if (get().context_barrier_noop) return CUDA_SUCCESS;
+  std::lock_guard order(c->order_mu);
+  std::erase_if(c->waits, [](const fake::context_wait& w) {
+    std::lock_guard lock(w.ev->mu);
+    return w.ev->completed >= w.target;
+  });
+  std::uint64_t target;
+  {
+    std::lock_guard lock(ev->mu);
+    target = ev->recorded;
+  }
+  c->waits.push_back({++c->wait_seq, ev, target});
+  return CUDA_SUCCESS;
+}
+
 FAKE_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int) {
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr || e == nullptr) return CUDA_ERROR_INVALID_HANDLE;

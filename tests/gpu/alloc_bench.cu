@@ -1,4 +1,4 @@
-// Cost of one alloc+free pair, median over batches, for the paths DESIGN.md's anchor table
+// Cost of one alloc+free pair, median over batches, for the paths docs/design.md's anchor table
 // compares: cudaMalloc/cudaFree, cuMemAlloc_v2/cuMemFree_v2 (fetched through the runtime's
 // cudaGetDriverEntryPointByVersion, i.e. cuGetProcAddress), cudaMallocAsync/cudaFreeAsync with
 // the pool kept, and CUB's CachingDeviceAllocator. Run it plain and under libgmem.so.

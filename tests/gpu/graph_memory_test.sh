@@ -16,7 +16,9 @@ grep -E '^(graph_memory|FAIL|gmem: passthrough)' "$bin/graph_memory.log"
 [ $rc -eq 0 ] || { echo "FAIL: graph_memory under gmem (exit $rc)"; fail=1; }
 n=$(sed -n 's/^gmem: passthrough .* graph=\([0-9]*\) .*/\1/p' "$bin/graph_memory.log")
 [ "${n:-0}" -ge 3 ] || { echo "FAIL: expected >= 3 graph allocations traced, saw '${n:-none}'"; fail=1; }
-"$gmem" leaks "$trace" || { echo "NOTE: graph allocations outstanding at exit (see above)"; }
+"$gmem" leaks "$trace"
+rc=$?
+[ $rc -eq 0 ] || { echo "FAIL: allocations outstanding at exit, or no readable trace (gmem leaks exit $rc)"; fail=1; }
 "$gmem" export "$trace" --format chrome -o "$bin/graph_memory.json" --force ||
   { echo "FAIL: chrome export"; fail=1; }
 exit $fail

@@ -38,6 +38,10 @@ check_framework() { # torch|cupy
   echo "== $fw: at exit"
   "$GMEM" leaks "${pid:-0}" >"$W/$fw.exit.txt"
   cat "$W/$fw.exit.txt"
+  # The absence checks below need the report of this process at exit and its run summary.
+  [ -n "$pid" ] && grep -q "^gmem leaks: pid $pid " "$W/$fw.exit.txt" ||
+    fail "$fw: no leak report of the exited process (pid '${pid:-}')"
+  grep -q "exited with status" "$W/$fw.err" || fail "$fw: no run summary in its stderr"
   # Sites above the Suppressed: block must not be library handles or workspaces.
   sed '/^Suppressed:/,$d' "$W/$fw.exit.txt" | grep -Eiq "cublas|cudnn|cufft|nccl" &&
     fail "$fw: a CUDA library allocation is reported as a leak"

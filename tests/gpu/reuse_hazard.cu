@@ -1,4 +1,4 @@
-// DESIGN.md "Reuse safety" on the real driver: a slow kernel writes a buffer ~200 ms after the
+// docs/design.md "Reuse safety" on the real driver: a slow kernel writes a buffer ~200 ms after the
 // program freed it; a new allocation of the same size is written on another stream and read
 // back. The driver's cudaFree synchronizes, so without gmem the new owner's value always wins;
 // gmem must keep that true.

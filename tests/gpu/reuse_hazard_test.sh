@@ -4,7 +4,8 @@
 # pool's device-side barriers (GMEM_BARRIERS=1, the default): the old owner's slow kernel on
 # every kind of stream, the same address handed back without a host synchronization, the new
 # owner on every kind of stream (one created after the barrier included); the pool's barriers
-# and fences counts are printed for each run, and a run that made no barrier fails.
+# and fences counts are printed for each run, and a run that made no barrier fails. Each barrier
+# run is made both ways: one context barrier, and the fan-out over the streams.
 source "$(dirname "$0")/lib.sh"
 build_cu reuse_hazard reuse_hazard.cu
 fail=0
@@ -37,16 +38,26 @@ barrier_run() {
   rc=$?
   barriers=$(pool_counter "$bin/barrier.log" barriers)
   fences=$(pool_counter "$bin/barrier.log" fences)
-  echo "$(grep '^reuse_hazard' "$bin/barrier.log") barriers=${barriers:-?} fences=${fences:-?} ${*}"
+  context=$(sed -n 's/^gmem: barriers made=[0-9]* context=\([0-9]*\) .*/\1/p' "$bin/barrier.log")
+  echo "$(grep '^reuse_hazard' "$bin/barrier.log") barriers=${barriers:-?} context=${context:-?} fences=${fences:-?} ${*}"
 }
 
+# Both ways of making a barrier: the context barrier (drivers of CUDA 12.5 and later, the
+# default) and the fan-out over the streams (GMEM_CONTEXT_BARRIER=0, as on older drivers).
 "$bin/reuse_hazard" barrier nonblocking later || { echo "FAIL: barrier hazard without the shim"; fail=1; }
-for old in legacy blocking nonblocking ptds; do
-  for new in legacy blocking nonblocking later ptds; do
-    barrier_run $old $new
-    [ $rc -eq 0 ] || { echo "FAIL: barrier $old->$new corrupted or failed (exit $rc)"; fail=1; }
-    grep -q "reused=1" "$bin/barrier.log" || { echo "FAIL: barrier $old->$new: the block was not reused"; fail=1; }
-    [ "${barriers:-0}" -ge 1 ] || { echo "FAIL: barrier $old->$new: the pool made no barrier"; fail=1; }
+for way in 1 0; do
+  for old in legacy blocking nonblocking ptds; do
+    for new in legacy blocking nonblocking later ptds; do
+      barrier_run $old $new GMEM_CONTEXT_BARRIER=$way
+      [ $rc -eq 0 ] || { echo "FAIL: barrier $old->$new corrupted or failed (exit $rc)"; fail=1; }
+      grep -q "reused=1" "$bin/barrier.log" || { echo "FAIL: barrier $old->$new: the block was not reused"; fail=1; }
+      [ "${barriers:-0}" -ge 1 ] || { echo "FAIL: barrier $old->$new: the pool made no barrier"; fail=1; }
+      if [ $way = 1 ]; then
+        [ "${context:-0}" -ge 1 ] || { echo "FAIL: barrier $old->$new: no context barrier"; fail=1; }
+      else
+        [ "${context:-1}" -eq 0 ] || { echo "FAIL: barrier $old->$new: GMEM_CONTEXT_BARRIER=0 made a context barrier"; fail=1; }
+      fi
+    done
   done
 done
 barrier_run nonblocking nonblocking GMEM_REUSE_SAFETY=0

@@ -73,7 +73,7 @@ PY
   [ "$rc" = 0 ] || { cat "$W/leaks"; fail "gmem leaks $target: exit status $rc (released blocks are no leaks)"; }
   "$GMEM" frag "$target" --json >"$W/frag.json" || fail "gmem frag $target"
   python3 -c "import json,sys; r=json.load(open(sys.argv[1])); \
-assert all(not d.get('segments') for d in r.get('devices', [])), r" "$W/frag.json" ||
+d = r['devices']; assert d and all(not x['segments'] for x in d), r" "$W/frag.json" ||
     fail "gmem frag $target still shows the destroyed context's segments"
 done
 

@@ -1,7 +1,7 @@
 // libgmem.so end to end, without a GPU: shim_probe (tests/interpose/shim_probe.cpp) runs under
 // LD_PRELOAD=libgmem.so against the fake libcuda.so.1 and reports what it saw; the fake's
 // counters show what reached the "driver". Every route into the driver API is exercised
-// (DESIGN.md, "Interception"); the trace is off (GMEM_TRACE=0) except where noted.
+// (docs/design.md, "Interception"); the trace is off (GMEM_TRACE=0) except where noted.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -332,14 +332,25 @@ INSTANTIATE_TEST_SUITE_P(routes, route_test,
 // The device-side barrier (interpose/stream_registry.h): the old owner's slow write on stream X,
 // a stream-less free, the same address allocated again with no cuCtxSynchronize, the new
 // owner's write on stream Y: the new owner's value wins for every X and Y.
+// Made both ways: the context barrier (the fake driver has cuCtxRecordEvent / cuCtxWaitEvent)
+// and the fan-out over the registered streams (a driver older than CUDA 12.5 hides them).
+const env_list k_context_barrier = {{"GMEM_VERBOSE", "1"}};
+const env_list k_fan_out = {{"GMEM_VERBOSE", "1"}, {"FAKE_CUDA_DRIVER_VERSION", "12040"}};
+
 TEST(barriers, every_pair_of_streams_is_ordered_without_a_host_sync) {
-  for (const char* old_kind : {"legacy", "blocking", "nonblocking"}) {
-    for (const char* new_kind : {"legacy", "blocking", "nonblocking", "later"}) {
-      const std::string scenario = std::string("barrier:") + old_kind + ":" + new_kind;
-      const probe_run r = run_probe("dlsym", scenario);
-      EXPECT_PROBE_OK(r);
-      EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=0")) << scenario << ": " << r.child.output;
-      EXPECT_EQ(r.pool_stat("device", "barriers"), 1u) << scenario << ": " << r.child.output;
+  for (const auto& [env, line] :
+       {std::pair{k_context_barrier, "gmem: barriers made=1 context=1 streams_checked=0"},
+        std::pair{k_fan_out, "gmem: barriers made=1 context=0 "}}) {
+    for (const char* old_kind : {"legacy", "blocking", "nonblocking"}) {
+      for (const char* new_kind : {"legacy", "blocking", "nonblocking", "later"}) {
+        const std::string scenario = std::string("barrier:") + old_kind + ":" + new_kind;
+        const probe_run r = run_probe("dlsym", scenario, env);
+        EXPECT_PROBE_OK(r);
+        EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=0"))
+            << scenario << ": " << r.child.output;
+        EXPECT_EQ(r.pool_stat("device", "barriers"), 1u) << scenario << ": " << r.child.output;
+        EXPECT_TRUE(r.has(line)) << scenario << ": " << r.child.output;
+      }
     }
   }
 }
@@ -351,6 +362,59 @@ TEST(barriers, the_scenario_corrupts_without_reuse_safety) {
   EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=1")) << r.child.output;
 }
 
+// GMEM_CONTEXT_BARRIER=0 (diagnosis): the fan-out, though the driver has the context barrier.
+TEST(barriers, the_context_barrier_can_be_turned_off) {
+  const probe_run r = run_probe("runtime", "barrier:nonblocking:later",
+                                {{"GMEM_VERBOSE", "1"}, {"GMEM_CONTEXT_BARRIER", "0"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("reused=1 host_syncs=0 corrupted=0")) << r.child.output;
+  EXPECT_TRUE(r.has("gmem: barriers made=1 context=0 ")) << r.child.output;
+  EXPECT_EQ(r.counter("ctx_records"), 0u) << r.child.output;
+}
+
+// The scenarios above can fail: a context barrier that does nothing (the fake's record and wait
+// succeed without effect) lets the new owner's write land first, for every kind of old stream.
+TEST(barriers, a_context_barrier_that_does_nothing_is_caught) {
+  for (const char* scenario : {"barrier:nonblocking:nonblocking", "barrier:legacy:later",
+                               "barrier:blocking:nonblocking"}) {
+    const probe_run r = run_probe("dlsym", scenario, {{"FAKE_CUDA_CONTEXT_BARRIER", "noop"}});
+    EXPECT_EQ(r.child.exit_code, 3) << scenario << ": " << r.child.output;
+    EXPECT_TRUE(r.has("corrupted=1")) << scenario << ": " << r.child.output;
+  }
+}
+
+// A capture open on another thread, begun through each begin form on each route: the shim
+// counted it, so no fence touched it: a context barrier or a context synchronization would
+// invalidate it (the fake does, as the driver does, and cuStreamEndCapture then fails). The
+// freed block stays pending, the allocation takes new memory, and the capture ends normally.
+TEST_P(route_test, a_capture_open_on_another_thread_is_never_invalidated) {
+  for (const char* form : {"v2", "10000", "to_graph"}) {
+    const probe_run r =
+        run_probe(GetParam(), std::string("barrier_capture_thread:") + form, k_context_barrier);
+    EXPECT_PROBE_OK(r);
+    EXPECT_TRUE(r.has("reused=0 host_syncs=0 capture_ended=1 corrupted=0"))
+        << form << ": " << r.child.output;
+    EXPECT_TRUE(r.has("gmem: barriers made=0 ")) << form << ": " << r.child.output;
+    EXPECT_TRUE(r.has("gmem: captures open=0 tracked=1")) << form << ": " << r.child.output;
+  }
+}
+
+// A capture the shim could not count: the context barrier meets it, the driver invalidates it
+// (nothing can undo that), and from then on the shim trusts no count: it asks the driver, which
+// reports the stream capturing, so no fence is made; the next one, after the capture ended,
+// fans out; GMEM_VERBOSE and a warning say why.
+TEST(barriers, a_capture_the_count_missed_turns_the_context_barrier_off) {
+  const probe_run r = run_probe("runtime", "barrier_capture_unseen", k_context_barrier);
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("barrier_capture_unseen reused=0,1 host_syncs=0,0 corrupted=0"))
+      << r.child.output;
+  EXPECT_TRUE(r.has("gmem: warning: a graph capture that gmem did not see")) << r.child.output;
+  EXPECT_TRUE(r.has("tracked=0 untracked_by=a capture seen by cuCtxRecordEvent")) << r.child.output;
+  // Every barrier made (the second fence's, and the arena's retirement events) fanned out.
+  EXPECT_GE(r.value("gmem: barriers ", "made"), 1u) << r.child.output;
+  EXPECT_EQ(r.value("gmem: barriers ", "context"), 0u) << r.child.output;
+}
+
 TEST(barriers, off_means_the_pool_synchronizes) {
   const probe_run r = run_probe("runtime", "barrier:nonblocking:later", {{"GMEM_BARRIERS", "0"}});
   EXPECT_PROBE_OK(r);
@@ -358,11 +422,12 @@ TEST(barriers, off_means_the_pool_synchronizes) {
   EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
 }
 
-TEST(barriers, a_capturing_stream_gets_no_event_and_the_pool_synchronizes) {
+// The capture ends normally (the probe checks cuStreamEndCapture's result).
+TEST(barriers, a_capturing_stream_gets_no_event_and_no_fence) {
   for (const char* kind : {"nonblocking", "legacy"}) {
     const probe_run r = run_probe("runtime", std::string("barrier_capture:") + kind);
     EXPECT_PROBE_OK(r);
-    EXPECT_TRUE(r.has("reused=1 host_syncs=1 capture_records=0 corrupted=0"))
+    EXPECT_TRUE(r.has("reused=0 host_syncs=0 capture_records=0 corrupted=0"))
         << kind << ": " << r.child.output;
     EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << kind << ": " << r.child.output;
   }
@@ -373,7 +438,7 @@ TEST(barriers, a_capturing_stream_gets_no_event_and_the_pool_synchronizes) {
 TEST_P(route_test, capture_begun_through_the_driver_stops_barriers) {
   const probe_run r = run_probe(GetParam(), "barrier_capture:begin");
   EXPECT_PROBE_OK(r);
-  EXPECT_TRUE(r.has("reused=1 host_syncs=1 capture_records=0 corrupted=0")) << r.child.output;
+  EXPECT_TRUE(r.has("reused=0 host_syncs=0 capture_records=0 corrupted=0")) << r.child.output;
   EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
 }
 
@@ -388,12 +453,12 @@ TEST(barriers, a_destroyed_stream_leaves_the_registry) {
 // hub as busy without asking (interpose/stream_registry.cpp): work queued on them after the
 // wait is still ordered before the new owner's.
 TEST(barriers, a_barrier_behind_an_incomplete_hub_orders_what_its_streams_queued_since) {
-  const probe_run r = run_probe("runtime", "barrier_chain", {{"GMEM_VERBOSE", "1"}});
+  const probe_run r = run_probe("runtime", "barrier_chain", k_fan_out);
   EXPECT_PROBE_OK(r);
   EXPECT_TRUE(r.has("barrier_chain reused=1 host_syncs=0 corrupted=0")) << r.child.output;
   EXPECT_EQ(r.pool_stat("device", "barriers"), 2u) << r.child.output;
   // The second barrier: X and Y behind the first hub, both taken as busy.
-  EXPECT_TRUE(r.has("gmem: barriers made=2 streams_checked=4 busy=2")) << r.child.output;
+  EXPECT_TRUE(r.has("gmem: barriers made=2 context=0 streams_checked=4 busy=2")) << r.child.output;
 }
 
 TEST(barriers, pinned_host_pools_always_synchronize) {

@@ -8,6 +8,7 @@
 // (CU_STREAM_NON_BLOCKING, through cuStreamCreateWithPriority), later (non-blocking, created
 // after the allocation that made the barrier).
 #include <algorithm>
+#include <thread>
 #include <vector>
 
 #include "tests/interpose/probe_check.h"
@@ -131,8 +132,8 @@ int scenario_barrier_chain() {
 
 // A stream capturing a graph (a registered non-blocking one, or the legacy stream, marked by
 // the fake; "begin": a non-blocking one through cuStreamBeginCapture / cuStreamEndCapture, which
-// the shim hooks): no barrier, no event recorded on it (it would join the user's graph); the
-// pool synchronizes instead.
+// the shim hooks): no barrier, no event recorded on it (it would join the user's graph), and no
+// context synchronization (it would invalidate the capture): the block stays pending.
 int scenario_barrier_capture(const std::string& capturing_kind) {
   const CUstream slow = make_stream("nonblocking");
   const CUstream other = make_stream("nonblocking");
@@ -163,6 +164,75 @@ int scenario_barrier_capture(const std::string& capturing_kind) {
               static_cast<unsigned long long>(r.host_syncs),
               static_cast<unsigned long long>(records), r.corrupted ? 1 : 0);
   return r.corrupted ? 3 : 0;
+}
+
+// A capture open on another thread while this one frees and allocates again: the shim counts
+// the begin (every form, on every route), so the pool's fence cannot be a context barrier
+// (which would invalidate the capture); the capture then ends normally. `form`: "v2"
+// (cuStreamBeginCapture_v2, or _ptsz on the per-thread route), "10000" (the CUDA 10.0 form),
+// "to_graph" (cuStreamBeginCaptureToGraph). Prints "barrier_capture_thread FORM ...
+// capture_ended=E"; E=0 means the capture was invalidated.
+int scenario_barrier_capture_thread(const std::string& form) {
+  const CUstream slow = make_stream("nonblocking");
+  const CUstream other = make_stream("nonblocking");
+  const CUstream capturing = make_stream("nonblocking");
+  CUcontext ctx = nullptr;
+  CHECK_CU(g.primary_retain(&ctx, 0)); // the probe's current context
+  CUresult ended = CUDA_ERROR_UNKNOWN;
+  std::thread capturer;
+  const reuse_result r = reuse(
+      slow,
+      [&] {
+        capturer = std::thread([&] {
+          CHECK_CU(g.ctx_set_current(ctx));
+          if (form == "10000") {
+            CHECK_CU(g.stream_begin_capture_10000(capturing));
+          } else if (form == "to_graph") {
+            // (the fake ignores the graph; the real driver needs one)
+            CHECK_CU(g.stream_begin_capture_to_graph(capturing, nullptr, nullptr, nullptr, 0,
+                                                     CU_STREAM_CAPTURE_MODE_RELAXED));
+          } else {
+            CHECK_CU(g.stream_begin_capture(capturing, CU_STREAM_CAPTURE_MODE_RELAXED));
+          }
+        });
+        capturer.join(); // open on the other thread while this one fences
+      },
+      [&] {
+        capturer = std::thread([&] {
+          CHECK_CU(g.ctx_set_current(ctx));
+          CUgraph graph = nullptr;
+          ended = g.stream_end_capture(capturing, &graph);
+        });
+        capturer.join();
+        return other;
+      });
+  std::printf("barrier_capture_thread %s reused=%d host_syncs=%llu capture_ended=%d corrupted=%d\n",
+              form.c_str(), r.reused ? 1 : 0, static_cast<unsigned long long>(r.host_syncs),
+              ended == CUDA_SUCCESS ? 1 : 0, r.corrupted ? 1 : 0);
+  return r.corrupted ? 3 : 0;
+}
+
+// A capture that began where the shim could not count it (the fake marks a stream capturing
+// without any begin call): the context barrier's record meets it, the driver refuses and
+// invalidates it, and the shim stops trusting its count (GMEM_VERBOSE "captures ... tracked=0");
+// the driver then reports the stream capturing, so no fence is made. A second fence, after the
+// capture ended, fans out.
+int scenario_barrier_capture_unseen() {
+  const CUstream slow = make_stream("nonblocking");
+  const CUstream other = make_stream("nonblocking");
+  const CUstream capturing = make_stream("nonblocking");
+  const reuse_result r1 = reuse(
+      slow, [&] { CHECK_CU(g.set_capturing(capturing, 1)); },
+      [&] {
+        CHECK_CU(g.set_capturing(capturing, 0));
+        return other;
+      });
+  const reuse_result r2 = reuse(
+      slow, [] {}, [&] { return other; });
+  std::printf("barrier_capture_unseen reused=%d,%d host_syncs=%llu,%llu corrupted=%d\n",
+              r1.reused ? 1 : 0, r2.reused ? 1 : 0, static_cast<unsigned long long>(r1.host_syncs),
+              static_cast<unsigned long long>(r2.host_syncs), r1.corrupted || r2.corrupted ? 1 : 0);
+  return r1.corrupted || r2.corrupted ? 3 : 0;
 }
 
 // A destroyed non-blocking stream leaves the registry: the next barrier does not touch its

@@ -49,6 +49,8 @@ int scenario_barrier(const std::string& old_stream, const std::string& new_strea
 int scenario_barrier_capture(const std::string& capturing);
 int scenario_barrier_destroyed();
 int scenario_barrier_chain();
+int scenario_barrier_capture_thread(const std::string& form);
+int scenario_barrier_capture_unseen();
 void scenario_barrier_host();
 void scenario_strict_free();
 void scenario_strict_alloc();

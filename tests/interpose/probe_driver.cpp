@@ -43,6 +43,7 @@ void load_exported(driver_api& a) {
   a.stream_create_with_priority = &cuStreamCreateWithPriority;
   a.stream_begin_capture = &cuStreamBeginCapture_v2;
   a.stream_begin_capture_10000 = &cuStreamBeginCapture;
+  a.stream_begin_capture_to_graph = &cuStreamBeginCaptureToGraph;
   a.stream_end_capture = &cuStreamEndCapture;
   a.stream_synchronize = &cuStreamSynchronize;
   a.stream_destroy = &cuStreamDestroy_v2;
@@ -81,6 +82,7 @@ void load_by_dlsym(void* h, driver_api& a) {
   set(a.stream_create_with_priority, dlsym(h, "cuStreamCreateWithPriority"));
   set(a.stream_begin_capture, dlsym(h, "cuStreamBeginCapture_v2"));
   set(a.stream_begin_capture_10000, dlsym(h, "cuStreamBeginCapture"));
+  set(a.stream_begin_capture_to_graph, dlsym(h, "cuStreamBeginCaptureToGraph"));
   set(a.stream_end_capture, dlsym(h, "cuStreamEndCapture"));
   set(a.stream_synchronize, dlsym(h, "cuStreamSynchronize"));
   set(a.stream_destroy, dlsym(h, "cuStreamDestroy_v2"));
@@ -135,6 +137,7 @@ std::string load_by_proc_address(void* h, bool per_thread, driver_api& a) {
   get(a.stream_begin_capture, "cuStreamBeginCapture");
   // The CUDA 13 runtime asks for the CUDA 10.0 form too.
   get(a.stream_begin_capture_10000, "cuStreamBeginCapture", 10000);
+  get(a.stream_begin_capture_to_graph, "cuStreamBeginCaptureToGraph");
   get(a.stream_end_capture, "cuStreamEndCapture");
   get(a.stream_synchronize, "cuStreamSynchronize");
   get(a.stream_destroy, "cuStreamDestroy");

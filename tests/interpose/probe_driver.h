@@ -1,5 +1,5 @@
 // The driver functions the shim probe uses, fetched by one of the three routes a real program
-// takes (DESIGN.md, "Interception"):
+// takes (docs/design.md, "Interception"):
 //   exported  the probe is linked against libcuda.so.1 and calls the symbols (shim_probe_linked)
 //   dlsym     dlopen("libcuda.so.1") + dlsym of every versioned name
 //   runtime   dlopen, ONE dlsym("cuGetProcAddress_v2"), ask it for "cuGetProcAddress" and fetch
@@ -40,6 +40,9 @@ struct driver_api {
   CUresult (*stream_create_with_priority)(CUstream*, unsigned, int);
   CUresult (*stream_begin_capture)(CUstream, CUstreamCaptureMode);
   CUresult (*stream_begin_capture_10000)(CUstream); // the CUDA 10.0 form, still exported
+  CUresult (*stream_begin_capture_to_graph)(CUstream, CUgraph, const CUgraphNode*,
+                                            const CUgraphEdgeData*, std::size_t,
+                                            CUstreamCaptureMode); // CUDA 12.3
   CUresult (*stream_end_capture)(CUstream, CUgraph*);
   CUresult (*stream_synchronize)(CUstream);
   CUresult (*stream_destroy)(CUstream);

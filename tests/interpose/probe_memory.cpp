@@ -173,7 +173,7 @@ void scenario_host() {
   }
 }
 
-// DESIGN.md "Reuse safety": a slow kernel writes a block after the program freed it; the next
+// docs/design.md "Reuse safety": a slow kernel writes a block after the program freed it; the next
 // owner's memset must not be overwritten. `async`: the stream-ordered variant.
 int scenario_hazard(bool async) {
   constexpr std::size_t n = 1u << 20;

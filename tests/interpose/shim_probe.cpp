@@ -272,6 +272,10 @@ int main(int argc, char** argv) {
     scenario_ipc();
   else if (s.rfind("barrier:", 0) == 0 && s.find(':', 8) != std::string::npos)
     rc = scenario_barrier(s.substr(8, s.find(':', 8) - 8), s.substr(s.find(':', 8) + 1));
+  else if (s.rfind("barrier_capture_thread:", 0) == 0)
+    rc = scenario_barrier_capture_thread(s.substr(23));
+  else if (s == "barrier_capture_unseen")
+    rc = scenario_barrier_capture_unseen();
   else if (s.rfind("barrier_capture:", 0) == 0)
     rc = scenario_barrier_capture(s.substr(16));
   else if (s == "barrier_destroyed")

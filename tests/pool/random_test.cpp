@@ -1,7 +1,7 @@
 // A long random run against a simple reference model. After every step: no two live blocks
 // overlap, every live block lies inside one mapped segment, blocks are 512-aligned, the stats
 // equal the model's, is_valid() holds, and no block came back before a fence, event,
-// dependency or stream sync made it safe for its new stream (DESIGN.md "Reuse safety").
+// dependency or stream sync made it safe for its new stream (docs/design.md "Reuse safety").
 #include "pool/pool.h"
 #include "tests/pool/fakes.h"
 

@@ -1,4 +1,4 @@
-// DESIGN.md "Reuse safety": a block is never handed out while device work issued before its
+// docs/design.md "Reuse safety": a block is never handed out while device work issued before its
 // free may still touch it. The fake fences decide when fences succeed and events complete;
 // each test forces the pool to choose between the freed block and failing.
 #include "pool/pool.h"

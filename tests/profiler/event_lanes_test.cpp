@@ -159,15 +159,27 @@ TEST(event_lanes, no_budget_for_a_first_chunk_means_lane_0) {
 TEST(event_lanes, a_lane_outlives_its_trace_without_harm) {
   auto f = std::make_unique<lanes_fixture>();
   std::barrier step(2);
+  std::uint64_t seq = 0;
   std::thread t([&] {
-    f->append(1);
+    seq = f->append(1);
     step.arrive_and_wait(); // the trace goes away while the thread still holds its lane
     step.arrive_and_wait();
   });
   step.arrive_and_wait();
+  EXPECT_EQ(seq, 1u); // the first record of a lane of its own
+  EXPECT_EQ(f->lanes.lanes_claimed(), 1u);
   f.reset();
+  // A new trace, opened while the thread still runs (it may take the old one's memory).
+  auto g = std::make_unique<lanes_fixture>();
   step.arrive_and_wait();
-  t.join(); // its exit handler finds the lanes gone and touches nothing
+  t.join(); // its exit handler finds its lanes gone and touches nothing
+  // Nothing of the old claim reached the new trace: no lane taken or given back, no record.
+  EXPECT_EQ(g->lanes.lanes_claimed(), 0u);
+  for (std::uint32_t n = 0; n < 4; ++n)
+    EXPECT_EQ(g->head(n), 0u) << "lane " << n;
+  std::thread([&g] { EXPECT_EQ(g->append(2), 1u); }).join();
+  EXPECT_EQ(g->lanes.lanes_claimed(), 0u);
+  EXPECT_EQ(g->head(1), 1u);
 }
 
 } // namespace

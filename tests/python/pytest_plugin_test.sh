@@ -4,7 +4,8 @@
 # two naming the lines marked OVER and LEAK, pass the first, and print the per-test table:
 # started without the shim (the plugin re-executes pytest under libgmem.so), started under
 # `gmem run`, and with no libgmem.so to be found (it must say it cannot track, and enforce
-# nothing). Exit 0 pass, 77 skip (no pytest), 1 fail.
+# nothing). A fourth test grows a stand-in of PyTorch's caching allocator: noted, not failed.
+# Exit 0 pass, 77 skip (no pytest), 1 fail.
 set -u
 B=$(realpath "${GMEM_BUILD:-build}")
 PY=
@@ -18,6 +19,8 @@ done
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FAKE_CUDA_TOTAL_BYTES=512M PYTHONDONTWRITEBYTECODE=1 GMEM_TRACE_KEEP=none
 export PYTHONPATH=$PWD/python${PYTHONPATH:+:$PYTHONPATH} GMEM_BUILD=$B
+export GMEM_TEST_C10=$B/tests/tools/fw/libc10_cuda.so # PyTorch's cache, stood in for
+[ -e "$GMEM_TEST_C10" ] || { echo "missing $GMEM_TEST_C10 (make builds it)"; exit 1; }
 CASES=tests/python/plugin_cases.py
 OVER=$(grep -n "# OVER" "$CASES" | cut -d: -f1)
 LEAK=$(grep -n "# LEAK" "$CASES" | cut -d: -f1)
@@ -28,7 +31,9 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 PYTEST=("$PY" -m pytest -p gmem.pytest_plugin -p no:cacheprovider -q)
 
 check_tracked() { # LOG WHAT
-  grep -q "2 failed, 1 passed" "$1" || fail "$2: expected 2 failed, 1 passed"
+  grep -q "2 failed, 2 passed" "$1" || fail "$2: expected 2 failed, 2 passed"
+  grep -q "gmem: $CASES::test_grows_the_framework_cache: 2.00 MiB outstanding is held by PyTorch's caching allocator" "$1" ||
+    fail "$2: the framework cache's growth is not noted apart"
   grep -q "FAILED $CASES::test_over_limit" "$1" || fail "$2: the test over its limit passed"
   grep -q "FAILED $CASES::test_leaks_every_call" "$1" || fail "$2: the leaking test passed"
   grep -q "exceeds gmem_limit 4.00 MiB" "$1" || fail "$2: no limit message"
@@ -55,14 +60,14 @@ check_tracked "$W/run.log" "gmem run"
 
 echo "== without --gmem: markers registered, nothing enforced"
 env -u LD_PRELOAD "${PYTEST[@]}" --strict-markers "$CASES" >"$W/off.log" 2>&1
-grep -q "3 passed" "$W/off.log" || { cat "$W/off.log"; fail "without --gmem: expected 3 passed"; }
+grep -q "4 passed" "$W/off.log" || { cat "$W/off.log"; fail "without --gmem: expected 4 passed"; }
 
 echo "== pytest --gmem with no libgmem.so to preload: says it cannot track"
 env -u LD_PRELOAD GMEM_SHIM= GMEM_BUILD=/nonexistent GMEM_CLIENT_LIB="$B/lib/libgmem_client.so" \
   "${PYTEST[@]}" --gmem "$CASES" >"$W/none.log" 2>&1
 cat "$W/none.log"
 grep -q "CANNOT TRACK GPU allocations: no libgmem.so found" "$W/none.log" || fail "no 'cannot track' notice"
-grep -q "3 passed" "$W/none.log" || fail "cannot track: markers must not fail tests"
+grep -q "4 passed" "$W/none.log" || fail "cannot track: markers must not fail tests"
 grep -q "gmem markers not enforced" "$W/none.log" || fail "cannot track: no warning on marked tests"
 
 [ $failures = 0 ] && echo "pytest_plugin_test: PASS" && exit 0

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/framework_env.h"
 #include "common/options.h"
 #include "tools/option_names.h"
 
@@ -36,6 +37,60 @@ TEST(run_env, advice_names_real_options) {
       found = found || std::string(rows[i].env_name) == name;
     EXPECT_TRUE(found) << name << " is not in common/options.h";
   }
+}
+
+// GMEM_FRAMEWORKS (issue 32): observe sets nothing; pool sets what is unset and keeps what the
+// user set, to any value; the flag (a setting) beats the environment; one line says what was
+// done.
+TEST(run_env, frameworks_pool_sets_only_what_the_user_did_not) {
+  const std::string tail = " (CUDA graphs and torch.compile(mode=\"reduce-overhead\") need "
+                           "PyTorch's cache: --frameworks observe)";
+  const auto observe = framework_plan({"PATH=/bin"}, {});
+  EXPECT_TRUE(observe.set.empty());
+  EXPECT_TRUE(observe.kept.empty());
+  EXPECT_EQ(observe.message, "");
+  const auto pool = framework_plan({"PATH=/bin"}, {{"GMEM_FRAMEWORKS", "pool"}});
+  EXPECT_EQ(pool.set, (std::vector<std::pair<std::string, std::string>>{
+                          {"PYTORCH_NO_CUDA_MEMORY_CACHING", "1"},
+                          {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"},
+                          {"XLA_PYTHON_CLIENT_PREALLOCATE", "false"}}));
+  EXPECT_EQ(pool.message, "gmem: GMEM_FRAMEWORKS=pool: set PYTORCH_NO_CUDA_MEMORY_CACHING=1 "
+                          "XLA_PYTHON_CLIENT_ALLOCATOR=platform "
+                          "XLA_PYTHON_CLIENT_PREALLOCATE=false" +
+                              tail);
+  const auto user = framework_plan({"PYTORCH_NO_CUDA_MEMORY_CACHING=0", "GMEM_FRAMEWORKS=pool",
+                                    "XLA_PYTHON_CLIENT_PREALLOCATE="},
+                                   {});
+  EXPECT_EQ(user.set, (std::vector<std::pair<std::string, std::string>>{
+                          {"XLA_PYTHON_CLIENT_ALLOCATOR", "platform"}}));
+  EXPECT_EQ(user.message, "gmem: GMEM_FRAMEWORKS=pool: set XLA_PYTHON_CLIENT_ALLOCATOR=platform; "
+                          "kept as you set them: PYTORCH_NO_CUDA_MEMORY_CACHING=0 "
+                          "XLA_PYTHON_CLIENT_PREALLOCATE=" +
+                              tail);
+  EXPECT_TRUE(framework_plan({"GMEM_FRAMEWORKS=pool"}, {{"GMEM_FRAMEWORKS", "off"}}).set.empty());
+  EXPECT_TRUE(framework_plan({"GMEM_FRAMEWORKS=off"}, {}).set.empty());
+  EXPECT_EQ(framework_plan({"GMEM_FRAMEWORKS=observe"}, {{"GMEM_FRAMEWORKS", "pool"}}).set.size(),
+            3u);
+  // What pool sets, child_environment puts in: the user's values stay.
+  const auto env = child_environment({"PYTORCH_NO_CUDA_MEMORY_CACHING=0"}, user.set, "/l.so");
+  EXPECT_EQ(env, (std::vector<std::string>{"PYTORCH_NO_CUDA_MEMORY_CACHING=0", "LD_PRELOAD=/l.so",
+                                           "XLA_PYTHON_CLIENT_ALLOCATOR=platform"}));
+  EXPECT_EQ(check_option_value("GMEM_FRAMEWORKS", "pool"), "");
+  EXPECT_EQ(check_option_value("GMEM_FRAMEWORKS", "maybe"),
+            "gmem: warning: GMEM_FRAMEWORKS='maybe' is not observe, pool or off; using observe");
+}
+
+TEST(run_env, the_trace_records_the_framework_variables) {
+  EXPECT_TRUE(is_recorded_framework_variable("PYTORCH_NO_CUDA_MEMORY_CACHING=1"));
+  EXPECT_TRUE(is_recorded_framework_variable("PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync"));
+  EXPECT_TRUE(is_recorded_framework_variable("XLA_PYTHON_CLIENT_ALLOCATOR=platform"));
+  EXPECT_FALSE(is_recorded_framework_variable("PYTORCH_NO_CUDA_MEMORY_CACHING_X=1"));
+  EXPECT_FALSE(is_recorded_framework_variable("HOME=/root"));
+  // Every variable pool mode sets is recorded: the readers can tell what it did.
+  std::size_t n = 0;
+  const framework_setting* rows = framework_pool_settings(&n);
+  for (std::size_t i = 0; i < n; ++i)
+    EXPECT_TRUE(is_recorded_framework_variable(rows[i].variable)) << rows[i].variable;
 }
 
 TEST(run_env, missing_library_is_explained) {

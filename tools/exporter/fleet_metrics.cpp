@@ -55,6 +55,9 @@ constexpr family_def k_families[] = {
     {"gmem_site_live_allocations", MetricType::Gauge, "outstanding allocations of a call site"},
     {"gmem_site_growth_bytes", MetricType::Gauge,
      "growth of a call site's outstanding bytes over the growth window (negative: shrank)"},
+    {"gmem_framework_cache_bytes", MetricType::Gauge,
+     "outstanding bytes (requested) held by a framework's own caching allocator (PyTorch, CuPy, "
+     "XLA): its cached segments, not the program's tensors; not leaks"},
     {"gmem_site_growth_window_seconds", MetricType::Gauge,
      "window the growth of this process's sites covers (shorter than asked when the trace "
      "is younger or lost older events)"},
@@ -185,10 +188,24 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver& site
   });
   for (std::size_t k = 0; k < by_live.size() && k < options.top_sites; ++k)
     if (g.sites[by_live[k]].live_bytes > 0) chosen.insert(by_live[k]);
+  // What frameworks' caches hold, per cache: a reader of gmem_site_live_bytes sees those sites
+  // labelled held_by, and here their sum.
+  std::vector<std::pair<const framework_cache*, std::uint64_t>> held;
+  for (const site_growth& s : g.sites) {
+    const framework_cache* c = sites.site(s.site).held_by;
+    if (c == nullptr) continue;
+    auto it = std::find_if(held.begin(), held.end(), [&](const auto& h) { return h.first == c; });
+    if (it == held.end()) it = held.insert(held.end(), {c, 0});
+    it->second += s.live_bytes;
+  }
+  for (const auto& [c, bytes] : held)
+    sample("gmem_framework_cache_bytes", with({{"framework", c->framework}, {"cache", c->cache}}),
+           as_double(bytes));
   for (const std::size_t k : chosen) {
     const site_growth& s = g.sites[k];
     const call_site& cs = sites.site(s.site);
-    const label_list sl = with({{"site", cs.id}, {"frame", cs.label}, {"caller", cs.caller}});
+    label_list sl = with({{"site", cs.id}, {"frame", cs.label}, {"caller", cs.caller}});
+    if (cs.held_by != nullptr) sl.push_back({"held_by", cs.held_by->cache});
     sample("gmem_site_live_bytes", sl, as_double(s.live_bytes));
     sample("gmem_site_live_allocations", sl, as_double(s.live_count));
     sample("gmem_site_growth_bytes", sl, static_cast<double>(s.growth_bytes));

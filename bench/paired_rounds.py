@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Paired interleaved rounds: one workload under several allocator configurations, each round
+running every configuration once, the order reversed every other round (A B C, then C B A), so
+that a host that drifts during the call moves every configuration alike.
+
+  paired_rounds.py --out DIR --gmem-lib PATH --rounds N [--only NAME,...] WORKLOAD [ARGS...]
+
+WORKLOAD is torch_train.py's model (gpt, convnet, smallconv, decode) and ARGS go to it
+(e.g. --steps 300). The configurations (--only picks some; the first one named is the peer the
+others are compared with):
+  caching          PyTorch's caching allocator (what every user has)
+  expandable       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  gmem             PYTORCH_NO_CUDA_MEMORY_CACHING=1 under gmem with its default options
+                   (trace and stacks on)
+  gmem-traceoff    the same with GMEM_TRACE=0
+  gmem-fanout      gmem's defaults with GMEM_CONTEXT_BARRIER=0 (every barrier a fan-out)
+Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
+losses); at the end one summary line per configuration: mean steps/s, the per-round ratio to
+the peer (median, min, max), NVML peak (max over rounds) and whether every run printed the
+same losses as the peer.
+"""
+import argparse
+import hashlib
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from run_workloads import Sampler  # noqa: E402
+
+NOCACHE = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+CONFIGS = {
+    "caching": ({}, False),
+    "expandable": ({"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}, False),
+    "gmem": (NOCACHE, True),
+    "gmem-traceoff": ({**NOCACHE, "GMEM_TRACE": "0"}, True),
+    "gmem-fanout": ({**NOCACHE, "GMEM_CONTEXT_BARRIER": "0"}, True),
+}
+
+
+def run_one(name, args, workload_args, sampler):
+    env_add, gmem = CONFIGS[name]
+    e = {k: v for k, v in os.environ.items()
+         if not k.startswith(("PYTORCH_CUDA_ALLOC", "PYTORCH_NO_CUDA", "GMEM_", "LD_PRELOAD"))}
+    e.update(env_add)
+    e["PYTHONUNBUFFERED"] = "1"
+    if gmem:
+        e["LD_PRELOAD"] = os.path.abspath(args.gmem_lib)
+        e["GMEM_VERBOSE"] = "1"
+    tmp = os.path.join(args.out, "tmp-run.json")
+    if os.path.exists(tmp):
+        os.remove(tmp)
+    cmd = [sys.executable, os.path.join(HERE, "workloads", "torch_train.py"), "--model",
+           args.workload, *workload_args, "--mode", name, "--json", tmp]
+    base = sampler.baseline() if sampler else 0
+    if sampler:
+        sampler.start()
+    p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=args.timeout)
+    peak = sampler.stop() if sampler else 0
+    rec = {"config": name, "rc": p.returncode}
+    try:
+        with open(tmp) as f:
+            w = json.loads(f.readline())
+        rec["steps_per_s"] = w["steps_per_s"]
+        rec["losses_md5"] = hashlib.md5(json.dumps(w["losses"]).encode()).hexdigest()[:12]
+    except (OSError, ValueError, KeyError):
+        rec["error"] = (p.stdout + p.stderr)[-2000:]
+    rec["nvml_peak_delta_mib"] = (peak - base) / 2**20 if sampler else None
+    rec["gmem_lines"] = [line for line in p.stderr.splitlines()
+                         if line.startswith(("gmem: barriers", "gmem: pool device=0 kind=device"))]
+    return rec
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--gmem-lib", required=True)
+    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--only", default="caching,gmem,gmem-traceoff")
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("workload")
+    args, workload_args = ap.parse_known_args()
+    os.makedirs(args.out, exist_ok=True)
+    names = [n for n in args.only.split(",") if n]
+    for n in names:
+        if n not in CONFIGS:
+            sys.exit(f"paired_rounds: unknown configuration '{n}' (known: {', '.join(CONFIGS)})")
+    try:
+        sampler = Sampler()
+    except Exception as ex:  # noqa: BLE001
+        print(f"paired_rounds: NVML unavailable ({ex}); no memory figures", file=sys.stderr)
+        sampler = None
+    rows = {n: [] for n in names}
+    with open(os.path.join(args.out, "rounds.jsonl"), "a") as log:
+        for r in range(args.rounds):
+            order = names if r % 2 == 0 else names[::-1]
+            for n in order:
+                rec = run_one(n, args, workload_args, sampler)
+                rec.update(round=r, workload=args.workload, args=workload_args, time=time.time())
+                log.write(json.dumps(rec) + "\n")
+                log.flush()
+                rows[n].append(rec)
+                print(json.dumps({k: rec.get(k) for k in
+                                  ("round", "config", "steps_per_s", "nvml_peak_delta_mib",
+                                   "losses_md5", "rc")}), flush=True)
+    peer = names[0]
+    for n in names:
+        sps = [x.get("steps_per_s") for x in rows[n]]
+        ok = [v for v in sps if v]
+        ratios = [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(rows[n], rows[peer])
+                  if a.get("steps_per_s") and b.get("steps_per_s")]
+        peaks = [x["nvml_peak_delta_mib"] for x in rows[n] if x.get("nvml_peak_delta_mib")]
+        same = all(x.get("losses_md5") == rows[peer][0].get("losses_md5") for x in rows[n])
+        print(json.dumps({
+            "summary": args.workload, "config": n, "vs": peer, "runs": len(sps),
+            "failed": len(sps) - len(ok),
+            "mean_steps_per_s": round(statistics.mean(ok), 3) if ok else None,
+            "ratio_median": round(statistics.median(ratios), 4) if ratios else None,
+            "ratio_min": round(min(ratios), 4) if ratios else None,
+            "ratio_max": round(max(ratios), 4) if ratios else None,
+            "nvml_peak_mib_max": round(max(peaks), 1) if peaks else None,
+            "nvml_peak_mib_min": round(min(peaks), 1) if peaks else None,
+            "losses_identical": same}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+// The frameworks' own allocator variables, in one table: which ones the trace records (so the
+// readers can tell a framework's cache from its per-tensor mode) and what GMEM_FRAMEWORKS=pool
+// sets so that each tensor or buffer comes from gmem's pool.
+//
+// GMEM_FRAMEWORKS (common/options.h) chooses:
+//   observe  the frameworks keep their own allocators (the default): every program that runs
+//            natively runs, CUDA graphs and torch.compile(mode="reduce-overhead") included;
+//            gmem traces what those allocators ask of the driver and the readers name their
+//            caches (tools/frameworks.h). Per-tensor observation inside PyTorch's cache is not
+//            built: its tensors are seen as the segments that hold them.
+//   pool     gmem's pool serves each tensor or buffer: `gmem run` and `pytest --gmem` set the
+//            variables below that the user has not set. PyTorch's per-tensor mode breaks CUDA
+//            graphs (torch.cuda.graph, torch.compile(mode="reduce-overhead")), natively too.
+//   off      gmem sets nothing and says nothing about frameworks.
+// A variable the user set, to any value, is never changed: an explicit value always wins.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gmem {
+
+enum class frameworks_mode { observe, pool, off };
+
+// "observe", "pool", "off" -> the mode; anything else -> false (`out` untouched).
+bool parse_frameworks_mode(const std::string& text, frameworks_mode& out);
+const char* to_string(frameworks_mode mode);
+
+struct framework_setting {
+  const char* framework; // "PyTorch"
+  const char* variable;  // "PYTORCH_NO_CUDA_MEMORY_CACHING"
+  const char* value;     // what GMEM_FRAMEWORKS=pool sets
+};
+
+// What pool mode sets, in order. CuPy has no variable for its pool (a program turns it off with
+// cupy.cuda.set_allocator(None)): it is observed in every mode.
+const framework_setting* framework_pool_settings(std::size_t* count);
+
+// True for a variable the trace records with the GMEM_* ones (NAME=value or NAME).
+bool is_recorded_framework_variable(const char* env_entry);
+
+struct framework_env_plan {
+  std::vector<std::pair<std::string, std::string>> set;  // variables gmem sets
+  std::vector<std::pair<std::string, std::string>> kept; // the user's values, left as they are
+  std::string message; // one line (no newline) saying what was done; "" when nothing to say
+};
+
+// What `mode` does to an environment in which `lookup(name)` gives the user's value (nullptr:
+// unset). Pure: the caller applies `set` and prints `message`.
+template <typename Lookup>
+framework_env_plan plan_framework_env(frameworks_mode mode, Lookup lookup);
+
+// The message for a plan (exposed for the template above).
+std::string describe_framework_plan(const framework_env_plan& plan);
+
+template <typename Lookup>
+framework_env_plan plan_framework_env(frameworks_mode mode, Lookup lookup) {
+  framework_env_plan plan;
+  if (mode != frameworks_mode::pool) return plan;
+  std::size_t n = 0;
+  const framework_setting* rows = framework_pool_settings(&n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const char* user = lookup(rows[i].variable);
+    if (user != nullptr)
+      plan.kept.emplace_back(rows[i].variable, user);
+    else
+      plan.set.emplace_back(rows[i].variable, rows[i].value);
+  }
+  plan.message = describe_framework_plan(plan);
+  return plan;
+}
+
+} // namespace gmem
