@@ -87,7 +87,7 @@ $(FUZZ_BIN): tests/fuzz/trace_reader_fuzz.cpp $(PROFILER_READER_SRCS) common/uni
 .PHONY: fuzz fuzz-corpus
 fuzz: $(FUZZ_BIN)
 	@mkdir -p build/fuzz/corpus
-	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_RUNS) -max_len=65536 build/fuzz/corpus $(FUZZ_CORPUS)
+	$(FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_RUNS) -max_len=65536 -rss_limit_mb=$(FUZZ_RSS_MB) build/fuzz/corpus $(FUZZ_CORPUS)
 fuzz-corpus: $(MAKE_CORPUS)
 	$(MAKE_CORPUS) $(FUZZ_CORPUS)
 

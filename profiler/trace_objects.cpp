@@ -141,8 +141,8 @@ public:
   // Opens `path` without blocking (a FIFO would hang a blocking open), regular files only,
   // and, with `no_follow`, never through a symlink. Fills `why` and returns false otherwise.
   bool read(const std::string& path, bool no_follow, std::string* why) {
-    const int fd =
-        ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | (no_follow ? O_NOFOLLOW : 0));
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
+                                            (no_follow ? O_NOFOLLOW : 0));
     if (fd < 0) {
       *why = errno == ELOOP && no_follow ? std::string("a symbolic link, not a trace")
                                          : errno_text(errno);
@@ -586,6 +586,18 @@ pid_object find_pid_object(std::uint32_t pid) {
                   std::to_string(pid) + " runs as uid " + std::to_string(running_uid) +
                   ": not its trace";
     }
+    // The pid names the process running now. An object of an earlier process with this pid
+    // (or one anybody planted under a made-up start time) is not its trace: name it to read it.
+    if (out.error.empty() && !found.empty()) {
+      std::string names;
+      for (const auto& c : found)
+        names += (names.empty() ? "" : ", ") + c.name + " (uid " + std::to_string(c.uid) + ")";
+      out.error = "it is running (uid " + std::to_string(running_uid) +
+                  ") but has no gmem trace of its own; " + names +
+                  (found.size() == 1 ? " belongs" : " belong") +
+                  " to no running process (name it to read it)";
+    }
+    return out;
   }
   // Earlier processes with this pid: they started before the running one (or before now).
   // Their start times are only names, which any user can choose, so the newest is taken only
@@ -624,6 +636,37 @@ pid_object find_pid_object(std::uint32_t pid) {
   return out;
 }
 
+pid_object find_child_object(std::uint32_t pid, std::uint64_t proc_start_ticks, std::uint32_t uid) {
+  pid_object out;
+  DIR* dir = opendir(k_shm_dir);
+  if (!dir) {
+    out.error = std::string(k_shm_dir) + ": " + errno_text(errno);
+    return out;
+  }
+  while (dirent* d = readdir(dir)) {
+    std::uint32_t p = 0;
+    std::uint64_t t = 0;
+    if (!parse_object_name(d->d_name, &p, &t) || p != pid) continue;
+    out.found_any = true;
+    struct stat st {};
+    if (t != proc_start_ticks || ::fstatat(dirfd(dir), d->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+        !S_ISREG(st.st_mode))
+      continue;
+    if (st.st_uid != uid) {
+      out.error = std::string(d->d_name) + " is owned by uid " + std::to_string(st.st_uid) +
+                  ", not by uid " + std::to_string(uid) + " that pid " + std::to_string(pid) +
+                  " ran as: not its trace";
+      continue;
+    }
+    out.name = d->d_name;
+    out.uid = st.st_uid;
+    out.error.clear();
+    break;
+  }
+  closedir(dir);
+  return out;
+}
+
 read_result open_pid(std::uint32_t pid, const read_options& options) {
   const pid_object o = find_pid_object(pid);
   if (o.name.empty())
@@ -640,8 +683,8 @@ bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool 
     return false;
   };
   // A new file of ours beside the target (mkstemp: O_EXCL, 0600), never a name someone else
-  // may have planted; fsync()ed, then renamed over the target (rename replaces a symlink there
-  // instead of following it).
+  // may have planted; fsync()ed, then renamed to the target only if nothing or a regular file
+  // of ours is there (a symlink, FIFO or device node there is neither followed nor replaced).
   std::string tmp;
   const int fd = create_temp_beside(path, &tmp);
   if (fd < 0) return set_error("cannot create a temporary file beside it");
@@ -676,7 +719,7 @@ bool save_bytes(std::span<const std::byte> bytes, const std::string& path, bool 
     ::unlink(tmp.c_str());
     return false;
   }
-  return commit_temp(fd, tmp, path, error);
+  return commit_temp_over_own_file(fd, tmp, path, error);
 }
 
 bool save_shm(const std::string& name, const std::string& path, std::string* error) {
@@ -708,6 +751,11 @@ bool remove_shm(const std::string& name, std::string* error) {
     return false;
   }
   return true;
+}
+
+bool proc_identity(std::uint32_t pid, std::uint64_t* proc_start_ticks, std::uint32_t* uid) {
+  *proc_start_ticks = start_ticks_of(pid);
+  return *proc_start_ticks != 0 && proc_uid(pid, uid);
 }
 
 } // namespace gmem::trace

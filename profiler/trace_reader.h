@@ -55,7 +55,8 @@ read_result open_shm(const std::string& name, const read_options& = {});
 read_result open_shm(const std::string& name, const read_options& options, std::uint32_t* owner);
 
 // The object that belongs to `pid`, chosen without trusting anything another user writes:
-// while `pid` runs, only the object named after its start time and owned by its uid; else the
+// while `pid` runs, only the object named after its start time and owned by its uid (none else,
+// an earlier process's included); once it is gone, the
 // newest (by the name's start time, which must lie in the past) among the objects of one
 // owner: the caller's own if it has any, else the only owner there is. Several owners and none
 // of them the caller: ambiguous, refused with the names in `error`.
@@ -67,6 +68,11 @@ struct pid_object {
   std::string error;
 };
 pid_object find_pid_object(std::uint32_t pid);
+
+// The object a known process created: named after `pid` and `proc_start_ticks` (its /proc
+// start time, read while it ran or before it was reaped) and owned by `uid`. Nothing else,
+// whatever other objects carry this pid (gmem run's summary of the child it started).
+pid_object find_child_object(std::uint32_t pid, std::uint64_t proc_start_ticks, std::uint32_t uid);
 
 // open_shm() of find_pid_object(pid).
 read_result open_pid(std::uint32_t pid, const read_options& = {});
@@ -147,6 +153,10 @@ struct ipc_registry {
   bool running = false;
 };
 std::vector<ipc_registry> list_ipc_registries();
+
+// The /proc start time (field 22 of stat) and uid of `pid` while it runs or is a zombie not yet
+// reaped. False when there is no such process.
+bool proc_identity(std::uint32_t pid, std::uint64_t* proc_start_ticks, std::uint32_t* uid);
 
 // Is the process that wrote `pid`/`proc_start_ticks` still the one running under that pid?
 bool process_alive(std::uint32_t pid, std::uint64_t proc_start_ticks);

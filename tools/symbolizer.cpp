@@ -2,42 +2,239 @@
 
 #include <cxxabi.h>
 #include <elfutils/libdwfl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "common/safe_file.h"
 
 namespace gmem::tools {
 namespace {
 
-// Separate debug info only from the system's directory (by build id, or the debuglink name
-// under /usr/lib/debug/<module dir>): never from beside a module the trace names.
-constexpr const char* k_debuginfo_path = "/usr/lib/debug";
+constexpr std::string_view k_debug_dir = "/usr/lib/debug";
+constexpr std::uint32_t k_max_string = 64 * 1024; // longer names are cut
 
-// The module's file, opened without blocking and only if it is a regular file (symlinks in
-// module paths are normal and followed). -1 otherwise, with `note` set unless it is missing.
+// Why a module's file is not used, decided from its path alone (no file is opened).
+std::string path_note(const std::string& path) {
+  if (has_dot_dot(path)) return "path has a '..' component: not followed, not symbolized";
+  return {};
+}
+
+// --- the child: elfutils over descriptors gmem opened -------------------------------------
+
+// The module's file. Symlinks in module paths are normal (libcuda.so.1 -> libcuda.so.580.x):
+// open_regular_file follows them itself and opens the end of the chain O_NOFOLLOW.
 int open_module(const std::string& path, std::string* note) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno != ENOENT) // a module of another host is the usual case: no note for it
-      *note = std::string("cannot open: ") + std::strerror(errno) + ": not symbolized";
-    return -1;
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    *note = "not a regular file: not symbolized";
-    return -1;
-  }
+  std::string why;
+  const int fd = open_regular_file(path, true, &why);
+  if (fd < 0 && errno != ENOENT) // a module of another host is the usual case: no note for it
+    *note = "cannot open: " + why + ": not symbolized";
   return fd;
 }
 
+// elfutils' find_elf: every module is reported with a descriptor, so there is nothing to find.
+int refuse_find_elf(Dwfl_Module*, void**, const char*, Dwarf_Addr, char** file_name, Elf**) {
+  *file_name = nullptr;
+  return -1;
+}
+
+// elfutils' find_debuginfo: separate debug info from /usr/lib/debug only, opened by us. The
+// name is never handed back (libdwfl would open it itself when the descriptor is -1).
+int find_debuginfo_safely(Dwfl_Module* mod, void**, const char* modname, Dwarf_Addr,
+                          const char* /*file_name*/, const char* debuglink, GElf_Word crc,
+                          char** debuginfo_file_name) {
+  *debuginfo_file_name = nullptr;
+  if (debuglink != nullptr && crc == 0) {
+    // The dwz alternate file (.gnu_debugaltlink): only an absolute name under /usr/lib/debug.
+    const std::string alt = debuglink;
+    if (alt.rfind(std::string(k_debug_dir) + "/", 0) != 0 || has_dot_dot(alt)) return -1;
+    return open_regular_file(alt, true, nullptr);
+  }
+  const unsigned char* bits = nullptr;
+  GElf_Addr vaddr = 0;
+  const int n = dwfl_module_build_id(mod, &bits, &vaddr);
+  if (n >= 2 && n <= 64) {
+    std::string path = std::string(k_debug_dir) + "/.build-id/";
+    char b[3];
+    for (int i = 0; i < n; ++i) {
+      std::snprintf(b, sizeof b, "%02x", bits[i]);
+      path += b;
+      if (i == 0) path += '/';
+    }
+    const int fd = open_regular_file(path + ".debug", true, nullptr);
+    if (fd >= 0) return fd;
+  }
+  // .gnu_debuglink: a base name, looked up under /usr/lib/debug/<module's directory>. The
+  // module path has no ".." (checked before it was reported), so this stays under it.
+  if (debuglink == nullptr || modname == nullptr) return -1;
+  const std::string link = debuglink, module = modname;
+  if (link.empty() || link.find('/') != std::string::npos || link == "." || link == "..") return -1;
+  const auto slash = module.rfind('/');
+  if (slash == std::string::npos || has_dot_dot(module)) return -1;
+  return open_regular_file(std::string(k_debug_dir) + module.substr(0, slash + 1) + link, true,
+                           nullptr);
+}
+
+bool write_all(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+void put_u32(std::string* out, std::uint32_t v) {
+  out->append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+void put_string(std::string* out, std::string_view s) {
+  s = s.substr(0, k_max_string);
+  put_u32(out, static_cast<std::uint32_t>(s.size()));
+  out->append(s);
+}
+
+bool read_all_blocking(int fd, void* buf, std::size_t n) {
+  auto* p = static_cast<char*>(buf);
+  while (n > 0) {
+    const ssize_t got = ::read(fd, p, n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    p += got;
+    n -= static_cast<std::size_t>(got);
+  }
+  return true;
+}
+
+// The child's whole life: report every usable module, send each module's verdict (stale,
+// note), then answer one ip at a time until the parent closes the socket.
+[[noreturn]] void serve(int sock, const std::vector<module_range>& modules) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the reader, even stuck in an open
+  ::signal(SIGINT, SIG_IGN);          // the reader decides when we stop
+  ::unsetenv("DEBUGINFOD_URLS");      // no network lookups, whatever libdw links
+  static Dwfl_Callbacks callbacks{};
+  callbacks.find_elf = refuse_find_elf;
+  callbacks.find_debuginfo = find_debuginfo_safely;
+  callbacks.section_address = dwfl_offline_section_address;
+  callbacks.debuginfo_path = nullptr;
+  Dwfl* dwfl = dwfl_begin(&callbacks);
+  std::string verdicts;
+  if (dwfl != nullptr) dwfl_report_begin(dwfl);
+  for (const auto& m : modules) {
+    std::string note = path_note(m.path);
+    bool stale = false;
+    if (dwfl != nullptr && note.empty() && !m.path.empty() && m.path[0] == '/') {
+      const int fd = open_module(m.path, &note);
+      if (fd >= 0 && m.build_id.empty()) {
+        ::close(fd);
+        note = "no build id recorded: not symbolized";
+      } else if (fd >= 0) {
+        Dwfl_Module* mod = dwfl_report_elf(dwfl, m.path.c_str(), m.path.c_str(), fd, m.base,
+                                           false); // consumes fd on success
+        if (mod == nullptr) {
+          ::close(fd);
+          note = "not an ELF file: not symbolized";
+        } else {
+          const unsigned char* bits = nullptr;
+          GElf_Addr vaddr = 0;
+          const int n = dwfl_module_build_id(mod, &bits, &vaddr);
+          std::string hex;
+          for (int i = 0; i < n; ++i) {
+            char b[3];
+            std::snprintf(b, sizeof b, "%02x", bits[i]);
+            hex += b;
+          }
+          if (hex != m.build_id) {
+            stale = true;
+            note = "rebuilt since the run: not symbolized";
+          }
+        }
+      }
+    }
+    verdicts += static_cast<char>(stale);
+    put_string(&verdicts, note);
+  }
+  if (dwfl != nullptr) dwfl_report_end(dwfl, nullptr, nullptr);
+  if (!write_all(sock, verdicts)) ::_exit(0);
+  std::uint64_t ip = 0;
+  while (read_all_blocking(sock, &ip, sizeof ip)) {
+    std::string function, file;
+    int lineno = 0;
+    const Dwarf_Addr pc = ip > 0 ? ip - 1 : ip;
+    if (Dwfl_Module* mod = dwfl != nullptr ? dwfl_addrmodule(dwfl, pc) : nullptr) {
+      GElf_Off offset = 0;
+      GElf_Sym sym;
+      function = demangle(dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr));
+      if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc); line != nullptr)
+        if (const char* f = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr))
+          file = f;
+    }
+    std::string reply;
+    put_string(&reply, function);
+    put_string(&reply, file);
+    put_u32(&reply, static_cast<std::uint32_t>(lineno));
+    if (!write_all(sock, reply)) break;
+  }
+  ::_exit(0);
+}
+
 } // namespace
+
+// The parent's end of the child: its pid, the socket and the deadline for everything it does.
+struct symbolizer::helper {
+  pid_t pid = -1;
+  int sock = -1;
+  std::chrono::steady_clock::time_point deadline;
+
+  // Reads exactly `n` bytes before the deadline. False on timeout, EOF or error.
+  bool read_exact(void* buf, std::size_t n, bool* timed_out) {
+    auto* p = static_cast<char*>(buf);
+    while (n > 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) {
+        *timed_out = true;
+        return false;
+      }
+      pollfd pfd{sock, POLLIN, 0};
+      const int r = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 1 << 30)));
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return false;
+      if (r == 0) continue; // the loop sees the deadline
+      const ssize_t got = ::recv(sock, p, n, 0);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) return false;
+      p += got;
+      n -= static_cast<std::size_t>(got);
+    }
+    return true;
+  }
+  bool read_string(std::string* s, bool* timed_out) {
+    std::uint32_t n = 0;
+    if (!read_exact(&n, sizeof n, timed_out) || n > k_max_string) return false;
+    s->resize(n);
+    return n == 0 || read_exact(s->data(), n, timed_out);
+  }
+  ~helper() {
+    if (sock >= 0) ::close(sock);
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+};
 
 std::string demangle(const char* symbol) {
   if (symbol == nullptr) return {};
@@ -63,63 +260,68 @@ std::string frame_info::name() const {
   return (slash == std::string::npos ? module : module.substr(slash + 1)) + off;
 }
 
-// One offline Dwfl context holding every module that could be opened.
-struct symbolizer::dwfl_state {
-  Dwfl_Callbacks callbacks{};
-  char* debuginfo_path = nullptr;
-  Dwfl* dwfl = nullptr;
-  ~dwfl_state() {
-    if (dwfl != nullptr) dwfl_end(dwfl);
-  }
-};
-
-symbolizer::symbolizer(std::vector<module_range> modules)
-    : modules_(std::move(modules)), dwfl_(std::make_unique<dwfl_state>()) {
+symbolizer::symbolizer(std::vector<module_range> modules, std::chrono::milliseconds budget)
+    : modules_(std::move(modules)), budget_(budget) {
   std::sort(modules_.begin(), modules_.end(),
             [](const module_range& a, const module_range& b) { return a.start < b.start; });
-  dwfl_->callbacks.find_elf = dwfl_build_id_find_elf;
-  dwfl_->callbacks.find_debuginfo = dwfl_standard_find_debuginfo;
-  dwfl_->callbacks.section_address = dwfl_offline_section_address;
-  dwfl_->debuginfo_path = const_cast<char*>(k_debuginfo_path);
-  dwfl_->callbacks.debuginfo_path = &dwfl_->debuginfo_path;
-  dwfl_->dwfl = dwfl_begin(&dwfl_->callbacks);
-  if (dwfl_->dwfl == nullptr) return;
-  dwfl_report_begin(dwfl_->dwfl);
-  for (auto& m : modules_) {
-    if (m.path.empty() || m.path[0] != '/') continue; // [vdso], anonymous: module+offset only
-    // A missing or unreadable file just leaves this module's frames unresolved.
-    const int fd = open_module(m.path, &m.note);
-    if (fd < 0) continue;
-    if (m.build_id.empty()) { // nothing to check the file against
-      ::close(fd);
-      m.note = "no build id recorded: not symbolized";
-      continue;
-    }
-    Dwfl_Module* mod = dwfl_report_elf(dwfl_->dwfl, m.path.c_str(), m.path.c_str(), fd, m.base,
-                                       false); // consumes fd on success
-    if (mod == nullptr) {
-      ::close(fd);
-      m.note = "not an ELF file: not symbolized";
-      continue;
-    }
-    const unsigned char* bits = nullptr;
-    GElf_Addr vaddr = 0;
-    const int n = dwfl_module_build_id(mod, &bits, &vaddr);
-    std::string hex;
-    for (int i = 0; i < n; ++i) {
-      char b[3];
-      std::snprintf(b, sizeof b, "%02x", bits[i]);
-      hex += b;
-    }
-    if (hex != m.build_id) {
-      m.stale = true;
-      m.note = "rebuilt since the run: not symbolized";
-    }
-  }
-  dwfl_report_end(dwfl_->dwfl, nullptr, nullptr);
+  for (auto& m : modules_)
+    m.note = path_note(m.path);
 }
 
 symbolizer::~symbolizer() = default;
+
+void symbolizer::stop_helper(const std::string& why) {
+  helper_.reset(); // kills and reaps the child
+  helper_note_ = why;
+}
+
+bool symbolizer::start_helper() {
+  if (helper_started_) return helper_ != nullptr;
+  helper_started_ = true;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    helper_note_ = std::string("not symbolized: socketpair: ") + std::strerror(errno);
+    return false;
+  }
+  std::fflush(nullptr); // the child never writes to stdio, but must not inherit unflushed data
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    helper_note_ = std::string("not symbolized: fork: ") + std::strerror(errno);
+    ::close(sv[0]);
+    ::close(sv[1]);
+    return false;
+  }
+  if (pid == 0) { // never returns into the reader's code, not even by an exception
+    ::close(sv[0]);
+    try {
+      serve(sv[1], modules_);
+    } catch (...) {
+    }
+    ::_exit(1);
+  }
+  ::close(sv[1]);
+  helper_ = std::make_unique<helper>();
+  helper_->pid = pid;
+  helper_->sock = sv[0];
+  const auto started = std::chrono::steady_clock::now();
+  helper_->deadline = started + budget_;
+  for (auto& m : modules_) {
+    char stale = 0;
+    bool timed_out = false;
+    std::string note;
+    if (!helper_->read_exact(&stale, 1, &timed_out) || !helper_->read_string(&note, &timed_out)) {
+      stop_helper(timed_out ? "not symbolized: the symbolization budget of " +
+                                  std::to_string(budget_.count()) +
+                                  " ms for this trace ran out while opening its modules"
+                            : "not symbolized: the symbolizer process failed");
+      return false;
+    }
+    m.stale = stale != 0;
+    if (!note.empty()) m.note = note;
+  }
+  spent_ += std::chrono::steady_clock::now() - started;
+  return true;
+}
 
 const module_range* symbolizer::find_module(std::uint64_t ip) const {
   auto it = std::upper_bound(modules_.begin(), modules_.end(), ip,
@@ -140,26 +342,39 @@ const frame_info& symbolizer::resolve(std::uint64_t ip) {
   const module_range* m = find_module(ip);
   f.module = m != nullptr ? m->path : "?";
   f.module_offset = m != nullptr ? ip - m->start : ip;
-  f.stale = m != nullptr && m->stale;
-  if (m != nullptr) f.note = m->note;
-  if (m == nullptr || !f.note.empty() || dwfl_->dwfl == nullptr) return f;
-  const Dwarf_Addr pc = ip > 0 ? ip - 1 : ip;
-  Dwfl_Module* mod = dwfl_addrmodule(dwfl_->dwfl, pc);
-  if (mod == nullptr) return f;
-  GElf_Off offset = 0;
-  GElf_Sym sym;
-  const char* name = dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr);
-  f.function = demangle(name);
+  if (m == nullptr) return f;
+  if (m->note.empty() && !m->path.empty() && m->path[0] == '/') start_helper();
+  f.stale = m->stale;
+  f.note = m->note;
+  if (!f.note.empty() || m->path.empty() || m->path[0] != '/') return f;
+  if (helper_ == nullptr) {
+    f.note = helper_note_;
+    return f;
+  }
+  bool timed_out = false;
+  std::string function, file;
+  std::uint32_t line = 0;
+  // The budget counts the time spent waiting for the child, not the symbolizer's age: the
+  // exporter keeps one per process across scrapes.
+  const auto started = std::chrono::steady_clock::now();
+  helper_->deadline = started + (budget_ - spent_);
+  if (!write_all(helper_->sock, std::string(reinterpret_cast<const char*>(&ip), sizeof ip)) ||
+      !helper_->read_string(&function, &timed_out) || !helper_->read_string(&file, &timed_out) ||
+      !helper_->read_exact(&line, sizeof line, &timed_out)) {
+    stop_helper(timed_out ? "not symbolized: the symbolization budget of " +
+                                std::to_string(budget_.count()) + " ms for this trace ran out"
+                          : "not symbolized: the symbolizer process failed");
+    f.note = helper_note_;
+    return f;
+  }
+  spent_ += std::chrono::steady_clock::now() - started;
+  f.function = std::move(function);
   if (const auto at = f.function.find('@');
       at != std::string::npos && f.function.find('(') == std::string::npos)
     f.function.resize(at); // "__libc_start_main@@GLIBC_2.34": the symbol version is noise
-  if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc); line != nullptr) {
-    int lineno = 0;
-    const char* file = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr);
-    if (file != nullptr) {
-      f.file = file;
-      f.line = lineno;
-    }
+  if (!file.empty()) {
+    f.file = std::move(file);
+    f.line = static_cast<int>(line);
   }
   return f;
 }

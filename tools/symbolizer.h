@@ -3,6 +3,7 @@
 // libdwfl offline: each module's file is reported at its recorded load address.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -40,14 +41,22 @@ struct frame_info {
 
 // Invariant: every ip resolves to exactly one frame_info, cached; unknown parts stay empty and
 // the frame is printed as module+offset, never dropped.
-// A trace names the files to read, and its writer may be another user: a module's file is
-// opened without blocking (a FIFO there cannot hang us), used only when it is a regular file
-// whose build id equals the one recorded when the process ran (a swapped or rebuilt file
-// would give confident wrong names), and separate debug info is looked up only under
-// /usr/lib/debug, never beside a file the trace names.
+// A trace names the files to read, and its writer may be another user (docs/security.md,
+// promise 3). So: a module path with a ".." component is never followed; every file is opened
+// by gmem (open_regular_file: O_NOFOLLOW at the last component after resolving symlinks
+// itself, O_NONBLOCK, O_NOCTTY, regular files only) and handed to elfutils as a descriptor;
+// a module is used only when its build id equals the one recorded when the process ran;
+// separate debug info comes only from /usr/lib/debug (by build id, or the debuglink name under
+// /usr/lib/debug/<module dir>), never from beside a file the trace names, never through
+// debuginfod. elfutils itself runs in a child process (forked at the first lookup); the reader
+// waits for it `budget` in all, summed over every lookup: whatever a module makes elfutils do
+// (a blocking open inside libdw, a huge DWARF section), the reader waits no longer, kills the
+// child and leaves the remaining frames as module+offset with a note.
 class symbolizer {
 public:
-  explicit symbolizer(std::vector<module_range> modules);
+  static constexpr std::chrono::milliseconds k_default_budget{5000};
+  explicit symbolizer(std::vector<module_range> modules,
+                      std::chrono::milliseconds budget = k_default_budget);
   ~symbolizer();
   symbolizer(const symbolizer&) = delete;
   symbolizer& operator=(const symbolizer&) = delete;
@@ -57,11 +66,17 @@ public:
   const frame_info& resolve(std::uint64_t ip);
 
 private:
-  struct dwfl_state;
+  struct helper;
   const module_range* find_module(std::uint64_t ip) const;
+  bool start_helper();
+  void stop_helper(const std::string& why);
 
   std::vector<module_range> modules_; // sorted by start
-  std::unique_ptr<dwfl_state> dwfl_;
+  std::chrono::milliseconds budget_;
+  std::chrono::steady_clock::duration spent_{}; // waiting for the child so far
+  std::unique_ptr<helper> helper_;
+  bool helper_started_ = false;
+  std::string helper_note_; // why frames are no longer symbolized ("" while the helper works)
   std::unordered_map<std::uint64_t, frame_info> cache_;
 };
 

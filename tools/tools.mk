@@ -112,3 +112,29 @@ $(STEADY_SERVICE): $(BUILD)/tests/exporter/steady_service.o
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
 TEST_SCRIPT_DEPS += $(STEADY_SERVICE)
+
+# Fuzzing the exports (issue 33 row 4): tests/fuzz/export_fuzz.cpp decodes each input and
+# exports it to Chrome JSON and a PyTorch pickle. `make test` replays the reader's committed
+# corpus through it (gcc); `make fuzz` also runs it under libFuzzer (clang, ASan+UBSan) for
+# FUZZ_SECONDS with an RSS limit of FUZZ_RSS_MB, so an input that makes an export allocate
+# beyond what the trace holds fails the run.
+EXPORT_REPLAY := $(BUILD)/tests/export_replay
+$(EXPORT_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/export_fuzz.o $(TOOLS_CORE_LIB) \
+                  $(TOOLS_READER) $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(TOOLS_LIBS)
+UNIT_TESTS += $(EXPORT_REPLAY)
+SAN_TESTS += $(EXPORT_REPLAY)
+FUZZ_RSS_MB ?= 2048
+EXPORT_FUZZ_BIN := build/fuzz/export_fuzz
+$(EXPORT_FUZZ_BIN): tests/fuzz/export_fuzz.cpp $(TOOLS_CORE_SRCS) $(PROFILER_READER_SRCS) \
+                    $(COMMON_SRCS) $(wildcard tools/*.h profiler/*.h common/*.h) | deps-test
+	@mkdir -p $(@D)
+	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined -o $@ $(filter %.cpp,$^) $(TOOLS_LIBS)
+.PHONY: fuzz-export
+fuzz: fuzz-export
+fuzz-export: $(EXPORT_FUZZ_BIN)
+	@mkdir -p build/fuzz/export_corpus
+	$(EXPORT_FUZZ_BIN) -max_total_time=$(FUZZ_SECONDS) $(FUZZ_RUNS) -max_len=65536 \
+	  -rss_limit_mb=$(FUZZ_RSS_MB) build/fuzz/export_corpus $(FUZZ_CORPUS)

@@ -40,13 +40,62 @@ from . import _frameworks
 _REEXEC = "GMEM_PYTEST_REEXEC"  # set in the re-executed pytest: never re-exec twice
 
 
+def _mapped(path):
+    """True when the file at `path` (same device and inode) is mapped into this process."""
+    try:
+        st = os.stat(path)
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                if len(fields) < 6 or ":" not in fields[3]:
+                    continue
+                major, minor = (int(x, 16) for x in fields[3].split(":", 1))
+                if (int(fields[4]) == st.st_ino and major == os.major(st.st_dev)
+                        and minor == os.minor(st.st_dev)):
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
 def _preloaded():
-    """True when libgmem.so is mapped into this process (read from /proc, loads nothing)."""
+    """True when libgmem.so is mapped into this process (read from /proc, loads nothing).
+
+    After our own re-exec, only the very file we put into LD_PRELOAD counts: a library of the
+    same name mapped from anywhere else (another user's, picked up by a split LD_PRELOAD) is
+    not the shim. Otherwise a mapped libgmem.so counts when root or we own it and nobody else
+    may write it."""
+    expected = os.environ.get(_REEXEC, "")
+    if expected.startswith("/"):
+        return _mapped(expected)
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            return any(line.rstrip().endswith("/libgmem.so") for line in maps)
+            paths = {line.split(None, 5)[5].rstrip("\n") for line in maps
+                     if len(line.split(None, 5)) == 6}
     except OSError:
-        return "libgmem.so" in os.environ.get("LD_PRELOAD", "")
+        return False
+    for path in paths:
+        if not path.endswith("/libgmem.so"):
+            continue
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if st.st_uid in (0, os.geteuid()) and not st.st_mode & 0o022 and _mapped(path):
+            return True
+    return False
+
+
+def preload_problem(path):
+    """Why `path` cannot go into LD_PRELOAD, or None: the loader splits LD_PRELOAD at spaces
+    and colons, so "/opt/gm space/lib/libgmem.so" would load "space/lib/libgmem.so" relative to
+    the working directory (anybody's library) instead."""
+    if any(c in path for c in " :\t\n"):
+        return (f"{path!r} contains a space or a colon, where the dynamic loader splits "
+                "LD_PRELOAD; install gmem under a path without them or set GMEM_SHIM to one")
+    if not path.startswith("/"):
+        return f"{path!r} is not an absolute path"
+    return None
 
 
 def _native_candidates(*parts):
@@ -133,6 +182,8 @@ def pytest_configure(config):
         elif shim is None:
             why = ("no libgmem.so found (install the gmem wheel, set GMEM_SHIM, or run "
                    "`gmem run -- pytest --gmem`)")
+        elif preload_problem(shim):
+            why = "cannot preload " + preload_problem(shim)
         else:
             _reexec(config, shim)  # does not return
     config.pluginmanager.register(_Tracker(config, why), "gmem-tracker")
@@ -144,7 +195,7 @@ def _reexec(config, shim):
         capman.suspend_global_capture(in_=True)
     env = dict(os.environ)
     env["LD_PRELOAD"] = shim + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-    env[_REEXEC] = "1"
+    env[_REEXEC] = shim  # the re-executed pytest checks that this very file is mapped
     settings, line = _frameworks.plan(env)  # GMEM_FRAMEWORKS, as gmem run applies it
     env.update(settings)
     args = [sys.executable, "-m", "pytest"] + list(config.invocation_params.args)

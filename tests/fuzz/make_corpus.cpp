@@ -286,6 +286,27 @@ int main(int argc, char** argv) {
     save(dir, "bad_event_type", im);
   }
   {
+    // Issue 33 row 4: one marker on device 2^29 (the PyTorch export grew to 24 GB sizing a list
+    // per device id), and every event on that device.
+    image im;
+    fill(*im.w, 5);
+    im.w->marker("forged device");
+    auto* ring = im.lane_records(1);
+    const std::uint64_t records = im.lane(1)[layout::lane_word::capacity];
+    const std::uint64_t forged = std::uint64_t{1} << 29;
+    for (std::uint64_t i = 0; i < records && i < 64; ++i) {
+      std::uint64_t& word = ring[8 * i + layout::event_word::device_type];
+      if (((word >> 32) & 0xff) == static_cast<std::uint64_t>(event_type::marker))
+        word = (word & ~std::uint64_t{0xffffffff}) | forged;
+    }
+    save(dir, "hostile_marker_device", im);
+    for (std::uint64_t i = 0; i < records && i < 64; ++i) {
+      std::uint64_t& word = ring[8 * i + layout::event_word::device_type];
+      word = (word & ~std::uint64_t{0xffffffff}) | forged;
+    }
+    save(dir, "hostile_event_devices", im);
+  }
+  {
     std::vector<unsigned char> garbage(12000);
     for (std::size_t i = 0; i < garbage.size(); ++i)
       garbage[i] = static_cast<unsigned char>(i * 131 + 7);

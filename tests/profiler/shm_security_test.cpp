@@ -246,9 +246,18 @@ TEST(shm_security, saving_writes_only_its_own_file) {
   const bool saved = save_bytes(
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(image.data()), image.size()),
       path, false, &error);
-  umask(old_umask);
-  ASSERT_TRUE(saved) << error;
+  // Issue 33: a symlink at the target is neither followed nor replaced.
+  EXPECT_FALSE(saved) << "saved over a symlink";
+  EXPECT_NE(error.find("a symbolic link"), std::string::npos) << error;
   struct stat st {};
+  ASSERT_EQ(lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISLNK(st.st_mode)) << "the symlink at the target was replaced";
+  ASSERT_EQ(unlink(path.c_str()), 0);
+  const bool saved_fresh = save_bytes(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(image.data()), image.size()),
+      path, false, &error);
+  umask(old_umask);
+  ASSERT_TRUE(saved_fresh) << error;
   ASSERT_EQ(stat(old_tmp.c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 0) << "the attacker's pre-created temp file got the trace";
   std::ifstream in(victim_file);
@@ -258,6 +267,11 @@ TEST(shm_security, saving_writes_only_its_own_file) {
   EXPECT_TRUE(S_ISREG(st.st_mode));
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_TRUE(open_file(path)) << "the saved file reads back";
+  // Saving again replaces our own regular file.
+  EXPECT_TRUE(save_bytes(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(image.data()), image.size()),
+      path, false, &error))
+      << error;
   for (const auto& f : {old_tmp, path, victim_file})
     unlink(f.c_str());
   EXPECT_EQ(rmdir(dir.c_str()), 0) << "a temporary file was left behind";

@@ -262,8 +262,10 @@ TEST(shm_trace, threads_handing_addresses_on_read_back_in_order) {
 }
 
 TEST(shm_trace, pid_reuse_keeps_two_objects_apart) {
-  // Two processes that had the same pid differ in their start time: two objects.
-  const auto pid = static_cast<std::uint32_t>(getpid());
+  // Two processes that had the same pid differ in their start time: two objects. The pid is
+  // one no process can have (above any pid_max): a pid that runs means that process, whose
+  // own trace it is or none.
+  const std::uint32_t pid = 4000000002u;
   std::string names[2];
   for (int k = 0; k < 2; ++k) {
     process_identity who = testing::test_identity();

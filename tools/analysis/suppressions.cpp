@@ -130,7 +130,7 @@ suppression_list::parse(const std::string& text, const std::string& origin, std:
 
 std::optional<suppression_list> suppression_list::load(const std::string& path,
                                                        std::string* error) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) {
     *error = "cannot open suppressions file " + path + ": " + std::strerror(errno);
     return std::nullopt;

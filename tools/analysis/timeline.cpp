@@ -1,5 +1,8 @@
 #include "tools/analysis/timeline.h"
 
+#include <cstdint>
+#include <limits>
+
 #include <algorithm>
 #include <map>
 #include <unordered_map>
@@ -30,6 +33,31 @@ const char* to_string(mark_kind k) {
   }
   return "?";
 }
+
+namespace {
+
+// Byte counts from a trace may be anything its writer chose: sums saturate instead of
+// overflowing (undefined behaviour for the signed counters below).
+std::int64_t sat_add(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? std::numeric_limits<std::int64_t>::max()
+               : std::numeric_limits<std::int64_t>::min();
+}
+std::int64_t sat_sub(std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? std::numeric_limits<std::int64_t>::max()
+               : std::numeric_limits<std::int64_t>::min();
+}
+void add_to(std::int64_t& a, std::uint64_t bytes) {
+  a = sat_add(a, static_cast<std::int64_t>(std::min<std::uint64_t>(bytes, INT64_MAX)));
+}
+void sub_from(std::int64_t& a, std::uint64_t bytes) {
+  a = sat_sub(a, static_cast<std::int64_t>(std::min<std::uint64_t>(bytes, INT64_MAX)));
+}
+
+} // namespace
 
 timeline build_timeline(const gmem::trace::trace& trace) {
   using gmem::trace::event_type;
@@ -64,7 +92,7 @@ timeline build_timeline(const gmem::trace::trace& trace) {
     case event_type::alloc:
       if (is_graph_kind(e->kind)) {
         graphs[e->address] = {std::max(e->size2, e->size), e->device};
-        s_of().graph += static_cast<std::int64_t>(std::max(e->size2, e->size));
+        add_to(s_of().graph, std::max(e->size2, e->size));
         break;
       }
       if (!is_pooled_kind(e->kind)) {
@@ -72,18 +100,18 @@ timeline build_timeline(const gmem::trace::trace& trace) {
         break;
       }
       blocks[e->address] = {std::max(e->size2, e->size), e->device};
-      s_of().live += static_cast<std::int64_t>(std::max(e->size2, e->size));
+      add_to(s_of().live, std::max(e->size2, e->size));
       break;
     case event_type::free: {
       const auto it = blocks.find(e->address);
       if (const auto g = graphs.find(e->address); g != graphs.end()) {
-        dev[g->second.device].graph -= static_cast<std::int64_t>(g->second.bytes);
+        sub_from(dev[g->second.device].graph, g->second.bytes);
         graphs.erase(g);
       } else if (it != blocks.end()) {
-        dev[it->second.device].live -= static_cast<std::int64_t>(it->second.bytes);
+        sub_from(dev[it->second.device].live, it->second.bytes);
         blocks.erase(it);
       } else if (is_pooled_kind(e->kind) && e->size2 != 0) {
-        s_of().live -= static_cast<std::int64_t>(e->size2); // allocated before the ring's window
+        sub_from(s_of().live, e->size2); // allocated before the ring's window
       } else {
         changed = false;
       }
@@ -91,12 +119,11 @@ timeline build_timeline(const gmem::trace::trace& trace) {
     }
     case event_type::segment_map:
       segments[e->address] = {e->size, e->device};
-      s_of().reserved += static_cast<std::int64_t>(e->size);
+      add_to(s_of().reserved, e->size);
       break;
     case event_type::segment_unmap: {
       const auto it = segments.find(e->address);
-      s_of().reserved -=
-          static_cast<std::int64_t>(it != segments.end() ? it->second.bytes : e->size);
+      sub_from(s_of().reserved, it != segments.end() ? it->second.bytes : e->size);
       if (it != segments.end()) segments.erase(it);
       break;
     }
@@ -130,18 +157,19 @@ timeline build_timeline(const gmem::trace::trace& trace) {
   // Anchor each curve at the present state.
   std::map<int, values> present;
   for (const auto& a : trace.live) {
-    const auto bytes = static_cast<std::int64_t>(std::max(a.rounded, a.requested));
-    if (is_pooled_kind(a.kind)) present[a.device].live += bytes;
-    if (is_graph_kind(a.kind)) present[a.device].graph += bytes;
+    const std::uint64_t bytes = std::max(a.rounded, a.requested);
+    if (is_pooled_kind(a.kind)) add_to(present[a.device].live, bytes);
+    if (is_graph_kind(a.kind)) add_to(present[a.device].graph, bytes);
   }
   for (const auto& s : trace.segments)
-    present[s.device].reserved += static_cast<std::int64_t>(s.bytes);
+    add_to(present[s.device].reserved, s.bytes);
   for (const auto& [d, p] : present)
     dev[d];
   for (auto& [d, s] : dev) {
     const values now = present[d];
-    const std::int64_t shift_live = now.live - s.live, shift_res = now.reserved - s.reserved,
-                       shift_graph = now.graph - s.graph;
+    const std::int64_t shift_live = sat_sub(now.live, s.live),
+                       shift_res = sat_sub(now.reserved, s.reserved),
+                       shift_graph = sat_sub(now.graph, s.graph);
     device_timeline dt;
     dt.device = d;
     auto clamp = [](std::int64_t v) {
@@ -149,8 +177,9 @@ timeline build_timeline(const gmem::trace::trace& trace) {
     };
     dt.points.push_back({t.begin_ns, clamp(shift_live), clamp(shift_res), clamp(shift_graph)});
     for (const auto& [time, v] : s.raw)
-      dt.points.push_back({time, clamp(v.live + shift_live), clamp(v.reserved + shift_res),
-                           clamp(v.graph + shift_graph)});
+      dt.points.push_back({time, clamp(sat_add(v.live, shift_live)),
+                           clamp(sat_add(v.reserved, shift_res)),
+                           clamp(sat_add(v.graph, shift_graph))});
     dt.points.push_back({t.end_ns, clamp(now.live), clamp(now.reserved), clamp(now.graph)});
     for (const auto& p : dt.points) {
       dt.peak_live = std::max(dt.peak_live, p.live);

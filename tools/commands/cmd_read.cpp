@@ -88,7 +88,7 @@ std::unique_ptr<gmem::trace::trace> load(const std::string& target, int& status,
     status = fail(r.error.code, r.error.message);
     return nullptr;
   }
-  std::fputs(trace_warnings(r.value).c_str(), stderr);
+  std::fputs((r.note + trace_warnings(r.value)).c_str(), stderr);
   return std::make_unique<gmem::trace::trace>(std::move(r.value));
 }
 

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/escape.h"
 #include "common/options.h"
 #include "common/units.h"
 #include "tools/commands/commands.h"
@@ -94,6 +95,8 @@ command_fn add_run(CLI::App& app) {
     std::string why;
     const std::string lib = find_libgmem(self_exe(), std::getenv("GMEM_LIB"), &why);
     if (lib.empty()) return fail(k_exit_cannot_run, why);
+    if (const std::string problem = preload_problem(lib); !problem.empty())
+      return fail(k_exit_cannot_run, "cannot preload " + escape_text(problem));
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e)
       env.emplace_back(*e);
@@ -134,6 +137,18 @@ command_fn add_run(CLI::App& app) {
     int exec_errno = 0;
     const bool exec_failed = read(ready[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
     close(ready[0]);
+    // Who the child is, read before it is reaped (a zombie keeps its /proc start time and
+    // uid): the summary reads only the object this very process created.
+    siginfo_t info{};
+    while (waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOWAIT) < 0 &&
+           errno == EINTR) {
+    }
+    child_process who;
+    who.pid = static_cast<std::uint32_t>(child);
+    for (const auto& e : env)
+      if (e.rfind("GMEM_TRACE_SAVE=", 0) == 0) who.trace_save = e.substr(16);
+    if (!gmem::trace::proc_identity(who.pid, &who.proc_start_ticks, &who.uid))
+      who.proc_start_ticks = 0;
     int status = 0;
     while (waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
@@ -141,9 +156,7 @@ command_fn add_run(CLI::App& app) {
       return fail(exec_errno == EACCES ? 126 : k_exit_cannot_run,
                   "cannot run " + a->command[0] + ": " + std::strerror(exec_errno));
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (!a->quiet)
-      std::fputs(run_summary(static_cast<std::uint32_t>(child), a->command[0], status).c_str(),
-                 stderr);
+    if (!a->quiet) std::fputs(run_summary(who, a->command[0], status).c_str(), stderr);
     return code;
   };
 }

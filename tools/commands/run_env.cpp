@@ -8,7 +8,10 @@ namespace gmem::tools {
 
 std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why) {
   if (gmem_lib_env != nullptr && gmem_lib_env[0] != '\0') {
-    if (access(gmem_lib_env, R_OK) == 0) return gmem_lib_env;
+    if (access(gmem_lib_env, R_OK) == 0) {
+      char resolved[4096]; // absolute: LD_PRELOAD must not depend on the program's directory
+      return realpath(gmem_lib_env, resolved) != nullptr ? std::string(resolved) : gmem_lib_env;
+    }
     *why = std::string("GMEM_LIB=") + gmem_lib_env + " is not a readable file";
     return {};
   }
@@ -20,6 +23,18 @@ std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, 
     return realpath(lib.c_str(), resolved) != nullptr ? std::string(resolved) : lib;
   }
   *why = "no libgmem.so next to gmem (looked for " + lib + "); set GMEM_LIB=/path/to/libgmem.so";
+  return {};
+}
+
+std::string preload_problem(const std::string& lib) {
+  if (lib.empty()) return "an empty path";
+  if (lib.find_first_of(" :\t\n") != std::string::npos)
+    return lib + " contains a space or a colon, where the dynamic loader splits LD_PRELOAD (it "
+                 "would load other files, maybe another user's, instead); install gmem under a "
+                 "path without them, or set GMEM_LIB to a path of libgmem.so without them";
+  if (lib[0] != '/')
+    return lib + " is not an absolute path (the loader would look for it relative to the "
+                 "program's directory or search path); set GMEM_LIB to an absolute path";
   return {};
 }
 

@@ -14,6 +14,12 @@ namespace gmem::tools {
 // Returns "" and fills `why` when there is none.
 std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why);
 
+// Why `lib` cannot go into LD_PRELOAD ("" when it can): the dynamic loader splits LD_PRELOAD
+// at spaces and colons, so "/opt/gm space/lib/libgmem.so" would preload "/opt/gm" and
+// "space/lib/libgmem.so", the latter relative to the program's working directory, where
+// another user may have put a library of theirs.
+std::string preload_problem(const std::string& lib);
+
 // "--max-cached" for row field "max_cached".
 std::string flag_name_of(const char* field);
 

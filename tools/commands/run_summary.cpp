@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -24,7 +25,7 @@ static std::string saved_path(std::string file, std::uint32_t pid) {
 
 std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
                                const std::string& program, int wait_status,
-                               const std::string& problem) {
+                               const std::string& problem, bool saved_ok) {
   const std::string p = std::to_string(pid);
   std::string out = "\ngmem: " + escape_text(program) + " (pid " + p + ") ";
   if (WIFEXITED(wait_status))
@@ -94,7 +95,7 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
     out += "gmem: note: " + std::to_string(t->losses.lost_events) + " events lost, " +
            std::to_string(t->losses.live_overflow) + " allocations not in the live table\n";
   for (const auto& [name, value] : t->info.options)
-    if (name == "GMEM_TRACE_SAVE" && !value.empty() && !t->info.saved_file)
+    if (name == "GMEM_TRACE_SAVE" && !value.empty() && !t->info.saved_file && saved_ok)
       out += "gmem: trace saved to " + escape_text(saved_path(value, pid)) + " (GMEM_TRACE_SAVE)\n";
   if (t->info.saved_file) // the object was removed at exit (GMEM_TRACE_KEEP)
     out += "gmem: trace " + escape_text(t->info.source) + " (GMEM_TRACE_SAVE; gmem report " +
@@ -105,21 +106,64 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
   return out;
 }
 
-std::string run_summary(std::uint32_t pid, const std::string& program, int wait_status) {
-  auto r = open_trace(std::to_string(pid), {.events = false, .samples = false});
-  // GMEM_TRACE_KEEP may have removed the object at exit: the saved copy, if there is one.
-  const char* save = std::getenv("GMEM_TRACE_SAVE");
-  if (!r.ok && r.error.code == k_exit_not_found && save != nullptr && *save != '\0')
-    if (auto f = open_trace(saved_path(save, pid), {.events = false, .samples = false}); f.ok)
-      r = std::move(f);
+std::string check_saved_trace(const std::string& path, const child_process& child) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return std::string("not written: ") + std::strerror(errno);
+  if (S_ISLNK(st.st_mode)) return "a symbolic link is there, not the trace";
+  if (!S_ISREG(st.st_mode)) return "not a regular file, not the trace";
+  if (st.st_uid != child.uid)
+    return "owned by uid " + std::to_string(st.st_uid) + ", not by uid " +
+           std::to_string(child.uid) + " that the program ran as: not its trace";
+  auto f = gmem::trace::open_file(path, {.events = false, .samples = false, .live = false});
+  if (!f) return "not a trace: " + f.error.to_string();
+  if (f.value.info.pid != child.pid || f.value.info.proc_start_ticks != child.proc_start_ticks)
+    return "holds the trace of another process (pid " + std::to_string(f.value.info.pid) + ")";
+  return {};
+}
+
+std::string run_summary(const child_process& child, const std::string& program, int wait_status) {
+  const std::uint32_t pid = child.pid;
+  const std::string saved = child.trace_save.empty() ? "" : saved_path(child.trace_save, pid);
+  const std::string save_problem = saved.empty() ? "" : check_saved_trace(saved, child);
+  open_result r;
+  r.error = {k_exit_not_found, ""};
+  // Only the object the child created: any other object named after its pid (a planted one,
+  // an earlier process's) is not its trace.
+  const auto found = child.proc_start_ticks != 0
+                         ? gmem::trace::find_child_object(pid, child.proc_start_ticks, child.uid)
+                         : gmem::trace::pid_object{};
+  if (!found.name.empty()) {
+    auto res = gmem::trace::open_shm(found.name, {.events = false, .samples = false});
+    if (res) {
+      r.ok = true;
+      r.value = std::move(res.value);
+    } else {
+      r.error = {k_exit_bad_trace, "/dev/shm/" + found.name + ": " + res.error.to_string()};
+    }
+  } else if (!found.error.empty()) {
+    r.error = {k_exit_not_found, found.error};
+  }
+  // GMEM_TRACE_KEEP may have removed the object at exit: the saved copy, if it is the child's.
+  if (!r.ok && r.error.code == k_exit_not_found && !saved.empty() && save_problem.empty())
+    if (auto f = gmem::trace::open_file(saved, {.events = false, .samples = false}); f) {
+      r.ok = true;
+      r.value = std::move(f.value);
+    }
+  std::string out;
   if (!r.ok)
-    return format_run_summary(
+    out = format_run_summary(
         nullptr, pid, program, wait_status,
         r.error.code == k_exit_not_found
-            ? "the program made no CUDA call through libgmem.so, GMEM_TRACE=0, or "
-              "GMEM_TRACE_KEEP removed its trace at exit"
+            ? (r.error.message.empty() ? "" : r.error.message + "; ") +
+                  "the program made no CUDA call through libgmem.so, GMEM_TRACE=0, or "
+                  "GMEM_TRACE_KEEP removed its trace at exit"
             : r.error.message);
-  return format_run_summary(&r.value, pid, program, wait_status, {});
+  else
+    out = format_run_summary(&r.value, pid, program, wait_status, {}, save_problem.empty());
+  if (!saved.empty() && !save_problem.empty())
+    out += "gmem: GMEM_TRACE_SAVE: " + escape_text(saved) + ": " + escape_text(save_problem) +
+           "; the trace was not saved there\n";
+  return out;
 }
 
 } // namespace gmem::tools

@@ -1,13 +1,25 @@
 #include "tools/commands/trace_source.h"
 
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "common/escape.h"
+
 namespace gmem::tools {
 namespace {
+
+// " (name)" for a uid, "" when it has none.
+std::string user_name(std::uint32_t uid) {
+  passwd pw{};
+  passwd* found = nullptr;
+  char buf[1024];
+  if (::getpwuid_r(uid, &pw, buf, sizeof buf, &found) != 0 || found == nullptr) return {};
+  return " (" + escape_text(found->pw_name) + ")";
+}
 
 bool mentions_permission(const std::string& s) {
   return s.find("ermission") != std::string::npos || s.find("EACCES") != std::string::npos;
@@ -51,6 +63,11 @@ open_result open_by_pid(const std::string& target, const gmem::trace::read_optio
   }
   r.ok = true;
   r.value = std::move(res.value);
+  // A dead pid's object is only a name someone chose: say whose it is when it is not ours.
+  if (!found.running && found.uid != static_cast<std::uint32_t>(::geteuid()))
+    r.note = "gmem: note: pid " + target +
+             " is not running; this trace was left under its pid by uid " +
+             std::to_string(found.uid) + user_name(found.uid) + " (/dev/shm/" + found.name + ")\n";
   return r;
 }
 

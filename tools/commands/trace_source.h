@@ -15,6 +15,9 @@ struct open_result {
   bool ok = false;
   gmem::trace::trace value;
   tool_error error;
+  // For a pid whose process is gone and whose trace another user owns: whose it is
+  // ("gmem: note: ..."), to print before the report; "" otherwise.
+  std::string note;
 };
 
 open_result open_trace(const std::string& target, const gmem::trace::read_options& = {});

@@ -15,6 +15,13 @@ std::uint64_t stream_of(std::uintptr_t s) {
   return s == ~std::uintptr_t{0} ? 0 : s;
 }
 
+// The event types the snapshot's device traces carry.
+bool exported(gmem::trace::event_type type) {
+  using gmem::trace::event_type;
+  return type == event_type::alloc || type == event_type::free || type == event_type::segment_map ||
+         type == event_type::segment_unmap || type == event_type::oom;
+}
+
 class frame_cache {
 public:
   frame_cache(const gmem::trace::trace& t, symbolizer& s, frame_view view)
@@ -43,13 +50,18 @@ private:
 py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool all_frames) {
   frame_cache frames(t, symbols, all_frames ? frame_view::all : frame_view::mixed);
   py_list segments;
+  // device_traces is a list indexed by device, as PyTorch's snapshots are: its length comes
+  // from the device ids the exported records carry, which a trace's writer chooses. Ids past
+  // k_max_device are no device any host has; their records are left out, so one forged id
+  // (2^29 in a marker) cannot make the export allocate a list per id below it.
+  constexpr int k_max_device = 1023;
   int max_device = -1;
   for (const auto& s : t.segments)
-    max_device = std::max(max_device, s.device);
+    if (s.device <= k_max_device) max_device = std::max(max_device, s.device);
   for (const auto& e : t.events)
-    max_device = std::max(max_device, e.device);
+    if (exported(e.type) && e.device <= k_max_device) max_device = std::max(max_device, e.device);
   for (const auto& seg : t.segments) {
-    if (seg.device < 0) continue;
+    if (seg.device < 0 || seg.device > max_device) continue;
     py_list blocks;
     std::uint64_t at = 0, allocated = 0, requested = 0;
     auto gap = [&](std::uint64_t upto) {
@@ -93,7 +105,7 @@ py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool
   }
   std::vector<py_list> traces(static_cast<std::size_t>(std::max(max_device + 1, 1)));
   for (const auto& e : t.events) {
-    if (e.device < 0) continue;
+    if (e.device < 0 || e.device > max_device || !exported(e.type)) continue;
     using gmem::trace::event_type;
     py_list& out = traces[static_cast<std::size_t>(e.device)];
     const double time_us = static_cast<double>(e.time_ns) / 1000.0;
