@@ -58,8 +58,7 @@ TEST(fleet_metrics, framework_caches_are_labelled_and_summed) {
   const std::string out = exposition(m.take());
   const auto line = out.find("gmem_framework_cache_bytes{pid=\"4242\",");
   ASSERT_NE(line, std::string::npos) << out;
-  EXPECT_NE(out.find("framework=\"PyTorch\",cache=\"PyTorch's caching allocator\"} 10460672",
-                     line),
+  EXPECT_NE(out.find("framework=\"PyTorch\",cache=\"PyTorch's caching allocator\"} 10460672", line),
             std::string::npos)
       << out;
   EXPECT_EQ(count_lines(out, "gmem_site_live_bytes{"), 3u);

@@ -7,10 +7,10 @@
 
 #include "common/escape.h"
 #include "tests/tools/sample_trace.h"
+#include "tools/analysis/trace_facts.h"
 #include "tools/render/html_report.h"
 #include "tools/render/json_output.h"
 #include "tools/render/svg_charts.h"
-#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {

@@ -7,14 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
-#include "tools/frameworks.h"
-#include "tools/render/json_output.h"
 #include "tools/analysis/leak_report.h"
-#include "tools/render/printers.h"
-#include "tools/commands/run_summary.h"
-#include "tools/stack_view.h"
 #include "tools/analysis/suppressions.h"
 #include "tools/analysis/trace_facts.h"
+#include "tools/commands/run_summary.h"
+#include "tools/frameworks.h"
+#include "tools/render/json_output.h"
+#include "tools/render/printers.h"
+#include "tools/stack_view.h"
 
 namespace gmem::tools {
 namespace {

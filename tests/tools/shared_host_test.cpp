@@ -20,9 +20,9 @@
 #include "common/safe_file.h"
 #include "profiler/module_map.h"
 #include "tests/tools/sample_trace.h"
+#include "tools/analysis/trace_facts.h"
 #include "tools/export/pytorch_export.h"
 #include "tools/symbolizer.h"
-#include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
 namespace {
