@@ -64,15 +64,16 @@ public:
       std::snprintf(why, sizeof why, "dlsym(%s)", name);
     else
       std::snprintf(why, sizeof why, "cuGetProcAddress(%s, %d)", name, version);
-    untracked_because(why);
+    (void)untracked_because(why);
   }
   // The same, for a capture the count missed that showed otherwise (the driver refused a
-  // context barrier with a capture error).
-  void untracked_because(const char* why) {
-    if (untracked_.exchange(true)) return;
+  // context barrier with a capture error). true the first time the count is turned off.
+  bool untracked_because(const char* why) {
+    if (untracked_.exchange(true)) return false;
     open_.fetch_add(1, std::memory_order_seq_cst);
     std::snprintf(why_, sizeof why_, "%s", why);
     why_ready_.store(true, std::memory_order_release);
+    return true;
   }
   const char* untracked_by() const {
     return why_ready_.load(std::memory_order_acquire) ? why_ : "";

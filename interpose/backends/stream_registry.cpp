@@ -111,10 +111,10 @@ bool stream_registry::context_barrier_locked(const real_driver& real, context_st
   if (r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
     // A capture the count did not see, which the driver has now invalidated: never again
     // trust the count, and say so once (the program will see its capture fail).
-    captures().untracked_because("a capture seen by cuCtxRecordEvent");
-    std::fprintf(stderr, "gmem: warning: a graph capture that gmem did not see began through an "
-                         "unhooked route; a context barrier invalidated it; fences now check "
-                         "every stream for captures (report this with GMEM_VERBOSE=1 output)\n");
+    if (captures().untracked_because("a capture seen by cuCtxRecordEvent"))
+      std::fprintf(stderr, "gmem: warning: a graph capture that gmem did not see began through an "
+                           "unhooked route; a context barrier invalidated it; fences now check "
+                           "every stream for captures (report this with GMEM_VERBOSE=1 output)\n");
   }
   return false;
 }
