@@ -131,17 +131,7 @@ bool commit_temp_over_own_file(int fd, const std::string& tmp_path, const std::s
 }
 
 bool commit_temp(int fd, const std::string& tmp_path, const std::string& path, std::string* error) {
-  if (::fsync(fd) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp_path.c_str());
-    return set_error(error, path, "cannot write", err);
-  }
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmp_path.c_str());
-    return set_error(error, path, "cannot write", err);
-  }
+  if (!finish_temp(fd, tmp_path, path, error)) return false;
   if (::rename(tmp_path.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp_path.c_str());
