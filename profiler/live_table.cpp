@@ -46,6 +46,7 @@ live_entry unpack(const std::uint64_t* words) {
   e.stack_id = static_cast<std::uint32_t>(words[w::thread_stack] >> 32);
   e.device = static_cast<std::int16_t>(static_cast<std::uint16_t>(words[w::version] >> 32));
   e.kind = static_cast<alloc_kind>(static_cast<std::uint8_t>(words[w::version] >> 48));
+  e.held = (words[w::version] & w::k_held_bit) != 0;
   return e;
 }
 
@@ -152,6 +153,10 @@ bool live_table::insert(const live_entry& e) noexcept {
   const std::uint32_t index = layout::shard_of(e.address, shard_count_);
   shard& s = shards_[index];
   std::lock_guard lock(s.mu);
+  if (any_held_.load(std::memory_order_relaxed)) {
+    // The address of a held slot was handed out again: the new allocation replaces it.
+    if (std::uint64_t* old = find(s, e.address)) erase_slot(s, old);
+  }
   std::uint64_t* slot = find_free(s, e.address);
   if (slot == nullptr && rehash(index, s)) slot = find_free(s, e.address);
   if (slot == nullptr) {
@@ -166,42 +171,76 @@ bool live_table::insert(const live_entry& e) noexcept {
   return true;
 }
 
+std::uint64_t* live_table::find(const shard& s, std::uintptr_t address) const noexcept {
+  const std::uint64_t mask = s.capacity - 1;
+  const std::uint64_t start = layout::hash_index(address, s.bits);
+  const std::uint64_t probes = std::min(s.capacity, k_max_probe);
+  for (std::uint64_t i = 0; i < probes; ++i) {
+    std::uint64_t* slot = s.slots + ((start + i) & mask) * w::count;
+    const std::uint64_t key = load_word(slot + w::key);
+    if (key == w::k_empty) break;
+    if (key == address) return slot;
+  }
+  return nullptr;
+}
+
+void live_table::erase_slot(shard& s, std::uint64_t* slot) noexcept {
+  // Unpublishing takes only the address word (inside the seqlock); the others go stale.
+  const std::uint64_t v = load_word(slot + w::version);
+  store_word(slot + w::version, (v & ~0xffffffffull) | ((v + 1) & 0xffffffffu)); // odd
+  layout::store_release(slot + w::address, 0);
+  layout::store_release(slot + w::version,
+                        (v & ~0xffffffffull & ~w::k_held_bit) | ((v + 2) & 0xffffffffu));
+  store_word(slot + w::key, w::k_tombstone);
+  --s.live;
+  // A tombstone followed by an empty slot ends no key's probe path (every slot from a key's
+  // home to the key is in use), so it and the tombstones before it become empty: a shard with
+  // few live entries keeps few tombstones and rarely rehashes.
+  const std::uint64_t mask = s.capacity - 1;
+  std::uint64_t at = static_cast<std::uint64_t>(slot - s.slots) / w::count;
+  if (load_word(s.slots + ((at + 1) & mask) * w::count + w::key) == w::k_empty) {
+    for (std::uint64_t n = 0; n < s.capacity; ++n, at = (at - 1) & mask) {
+      std::uint64_t* probe = s.slots + at * w::count + w::key;
+      if (load_word(probe) != w::k_tombstone) break;
+      store_word(probe, w::k_empty);
+      --s.used;
+    }
+  }
+}
+
 bool live_table::erase(std::uintptr_t address, live_entry* erased) noexcept {
   if (address > w::k_reserved) {
     shard& s = shards_[layout::shard_of(address, shard_count_)];
     std::lock_guard lock(s.mu);
-    const std::uint64_t mask = s.capacity - 1;
-    const std::uint64_t start = layout::hash_index(address, s.bits);
-    const std::uint64_t probes = std::min(s.capacity, k_max_probe);
-    for (std::uint64_t i = 0; i < probes; ++i) {
-      std::uint64_t* slot = s.slots + ((start + i) & mask) * w::count;
-      const std::uint64_t key = load_word(slot + w::key);
-      if (key == w::k_empty) break;
-      if (key != address) continue;
+    if (std::uint64_t* slot = find(s, address)) {
       if (erased) {
         erased->address = address;
         erased->requested = load_word(slot + w::requested);
         erased->rounded = load_word(slot + w::rounded);
       }
-      // Unpublishing takes only the address word (inside the seqlock); the others go stale.
+      erase_slot(s, slot);
+      return true;
+    }
+  }
+  layout::fetch_add(unmatched_, 1);
+  return false;
+}
+
+bool live_table::hold(std::uintptr_t address, live_entry* held) noexcept {
+  if (address > w::k_reserved) {
+    shard& s = shards_[layout::shard_of(address, shard_count_)];
+    std::lock_guard lock(s.mu);
+    if (std::uint64_t* slot = find(s, address)) {
+      if (held) {
+        held->address = address;
+        held->requested = load_word(slot + w::requested);
+        held->rounded = load_word(slot + w::rounded);
+      }
+      any_held_.store(true, std::memory_order_relaxed);
       const std::uint64_t v = load_word(slot + w::version);
       store_word(slot + w::version, (v & ~0xffffffffull) | ((v + 1) & 0xffffffffu)); // odd
-      layout::store_release(slot + w::address, 0);
-      layout::store_release(slot + w::version, (v & ~0xffffffffull) | ((v + 2) & 0xffffffffu));
-      store_word(slot + w::key, w::k_tombstone);
-      --s.live;
-      // A tombstone followed by an empty slot ends no key's probe path (every slot from a
-      // key's home to the key is in use), so it and the tombstones before it become empty:
-      // a shard with few live entries keeps few tombstones and rarely rehashes.
-      std::uint64_t at = (start + i) & mask;
-      if (load_word(s.slots + ((at + 1) & mask) * w::count + w::key) == w::k_empty) {
-        for (std::uint64_t n = 0; n < s.capacity; ++n, at = (at - 1) & mask) {
-          std::uint64_t* probe = s.slots + at * w::count + w::key;
-          if (load_word(probe) != w::k_tombstone) break;
-          store_word(probe, w::k_empty);
-          --s.used;
-        }
-      }
+      layout::store_release(slot + w::version,
+                            (v & ~0xffffffffull) | w::k_held_bit | ((v + 2) & 0xffffffffu));
       return true;
     }
   }

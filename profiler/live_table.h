@@ -21,6 +21,7 @@
 // allocation is counted in `overflow` and not stored: counted, never corrupting another slot.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -42,6 +43,9 @@ struct live_entry {
   std::uint32_t stack_id = 0;
   int device = 0;
   alloc_kind kind = alloc_kind::device;
+  // Freed after the program's own code had ended (an interpreter's shutdown released it): the
+  // slot stays published with this flag so the exit report still sees what the program held.
+  bool held = false;
 };
 
 class live_table {
@@ -62,6 +66,10 @@ public:
   // Removes `address`; copies its address, requested and rounded sizes into *erased when
   // given. false: not present (counted in unmatched).
   bool erase(std::uintptr_t address, live_entry* erased) noexcept;
+  // Marks `address` held (live_entry::held) instead of removing it; copies it like erase. A
+  // later insert at the same address replaces the held slot. false: not present (counted in
+  // unmatched).
+  bool hold(std::uintptr_t address, live_entry* held) noexcept;
   // Entries stored now (a racy sum while writers run).
   std::uint64_t live_count() const noexcept;
   bool is_valid() const;
@@ -79,6 +87,8 @@ private:
   };
   bool rehash(std::uint32_t index, shard& s) noexcept; // with s.mu held
   std::uint64_t* find_free(const shard& s, std::uintptr_t address) const noexcept;
+  std::uint64_t* find(const shard& s, std::uintptr_t address) const noexcept;
+  void erase_slot(shard& s, std::uint64_t* slot) noexcept; // with s.mu held
 
   trace_space* space_ = nullptr;
   layout::section* section_ = nullptr;
@@ -88,6 +98,7 @@ private:
   std::uint64_t min_slots_ = 0, max_slots_ = 0;
   std::uint64_t* overflow_ = nullptr;
   std::uint64_t* unmatched_ = nullptr;
+  std::atomic<bool> any_held_{false}; // once set, insert replaces a held slot at its address
 };
 
 // Reader: calls `emit` for every published slot of a shards section read consistently. `base`

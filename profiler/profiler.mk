@@ -61,7 +61,7 @@ TEST_SCRIPT_DEPS += $(TRACE_E2E_PROGRAM) $(SHIM_LIB) $(FAKE_CUDA_LIB)
 # A real full /dev/shm: a 1 MiB tmpfs in a private mount namespace (root only; else skipped);
 # another user's files there (foreign_shm_test.sh, root and setpriv; else skipped).
 TEST_SCRIPTS += tests/profiler/full_shm_test.sh tests/profiler/foreign_shm_test.sh \
-                tests/python/python_frames_test.sh \
+                tests/python/python_frames_test.sh tests/python/held_to_exit_test.sh \
                 tests/python/pytest_plugin_test.sh
 
 # Fuzzing the reader. `make fuzz` (clang, libFuzzer, ASan+UBSan) runs FUZZ_SECONDS (60) from

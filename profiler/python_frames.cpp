@@ -345,6 +345,21 @@ thread_local thread_memo t_memo; // general-dynamic: also fine when libgmem.so i
 
 } // namespace
 
+bool python_program_ended() noexcept {
+  static std::atomic<int> state{0}; // 0 not seen running, 1 seen running, 2 ended
+  const int seen = state.load(std::memory_order_relaxed);
+  if (seen == 2) return true;
+  const cpython_api* api = g_api.load(std::memory_order_acquire);
+  if (!api || g_forked.load(std::memory_order_relaxed)) return false;
+  if (api->is_initialized() && !api->is_finalizing()) {
+    if (seen == 0) state.store(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (seen == 0) return false; // not initialized yet: nothing of the program ran
+  state.store(2, std::memory_order_relaxed);
+  return true;
+}
+
 python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* written,
                               python_intern_fn intern, void* ctx) noexcept {
   *written = 0;

@@ -43,6 +43,11 @@ enum class python_capture : std::uint8_t {
   finalizing, // the interpreter is shutting down (or not initialized yet)
 };
 
+// Whether the interpreter's shutdown has begun (or ended) after it ran: the program's own
+// code is over, and what is freed from now on was still held by it. Sticky; false when no
+// supported interpreter is there or it never ran. Cheap: for every free.
+bool python_program_ended() noexcept;
+
 // Interns "file\0function" and returns its string id (0 = no room). The writer's.
 using python_intern_fn = std::uint32_t (*)(void* ctx, std::string_view text) noexcept;
 

@@ -249,15 +249,16 @@ static_assert(lane_word::dir + 2 * k_max_extents <= lane_word::count);
 // Live record (live allocations and live segments), 8 words.
 namespace live_word {
 inline constexpr unsigned
-    key = 0, // writer's probe key: 0 empty, 1 tombstone, else address (readers ignore it)
-    version =
-        1, // low 32: seqlock counter (odd while writing); device int16 (32..47); kind (48..55)
+    key = 0,     // writer's probe key: 0 empty, 1 tombstone, else address (readers ignore it)
+    version = 1, // low 32: seqlock counter (odd while writing); device int16 (32..47); kind
+                 // (48..55); bit 56: held (freed after the program's code ended, kept)
     address = 2, // published address; 0 = slot not live
     requested = 3, rounded = 4, stream = 5, tick = 6,
     thread_stack = 7; // thread (low 32) | stack id (high 32)
 inline constexpr unsigned count = 8;
 inline constexpr std::uint64_t k_empty = 0, k_tombstone = 1,
                                k_reserved = 2; // keys <= 2: not addresses
+inline constexpr std::uint64_t k_held_bit = 1ull << 56;
 } // namespace live_word
 
 // Stat record (per-device counters and samples), 4 + stat_slots words.

@@ -77,6 +77,9 @@ struct live_allocation {
   std::uint32_t thread = 0; // Linux thread id
   std::uint64_t time_ns = 0;
   std::uint32_t stack_id = 0; // 0 = none
+  // Freed only after the program's own code had ended (an interpreter's shutdown released
+  // it): still held by the program at its end, reported with the outstanding ones.
+  bool held = false;
 };
 
 struct live_segment {

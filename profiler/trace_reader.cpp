@@ -304,6 +304,7 @@ std::optional<failure> decoder::read_live(trace& t) {
         a.thread = e.thread;
         a.time_ns = to_ns(e.tick);
         a.stack_id = t.stack(e.stack_id) ? e.stack_id : 0;
+        a.held = e.held;
         t.live.push_back(a);
       },
       &t.losses.torn_records);

@@ -273,7 +273,12 @@ void trace_writer::free(std::uintptr_t addr, int device, std::uintptr_t stream,
                         alloc_kind kind) noexcept {
   events_.prefetch(); // the free event's line, loaded while the slot is erased
   live_entry gone;
-  live_.erase(addr, &gone);
+  // After the program's code ended (Python's shutdown), a free releases what the program still
+  // held: the slot stays, marked, so the exit report names it (live_table::hold).
+  if (config_.python_depth > 0 && python_program_ended())
+    live_.hold(addr, &gone);
+  else
+    live_.erase(addr, &gone);
   emit(event_type::free, device, kind, addr, gone.requested, gone.rounded, stream, 0);
 }
 

@@ -85,6 +85,45 @@ TEST(live_table, insert_erase_round_trip) {
   EXPECT_EQ(f.table.live_count(), 1u);
 }
 
+// A free after the program's code ended keeps the slot, marked held; the address handed out
+// again replaces it (one slot per address); a later erase clears the mark with the slot.
+TEST(live_table, hold_keeps_the_slot_marked_until_the_address_is_reused) {
+  table_fixture f(2, 64, 1024);
+  ASSERT_TRUE(f.table.insert(entry(0x1000, 100)));
+  ASSERT_TRUE(f.table.insert(entry(0x2000, 200)));
+  live_entry held;
+  ASSERT_TRUE(f.table.hold(0x1000, &held));
+  EXPECT_EQ(held.requested, 100u);
+  EXPECT_TRUE(f.table.is_valid());
+  auto live = f.read();
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_TRUE(live[0x1000].held);
+  EXPECT_FALSE(live[0x2000].held);
+  EXPECT_EQ(live[0x1000].kind, alloc_kind::host_pinned); // the rest of the version word kept
+  EXPECT_EQ(live[0x1000].device, -1);
+  EXPECT_FALSE(f.table.hold(0x3000, nullptr)); // not present: counted like a double free
+  EXPECT_EQ(f.unmatched, 1u);
+  ASSERT_TRUE(f.table.insert(entry(0x1000, 300))); // reused: replaces the held slot
+  EXPECT_TRUE(f.table.is_valid());
+  live = f.read();
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_EQ(live[0x1000].requested, 300u);
+  EXPECT_FALSE(live[0x1000].held);
+  EXPECT_EQ(f.table.live_count(), 2u);
+  ASSERT_TRUE(f.table.hold(0x2000, nullptr));
+  ASSERT_TRUE(f.table.erase(0x2000, nullptr));
+  EXPECT_TRUE(f.table.is_valid());
+  EXPECT_EQ(f.read().count(0x2000), 0u);
+  // Held slots survive a rehash with their mark.
+  ASSERT_TRUE(f.table.hold(0x1000, nullptr));
+  for (std::uintptr_t a = 1; a <= 500; ++a)
+    ASSERT_TRUE(f.table.insert(entry((a + 16) << 12, a)));
+  EXPECT_TRUE(f.table.is_valid());
+  live = f.read();
+  EXPECT_EQ(live.size(), 501u);
+  EXPECT_TRUE(live[0x1000].held);
+}
+
 TEST(live_table, grows_with_live_entries_and_shrinks_back_after_churn) {
   table_fixture f(2, 64, 1 << 16);
   const std::uint64_t start = f.size();

@@ -109,6 +109,10 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
     s.bytes += a.requested;
     s.rounded_bytes += a.rounded;
     ++s.count;
+    if (a.held) {
+      ++s.held_count;
+      s.held_bytes += a.requested;
+    }
     add_unique(s.devices, a.device);
     add_unique(s.kinds, std::string(gmem::trace::to_string(a.kind)));
   }
@@ -145,6 +149,8 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
   for (const auto& s : r.sites) {
     r.total_bytes += s.bytes;
     r.total_count += s.count;
+    r.held_bytes += s.held_bytes;
+    r.held_count += s.held_count;
   }
   return r;
 }

@@ -38,6 +38,8 @@ struct leak_site {
   std::uint64_t bytes = 0;                // requested
   std::uint64_t rounded_bytes = 0;        // as served by the pool
   std::uint64_t count = 0;
+  std::uint64_t held_count = 0; // of `count`: released only by the interpreter's shutdown
+  std::uint64_t held_bytes = 0; // their requested bytes
   std::uint64_t oldest_age_ns = 0;
   std::uint64_t youngest_age_ns = 0;
   std::vector<int> devices;       // sorted, unique
@@ -48,6 +50,10 @@ struct leak_report {
   std::vector<leak_site> sites;  // sorted by bytes, descending; filtered
   std::uint64_t total_bytes = 0; // of the shown sites
   std::uint64_t total_count = 0;
+  // Of the shown sites: allocations the program still held when its code ended, released only
+  // by the interpreter's shutdown (live_allocation::held).
+  std::uint64_t held_bytes = 0;
+  std::uint64_t held_count = 0;
   std::uint64_t all_bytes = 0; // of every outstanding allocation, before filtering
   std::uint64_t all_count = 0;
   std::size_t hidden_sites = 0; // filtered out

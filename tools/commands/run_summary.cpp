@@ -74,8 +74,13 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
   else
     out += "gmem: LEAKS: " + format_bytes(leaks.total_bytes) + " in " +
            std::to_string(leaks.total_count) + " allocations from " +
-           std::to_string(leaks.sites.size()) + " call sites were never freed: gmem leaks " + p +
-           "\n";
+           std::to_string(leaks.sites.size()) + " call sites were never freed" +
+           (leaks.held_count == 0
+                ? std::string()
+                : " (" + std::to_string(leaks.held_count) +
+                      " of them still held when the program's code ended, freed only by the "
+                      "interpreter's shutdown)") +
+           ": gmem leaks " + p + "\n";
   // A framework's cache keeps what its tensors were freed into: say what it is and how to see
   // the tensors instead of calling it a leak.
   for (const framework_cache* c : leaks.caches) {

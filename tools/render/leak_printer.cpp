@@ -122,6 +122,11 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
   std::string out = "gmem leaks: " + describe_source(t) + "\n";
   if (r.process_alive)
     out += "The process is still running: outstanding allocations may yet be freed.\n";
+  if (r.held_count > 0)
+    out += "Marked 'held to exit': " + plural(r.held_count, "allocation", "allocations") + " (" +
+           format_bytes(r.held_bytes) +
+           ") the program still held when its code ended, freed only by the interpreter's "
+           "shutdown (module globals and the like).\n";
   if (r.incomplete)
     out += "warning: the live table overflowed (" + std::to_string(t.losses.live_overflow) +
            " allocations not recorded); totals are a lower bound.\n";
@@ -156,6 +161,9 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
         out += (i ? "," : "") + s.kinds[i];
       out += ")";
     }
+    if (s.held_count > 0)
+      out += s.held_count == s.count ? ", held to exit"
+                                     : ", " + std::to_string(s.held_count) + " held to exit";
     out += "\n";
     out += print_frames(s, o);
     out += "\n";
