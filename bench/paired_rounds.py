@@ -14,6 +14,8 @@ others are compared with):
                    (trace and stacks on)
   gmem-traceoff    the same with GMEM_TRACE=0
   gmem-fanout      gmem's defaults with GMEM_CONTEXT_BARRIER=0 (every barrier a fan-out)
+  gmem-observe     gmem with nothing set (what `gmem run` gives a PyTorch program): PyTorch's
+                   caching allocator kept and each tensor observed (GMEM_FRAMEWORKS=observe)
 Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
 losses); at the end one summary line per configuration: mean steps/s, the per-round ratio to
 the peer (median, min, max), NVML peak (max over rounds) and whether every run printed the
@@ -39,6 +41,7 @@ CONFIGS = {
     "gmem": (NOCACHE, True),
     "gmem-traceoff": ({**NOCACHE, "GMEM_TRACE": "0"}, True),
     "gmem-fanout": ({**NOCACHE, "GMEM_CONTEXT_BARRIER": "0"}, True),
+    "gmem-observe": ({}, True),
 }
 
 
