@@ -26,6 +26,8 @@
 
 namespace gmem::trace {
 
+std::atomic<bool> g_recording_off{false};
+
 namespace {
 
 enum state : int { k_uninitialized = 0, k_enabled = 1, k_open = 2, k_off = 3 };
@@ -42,9 +44,16 @@ bool g_stop = false;      // under g_mu
 bool g_stopped = true;    // under g_mu: the sampler thread is not running
 bool g_shut_down = false; // under g_mu
 
+// k_off is final: recording_off() (interpose/trace_hooks.h) lets the hooks skip every call
+// into the recorder with one load once it is reached.
+void store_state(int s) {
+  if (s == k_off) g_recording_off.store(true, std::memory_order_relaxed);
+  g_state.store(s);
+}
+
 void on_fork_child() {
   // The child shares the parent's mapping: writing into it would mix two processes.
-  g_state.store(k_off);
+  store_state(k_off);
   g_writer.store(nullptr);
 }
 
@@ -247,11 +256,11 @@ void recorder_init(const recorder_options& options) noexcept {
     g_name = new std::string();
     g_wake = new std::condition_variable();
   } catch (...) {
-    g_state.store(k_off);
+    store_state(k_off);
     return;
   }
   pthread_atfork(nullptr, nullptr, &on_fork_child);
-  g_state.store(options.enabled ? k_enabled : k_off);
+  store_state(options.enabled ? k_enabled : k_off);
 }
 
 trace_writer* recorder_writer_if_open() noexcept {
@@ -277,7 +286,7 @@ trace_writer* recorder_writer() noexcept {
   } catch (...) { // no thread or no memory: keep what we have
   }
   g_writer.store(w, std::memory_order_release);
-  g_state.store(w ? k_open : k_off);
+  store_state(w ? k_open : k_off);
   return w;
 }
 
@@ -304,7 +313,7 @@ void recorder_shutdown() noexcept {
     std::lock_guard lock(g_mu);
     w = g_writer.load();
     if (!w) {
-      if (g_state.load() == k_enabled) g_state.store(k_off);
+      if (g_state.load() == k_enabled) store_state(k_off);
       return;
     }
   }

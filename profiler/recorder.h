@@ -15,6 +15,7 @@
 // room. In a forked child recording stops (the child must not write its parent's trace).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -38,6 +39,9 @@ struct recorder_options {
   // From the GMEM_TRACE* rows of common/options.h; bad values warn once each on stderr.
   static recorder_options from_env();
 };
+
+// True once recording is off for good (declared for the hooks in interpose/trace_hooks.h).
+extern std::atomic<bool> g_recording_off;
 
 // Configures the recorder (first call wins; later calls are ignored).
 void recorder_init(const recorder_options& options) noexcept;
