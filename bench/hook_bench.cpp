@@ -21,7 +21,8 @@
 // Prints mean / p50 / p99 per pair over all threads and the wall time per pair of all threads
 // together (with more threads than cores, what contention costs shows there); with one thread
 // under gmem, also the pairs during which the pool fenced and the others (gmem_stats' fence
-// counter read outside the timed span, as trace_cost's split does).
+// counter read outside the timed span, as trace_cost's split does; --no-split leaves it out, so
+// that a profile of the run holds only the pairs' own work).
 #include "alloc_harness.h"
 #include "tests/fake_cuda/fake_cuda.h"
 
@@ -157,6 +158,8 @@ struct fake_counters {
   }
 };
 
+bool g_split = true; // --no-split: no gmem_stats() calls between pairs (for instruction counts)
+
 struct mix_row {
   std::size_t pairs = 0;
   double mean = 0, p50 = 0, p99 = 0;
@@ -194,7 +197,7 @@ std::uint64_t run_mix(gmem_bench::allocator_under_test& a, const gmem_bench::har
   };
   std::atomic<std::uint64_t> made{0};
   for (int threads : o.threads) {
-    const bool split = threads == 1 && stats != nullptr;
+    const bool split = g_split && threads == 1 && stats != nullptr;
     std::vector<std::vector<std::uint32_t>> ns(static_cast<std::size_t>(threads));
     std::vector<std::uint32_t> fenced, other;
     const auto budget = static_cast<std::uint64_t>(o.seconds_per_cell * 1e9);
@@ -310,6 +313,8 @@ int main(int argc, char** argv) {
   o.tests = "pair";
   o.sizes = {512, 65536, 1u << 20};
   std::string route = "dlsym", api = "both";
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--no-split") == 0) g_split = false;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--route") == 0) route = argv[i + 1];
     if (std::strcmp(argv[i], "--api") == 0) api = argv[i + 1];
