@@ -4,8 +4,9 @@
 #   bench/stream_alloc_gpu.sh [OUT_DIR]      (default build/bench/stream; needs a GPU)
 # Environment: BUILD (build), GMEM_LIB ($BUILD/lib/libgmem.so), THREADS (1,4,16), SECONDS_PER
 # (1.0), SIZES (256,4M), LIVE (8), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every round's rows,
-# each with its "round") and OUT_DIR/commands.txt and prints, per thread count, each row's
-# mean/p99 per op, its time above the floor and gmem's share of cudaMallocAsync's time above
+# each with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
+# GMEM_VERBOSE=1 counters after a gmem-sync run at the last thread count), and prints, per
+# thread count, each row's mean/p99 per op, its time above the floor and gmem's share of cudaMallocAsync's time above
 # the floor. With ROUNDS > 1 every round runs all rows, in reverse order every other round
 # (paired rounds), and the shares are taken within each round and given as their median
 # (min-max): the targets are <= 0.10 through cudaMalloc (gmem-sync) and the floor's own time
@@ -65,6 +66,12 @@ out = lines[:before] + [json.dumps(dict(json.loads(l), round=rnd)) for l in line
 open(path, "w").write("\n".join(out) + "\n")
 PY
 done
+# Where gmem's time goes through cudaMalloc at the most threads: the pool's counters (fences,
+# barriers and their host time, lock waits) of one more gmem-sync run, in gmem-sync-verbose.txt.
+env LD_PRELOAD="$GMEM_LIB" GMEM_TRACE=0 GMEM_VERBOSE=1 "$B" --method cudaMalloc \
+  --label gmem-sync-verbose --threads "${THREADS##*,}" --seconds "$SECONDS_PER" \
+  --random-sizes "$SIZES" --live "$LIVE" >"$OUT/gmem-sync-verbose.txt" 2>&1 ||
+  echo "stream_alloc_gpu: the verbose gmem-sync run failed (see $OUT/gmem-sync-verbose.txt)"
 python3 - "$OUT/stream.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
