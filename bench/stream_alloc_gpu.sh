@@ -6,8 +6,8 @@
 # (1.0), SIZES (256,4M), LIVE (8), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every round's rows,
 # each with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
 # GMEM_VERBOSE=1 counters after a gmem-sync run at the last thread count), and prints, per
-# thread count, each row's mean/p99 per op, its time above the floor and gmem's share of cudaMallocAsync's time above
-# the floor. With ROUNDS > 1 every round runs all rows, in reverse order every other round
+# thread count, each row's mean/p99 per op, its time above the floor and gmem's share of
+# cudaMallocAsync's time above the floor. With ROUNDS > 1 every round runs all rows, in reverse order every other round
 # (paired rounds), and the shares are taken within each round and given as their median
 # (min-max): the targets are <= 0.10 through cudaMalloc (gmem-sync) and the floor's own time
 # through cudaMallocAsync (gmem-async), at 16 threads.
