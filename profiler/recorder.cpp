@@ -27,6 +27,7 @@
 namespace gmem::trace {
 
 std::atomic<bool> g_recording_off{false};
+std::atomic<trace_writer*> g_writer{nullptr};
 
 namespace {
 
@@ -34,7 +35,6 @@ enum state : int { k_uninitialized = 0, k_enabled = 1, k_open = 2, k_off = 3 };
 
 // Process globals, deliberately leaked: hooks may run during and after exit handlers.
 std::atomic<int> g_state{k_uninitialized};
-std::atomic<trace_writer*> g_writer{nullptr};
 std::atomic<stats_source> g_source{nullptr};
 std::mutex g_mu; // creation, shutdown and the sampler's wake-ups; never held by a hook's fast path
 recorder_options* g_options = nullptr;
@@ -263,11 +263,7 @@ void recorder_init(const recorder_options& options) noexcept {
   store_state(options.enabled ? k_enabled : k_off);
 }
 
-trace_writer* recorder_writer_if_open() noexcept {
-  return g_writer.load(std::memory_order_acquire);
-}
-
-trace_writer* recorder_writer() noexcept {
+trace_writer* recorder_writer_create() noexcept {
   if (trace_writer* w = g_writer.load(std::memory_order_acquire)) return w;
   if (g_state.load(std::memory_order_relaxed) != k_enabled) return nullptr;
   std::lock_guard lock(g_mu);
