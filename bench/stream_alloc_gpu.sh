@@ -2,7 +2,7 @@
 # Allocation with kernels in flight (bench/stream_alloc_bench.cu), every allocator in one run,
 # side by side with the launch floor:
 #   bench/stream_alloc_gpu.sh [OUT_DIR]      (default build/bench/stream; needs a GPU)
-# Environment: BUILD (build), GMEM_LIB ($BUILD/lib/libgmem.so), THREADS (1,4,16), SECONDS_PER
+# Environment: BUILD (build; a bundle's .device/build with GMEM_PREBUILT=1), GMEM_LIB ($BUILD/lib/libgmem.so), THREADS (1,4,16), SECONDS_PER
 # (1.0), SIZES (256,4M), LIVE (8), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every round's rows,
 # each with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
 # GMEM_VERBOSE=1 counters after a gmem-sync run at the last thread count), and prints, per
@@ -21,11 +21,15 @@ SECONDS_PER=${SECONDS_PER:-1.0}
 SIZES=${SIZES:-256,4M}
 LIVE=${LIVE:-8}
 B=$BUILD/bench/stream_alloc_bench
+# A scripts/gpu-bundle.sh bundle (BUILD=.device/build GMEM_PREBUILT=1) has it prebuilt here.
+[ ! -x "$B" ] && [ -x "$BUILD/tests/gpu/stream_alloc_bench" ] && B=$BUILD/tests/gpu/stream_alloc_bench
 if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   echo "stream_alloc_gpu: skipped: no NVIDIA GPU found"
   exit 0
 fi
-make --no-print-directory "$B" "$GMEM_LIB" >/dev/null || { echo "stream_alloc_gpu: build failed"; exit 1; }
+if [ "${GMEM_PREBUILT:-0}" != 1 ]; then
+  make --no-print-directory "$B" "$GMEM_LIB" >/dev/null || { echo "stream_alloc_gpu: build failed"; exit 1; }
+fi
 mkdir -p "$OUT"
 : >"$OUT/stream.jsonl"
 : >"$OUT/commands.txt"
