@@ -15,14 +15,26 @@
 //   build/bench/hook_bench --tests pair --sizes 512,64K,1M
 // (the fake driver's own allocation memsets host memory, so compare with and without the
 // shim only at sizes the pool serves from cache after warm-up).
+// --tests mix: trace_cost's pattern (bench/trace_cost.cu) on this route, on every thread count
+// of --threads: each thread keeps 8 blocks live and replaces one per pair by a log-uniform
+// 256 B - 4 MiB block (allocate the new one, then free the old), --seconds per thread count.
+// Prints mean / p50 / p99 per pair over all threads and the wall time per pair of all threads
+// together (with more threads than cores, what contention costs shows there); with one thread
+// under gmem, also the pairs during which the pool fenced and the others (gmem_stats' fence
+// counter read outside the timed span, as trace_cost's split does; --no-split leaves it out, so
+// that a profile of the run holds only the pairs' own work).
 #include "alloc_harness.h"
 #include "tests/fake_cuda/fake_cuda.h"
 
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -146,12 +158,126 @@ struct fake_counters {
   }
 };
 
+bool g_split = true; // --no-split: no gmem_stats() calls between pairs (for instruction counts)
+
+struct mix_row {
+  std::size_t pairs = 0;
+  double mean = 0, p50 = 0, p99 = 0;
+};
+mix_row summarize_mix(std::vector<std::uint32_t>& ns) {
+  mix_row r;
+  r.pairs = ns.size();
+  if (ns.empty()) return r;
+  std::sort(ns.begin(), ns.end());
+  double sum = 0;
+  for (std::uint32_t v : ns)
+    sum += v;
+  r.mean = sum / static_cast<double>(ns.size());
+  r.p50 = ns[ns.size() / 2];
+  r.p99 = ns[std::min(ns.size() - 1, ns.size() * 99 / 100)];
+  return r;
+}
+void print_mix(const std::string& label, int threads, const char* part, const mix_row& r,
+               double wall_per_pair) {
+  std::printf("%-22s mix %-10s %2d thr  mean %8.0f ns  p50 %8.0f ns  p99 %9.0f ns", label.c_str(),
+              part, threads, r.mean, r.p50, r.p99);
+  if (wall_per_pair > 0) std::printf("  wall/pair %8.1f ns", wall_per_pair);
+  std::printf("  (%zu pairs)\n", r.pairs);
+}
+
+// trace_cost's pattern on `a` (see the header comment), once per thread count; returns the
+// pairs made, warm-up included.
+std::uint64_t run_mix(gmem_bench::allocator_under_test& a, const gmem_bench::harness_options& o) {
+  using stats_fn = gmem_status (*)(int, gmem_stats_t*);
+  const auto stats = reinterpret_cast<stats_fn>(dlsym(RTLD_DEFAULT, "gmem_stats"));
+  auto fences = [stats] {
+    gmem_stats_t st{};
+    st.struct_size = sizeof st;
+    return stats != nullptr && stats(0, &st) == GMEM_OK ? st.fences : 0;
+  };
+  std::atomic<std::uint64_t> made{0};
+  for (int threads : o.threads) {
+    const bool split = g_split && threads == 1 && stats != nullptr;
+    std::vector<std::vector<std::uint32_t>> ns(static_cast<std::size_t>(threads));
+    std::vector<std::uint32_t> fenced, other;
+    const auto budget = static_cast<std::uint64_t>(o.seconds_per_cell * 1e9);
+    std::atomic<std::uint64_t> first_start{~std::uint64_t{0}}, last_end{0};
+    const bool ok = gmem_bench::run_threads(threads, [&](int t) {
+      a.thread_begin(t);
+      std::mt19937_64 rng(7 + static_cast<std::uint64_t>(t));
+      std::uniform_real_distribution<double> lg(8.0, 22.0);
+      auto draw = [&] { return static_cast<std::size_t>(std::exp2(lg(rng))); };
+      std::vector<std::pair<void*, std::size_t>> live(8);
+      bool good = true;
+      for (auto& b : live) {
+        b.second = draw();
+        b.first = a.allocate(b.second, t);
+        good = good && b.first != nullptr;
+      }
+      auto& out = ns[static_cast<std::size_t>(t)];
+      out.reserve(std::min<std::size_t>(o.max_samples_per_thread * 10, 1u << 22));
+      for (int i = 0; i < o.warmup * 10 && good; ++i) { // untimed
+        auto& b = live[static_cast<std::size_t>(i) % live.size()];
+        const std::size_t bytes = draw();
+        void* p = a.allocate(bytes, t);
+        good = p != nullptr && a.deallocate(b.first, b.second, t);
+        b = {p, bytes};
+      }
+      const std::uint64_t start = gmem_bench::now_ns();
+      std::uint64_t prev = first_start.load();
+      while (start < prev && !first_start.compare_exchange_weak(prev, start)) {
+      }
+      const std::uint64_t end = start + budget;
+      for (std::size_t i = 0; good && out.size() < out.capacity(); ++i) {
+        auto& b = live[i % live.size()];
+        const std::size_t bytes = draw();
+        const std::uint64_t f0 = split ? fences() : 0;
+        const std::uint64_t t0 = gmem_bench::now_ns();
+        void* p = a.allocate(bytes, t);
+        good = p != nullptr && a.deallocate(b.first, b.second, t);
+        const std::uint64_t t1 = gmem_bench::now_ns();
+        b = {p, bytes};
+        const auto d = static_cast<std::uint32_t>(std::min<std::uint64_t>(t1 - t0, UINT32_MAX));
+        out.push_back(d);
+        if (split) (fences() != f0 ? fenced : other).push_back(d);
+        if (t1 > end) break;
+      }
+      const std::uint64_t stop = gmem_bench::now_ns();
+      prev = last_end.load();
+      while (stop > prev && !last_end.compare_exchange_weak(prev, stop)) {
+      }
+      made.fetch_add(out.size() + static_cast<std::size_t>(o.warmup) * 10);
+      for (auto& b : live)
+        if (b.first != nullptr) a.deallocate(b.first, b.second, t);
+      a.thread_end(t);
+      return good;
+    });
+    std::vector<std::uint32_t> all;
+    for (auto& v : ns)
+      all.insert(all.end(), v.begin(), v.end());
+    const mix_row r = summarize_mix(all);
+    const double wall = static_cast<double>(last_end.load() - first_start.load());
+    print_mix(o.label, threads, ok ? "all" : "FAILED", r,
+              r.pairs != 0 ? wall / static_cast<double>(r.pairs) : 0);
+    if (split) {
+      print_mix(o.label, threads, "fenced", summarize_mix(fenced), 0);
+      print_mix(o.label, threads, "not fenced", summarize_mix(other), 0);
+    }
+  }
+  return made.load();
+}
+
 // Runs the suite and, on the fake driver, prints the driver calls made per pair.
 void run_counted(gmem_bench::allocator_under_test& a, const gmem_bench::harness_options& o,
                  const fake_counters& fc, std::uint64_t& pairs) {
   const auto before = fc.read();
   pairs = 0;
-  gmem_bench::run_suite(a, o, &pairs);
+  if (o.tests.find("mix") != std::string::npos) {
+    pairs += run_mix(a, o);
+    gmem_bench::dump_gmem_stats(o);
+  }
+  if (o.tests.find("pair") != std::string::npos || o.tests.find("random") != std::string::npos)
+    gmem_bench::run_suite(a, o, &pairs);
   if (fc.get == nullptr || pairs == 0) return;
   const auto after = fc.read();
   std::printf("%-22s driver calls per pair (fake driver, %llu pairs):", o.label.c_str(),
@@ -187,6 +313,8 @@ int main(int argc, char** argv) {
   o.tests = "pair";
   o.sizes = {512, 65536, 1u << 20};
   std::string route = "dlsym", api = "both";
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--no-split") == 0) g_split = false;
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--route") == 0) route = argv[i + 1];
     if (std::strcmp(argv[i], "--api") == 0) api = argv[i + 1];

@@ -12,12 +12,12 @@
 // loop without recording: the baseline), off with two time stamps per pair and nothing else
 // (what any recorder that stamps every event pays: the floor under the targets below), off from 40
 // frames deep (the deep row's baseline: the calls and returns alone), stacks off
-// (GMEM_STACK_DEPTH=0), stacks at the default depth from a shallow and from a 40-frame-deep call
-// site, and from 8 call sites 20 frames deep taken in turn (against the same calls without
-// recording); --only runs one of them. The figures are of the pairs after a first lap that fills
-// the event ring (a long run's steady state); the first lap's mean, which includes growing the
-// trace to its full ring, is the last column. Targets (issue 12): <= 60 ns mean per pair without
-// stacks; <= 400 ns with stacks (measured on the GPU host in a Python process, see
+// (GMEM_STACK_DEPTH=0 GMEM_PYTHON_DEPTH=0), stacks at the default depth from a shallow and from a
+// 40-frame-deep call site, and from 8 call sites 20 frames deep taken in turn (against the same
+// calls without recording); --only runs one of them. The figures are of the pairs after a first lap
+// that fills the event ring (a long run's steady state); the first lap's mean, which includes
+// growing the trace to its full ring, is the last column. Targets (issue 12): <= 60 ns mean per
+// pair without stacks; <= 400 ns with stacks (measured on the GPU host in a Python process, see
 // bench/README.md). --between BYTES (default 0) writes one word in every 64-byte line of that many
 // bytes between two pairs, untimed: a program's own work (an interpreter's) that pushes the
 // recorder's lines out of the core's caches, as a Python process with torch does between its
@@ -234,6 +234,7 @@ summary run_child(mode m, const settings& s, double tpn) {
   if (pid == 0) {
     close(fds[0]);
     setenv("GMEM_STACK_DEPTH", m == mode::stacks_off ? "0" : "16", 1);
+    if (m == mode::stacks_off) setenv("GMEM_PYTHON_DEPTH", "0", 1); // no stacks of either kind
     setenv("GMEM_TRACE_KEEP", "none", 1);
     init();
     const summary r = measure(m, s, tpn);

@@ -7,7 +7,8 @@
 #   3. torch_alloc_cost.py: the same in a Python process with torch loaded (deep stacks);
 #   4. the fast-step convnet, the GPT and ResNet-50 under no caching + gmem, trace off (mode c)
 #      and default options (c-trace-stacks), REPS times each, interleaved.
-# Usage: bench/trace_cost_gpu.sh OUTDIR   (BUILD: the bundle, default .device/build; REPS 3)
+# Usage: bench/trace_cost_gpu.sh OUTDIR   (BUILD: the bundle, default .device/build; REPS 3;
+#        ONLY=trace_cost: only parts 1 and 2, the per-operation targets; REPS=6 for them)
 set -u
 cd "$(dirname "$0")/.."
 OUT=${1:?usage: trace_cost_gpu.sh OUTDIR}
@@ -25,16 +26,30 @@ with_gmem() { # label env... -- cmd...
   env LD_PRELOAD="$lib" GMEM_TRACE_KEEP=none "$@"
 }
 echo "== trace_cost (C++, cudaMalloc pairs; the driver route, the stream-ordered path and the clock pair alone beside them)"
+# Each rep runs every row once, in reverse order every other rep (paired rounds); the
+# trace-off rows are split (the pairs that fenced apart: their p99 is the fences' tail).
+trace_cost_row() { # N: the Nth row
+  local t=("$BUILD/bench/trace_cost" 200000)
+  case $1 in
+  1) "${t[@]}" timer timer ;;
+  2) "${t[@]}" native ;;
+  3) with_gmem x GMEM_TRACE=0 "${t[@]}" gmem-trace-off runtime split ;;
+  4) with_gmem x GMEM_TRACE=0 "${t[@]}" gmem-trace-off-driver driver split ;;
+  5) "${t[@]}" native-async async ;;
+  6) with_gmem x GMEM_TRACE=0 "${t[@]}" gmem-trace-off-async async ;;
+  7) with_gmem x GMEM_STACK_DEPTH=0 GMEM_PYTHON_DEPTH=0 "${t[@]}" gmem-stacks-off ;;
+  8) with_gmem x "${t[@]}" gmem-default ;;
+  esac
+}
 for rep in $(seq "$REPS"); do
-  "$BUILD/bench/trace_cost" 200000 timer timer
-  "$BUILD/bench/trace_cost" 200000 native
-  with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off
-  with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off-driver driver
-  "$BUILD/bench/trace_cost" 200000 native-async async
-  with_gmem x GMEM_TRACE=0 "$BUILD/bench/trace_cost" 200000 gmem-trace-off-async async
-  with_gmem x GMEM_STACK_DEPTH=0 "$BUILD/bench/trace_cost" 200000 gmem-stacks-off
-  with_gmem x "$BUILD/bench/trace_cost" 200000 gmem-default
+  rows="1 2 3 4 5 6 7 8"
+  [ $((rep % 2)) = 0 ] && rows="8 7 6 5 4 3 2 1"
+  for n in $rows; do trace_cost_row "$n"; done | sed "s/^{/{\"rep\":$rep,/"
 done | tee "$OUT/trace_cost.jsonl"
+python3 bench/trace_cost_summary.py "$OUT/trace_cost.jsonl" "$OUT/trace_bench.txt" |
+  tee "$OUT/trace_cost_summary.txt"
+
+[ "${ONLY:-}" = trace_cost ] && exit 0
 
 echo "== torch_alloc_cost (Python + torch, no caching)"
 for rep in $(seq "$REPS"); do

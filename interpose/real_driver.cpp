@@ -15,6 +15,8 @@ __attribute__((visibility("hidden"))) void* g_gmem_real_dlsym = nullptr;
 
 namespace gmem::shim {
 
+std::atomic<const real_driver*> g_driver{nullptr};
+
 namespace {
 
 enum flavour { any, legacy, per_thread };
@@ -48,7 +50,6 @@ struct substitution_table {
 };
 
 std::mutex g_load_mu;
-std::atomic<const real_driver*> g_driver{nullptr};
 std::atomic<const substitution_table*> g_table{nullptr};
 bool g_load_failed = false; // guarded by g_load_mu
 std::atomic<std::uint64_t> g_by_dlsym{0};
@@ -145,8 +146,7 @@ dlsym_fn real_dlsym() {
   return reinterpret_cast<dlsym_fn>(p);
 }
 
-const real_driver* driver() {
-  if (const real_driver* d = g_driver.load(std::memory_order_acquire)) return d;
+const real_driver* driver_load() {
   std::lock_guard lock(g_load_mu);
   return load_locked();
 }

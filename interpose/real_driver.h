@@ -4,6 +4,7 @@
 // the shim's function" used by the dlsym and cuGetProcAddress wrappers.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "interpose/cuda_api.h"
@@ -23,9 +24,16 @@ struct real_driver {
   void* handle = nullptr; // of libcuda.so.1
 };
 
+// The table once resolved (never changes after); read inline by every hook.
+extern std::atomic<const real_driver*> g_driver;
+const real_driver* driver_load(); // driver()'s first call
+
 // The table, resolving it on first use (thread-safe). nullptr when libcuda.so.1 cannot be
 // loaded; the reason was printed once.
-const real_driver* driver();
+inline const real_driver* driver() {
+  if (const real_driver* d = g_driver.load(std::memory_order_acquire)) return d;
+  return driver_load();
+}
 // The table if it was resolved already; never loads anything.
 const real_driver* driver_if_resolved();
 // Like driver(), but never loads libcuda: nullptr until someone else has loaded it.

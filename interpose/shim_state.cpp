@@ -11,6 +11,7 @@
 #include "interpose/hooks/hook_support.h"
 #include "interpose/ipc/ipc_sharing.h"
 #include "interpose/retired_pools.h"
+#include "interpose/strict_mode.h"
 #include "interpose/trace_hooks.h"
 #include "profiler/cfi_unwind.h"
 #include "profiler/stack_capture.h"
@@ -129,6 +130,7 @@ void on_fork_child() {
 
 void init() {
   g_options = new options(options::from_env());
+  g_strict.store(g_options->strict, std::memory_order_relaxed);
   trace::init();
   trace::set_stats_source(&stats_source);
   pthread_atfork(nullptr, nullptr, &on_fork_child);

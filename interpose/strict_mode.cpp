@@ -19,9 +19,7 @@ context_entry* host_entry(std::uintptr_t address) {
 
 } // namespace
 
-bool strict_mode() {
-  return shim_options().strict;
-}
+std::atomic<bool> g_strict{false};
 
 CUresult synchronize_context(context_entry& e) {
   const real_driver& real = *e.link.real;

@@ -19,11 +19,18 @@
 // driver does not synchronize them either.
 #pragma once
 
+#include <atomic>
+
 #include "interpose/context_pools.h"
 
 namespace gmem::shim {
 
-bool strict_mode(); // GMEM_STRICT
+// GMEM_STRICT; set once by the shim's init, before any hook uses the pool. Read on every
+// allocation and free: one relaxed load, no call.
+extern std::atomic<bool> g_strict;
+inline bool strict_mode() {
+  return g_strict.load(std::memory_order_relaxed);
+}
 
 // cuCtxSynchronize on `e`'s context, with the pools of `e` told it is a fence (the body of the
 // cuCtxSynchronize hook; also used by strict frees).

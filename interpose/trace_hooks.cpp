@@ -32,6 +32,10 @@ void set_stats_source(stats_source source) noexcept {
 __attribute__((noinline)) std::uint32_t capture_stack() noexcept {
   trace_writer* w = recorder_writer();
   if (!w) return 0;
+  if (w->stacks_off()) { // GMEM_STACK_DEPTH=0 GMEM_PYTHON_DEPTH=0: no walk, no call
+    w->prefetch_event();
+    return 0;
+  }
   const std::uint32_t id = w->capture_stack(1);
   asm volatile("" ::: "memory"); // no tail call: the skipped frame must exist
   return id;

@@ -11,6 +11,7 @@
 //   of an address ahead of the free that released it.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,15 @@ namespace gmem::trace {
 // device_stats and stats_source are defined in profiler/trace_types.h:
 //   struct device_stats { int device; pool_stats stats; };   // device -1 = host pool
 //   using stats_source = std::size_t (*)(device_stats* out, std::size_t max) noexcept;
+
+// Recording is off for good (GMEM_TRACE=0, the object could not be made, a forked child, after
+// shutdown found none): set by profiler/recorder.cpp, never cleared. The hooks' fast paths
+// test it inline, so with the trace off an allocation and a free make no call into the
+// recorder.
+extern std::atomic<bool> g_recording_off;
+inline bool recording_off() noexcept {
+  return g_recording_off.load(std::memory_order_relaxed);
+}
 
 void init(int argc_unused = 0) noexcept;      // once, after options are read
 void set_stats_source(stats_source) noexcept; // sampled for the timeline and the heartbeat

@@ -30,7 +30,7 @@ void start_bitmap::grow(std::size_t granules) {
       set(w * 64 + static_cast<std::size_t>(std::countr_zero(bits)));
 }
 
-void start_bitmap::set(std::size_t i) {
+void start_bitmap::set_levels(std::size_t i) {
   for (std::size_t l = 0; l < levels_; ++l) {
     std::uint64_t& w = level(l)[i >> 6];
     bool was_zero = w == 0;
@@ -40,12 +40,12 @@ void start_bitmap::set(std::size_t i) {
   }
 }
 
-void start_bitmap::clear(std::size_t i) {
-  for (std::size_t l = 0; l < levels_; ++l) {
+void start_bitmap::clear_levels(std::size_t i) {
+  for (std::size_t l = 1; l < levels_; ++l) { // level 0's word is 0 already
+    i >>= 6;
     std::uint64_t& w = level(l)[i >> 6];
     w &= ~(std::uint64_t{1} << (i & 63));
     if (w != 0) return;
-    i >>= 6;
   }
 }
 

@@ -16,8 +16,18 @@ public:
   void reset(std::size_t granules);
   // Room for at least `granules`, keeping the bits set (capacity doubles: amortized O(1)).
   void grow(std::size_t granules);
-  void set(std::size_t i);
-  void clear(std::size_t i);
+  // Level 0 is at words_[0]: a word that stays non-zero (the usual split and merge inside a
+  // segment) changes no summary level, so that case is inline.
+  void set(std::size_t i) {
+    std::uint64_t& w = words_[i >> 6];
+    if (w == 0) return set_levels(i);
+    w |= std::uint64_t{1} << (i & 63);
+  }
+  void clear(std::size_t i) {
+    std::uint64_t& w = words_[i >> 6];
+    w &= ~(std::uint64_t{1} << (i & 63));
+    if (w == 0) clear_levels(i);
+  }
   bool test(std::size_t i) const { return (words_[i >> 6] >> (i & 63)) & 1; }
   // The largest set index <= i, or npos.
   std::size_t find_prev(std::size_t i) const { return find_prev_at(0, i); }
@@ -30,6 +40,8 @@ private:
   std::uint64_t* level(std::size_t l) { return words_.data() + offset_[l]; }
   const std::uint64_t* level(std::size_t l) const { return words_.data() + offset_[l]; }
   std::size_t find_prev_at(std::size_t level, std::size_t i) const;
+  void set_levels(std::size_t i);   // set(i) when its level-0 word is 0
+  void clear_levels(std::size_t i); // clear(i) once its level-0 word became 0
   // All levels in one allocation (reused by reset): level l holds size_[l] words from
   // offset_[l]; level 0 has a bit per granule, the last level a single word.
   std::vector<std::uint64_t> words_;

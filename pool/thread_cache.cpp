@@ -18,6 +18,9 @@ struct cache_slot {
 };
 constexpr int k_thread_slots = 8;
 thread_local cache_slot t_slots[k_thread_slots] __attribute__((tls_model("initial-exec")));
+// One past the last slot this thread ever filled: a lookup looks at no more (none at all on a
+// thread that never allocated on a stream, which is every free of a cudaMalloc-only thread).
+thread_local int t_slot_end __attribute__((tls_model("initial-exec"))) = 0;
 
 pthread_key_t g_exit_key;
 std::once_flag g_exit_key_once;
@@ -56,6 +59,7 @@ thread_cache* register_slow(std::uint64_t pool_id, pool_impl* pool) {
   }
   pool->register_cache(c);
   *room = cache_slot{pool_id, c};
+  t_slot_end = std::max(t_slot_end, static_cast<int>(room - t_slots) + 1);
   pthread_setspecific(g_exit_key, c); // any non-null value: the destructor runs
   return c;
 }
@@ -68,8 +72,8 @@ std::mutex& caches_mutex() {
 }
 
 thread_cache* this_thread_cache(std::uint64_t pool_id, pool_impl* pool) {
-  for (const cache_slot& slot : t_slots)
-    if (slot.pool_id == pool_id) return slot.cache;
+  for (int i = 0; i < t_slot_end; ++i)
+    if (t_slots[i].pool_id == pool_id) return t_slots[i].cache;
   return pool != nullptr ? register_slow(pool_id, pool) : nullptr;
 }
 

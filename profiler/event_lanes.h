@@ -51,7 +51,8 @@ public:
   // Writes words[1 .. event_word::count) as the calling thread's next event. Returns its seq
   // in its lane, or 0 if dropped.
   std::uint64_t append(const std::uint64_t* words) noexcept {
-    if (__builtin_expect(t_lane_owner == serial_, 1)) return t_lane_ring->append_owned(words);
+    if (__builtin_expect(t_lane_owner == serial_, 1))
+      return t_lane_ring->append_owned_n<layout::event_word::count>(words);
     return append_slow(words);
   }
   // Starts loading the line the calling thread's next event goes to.

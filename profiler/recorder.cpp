@@ -26,13 +26,15 @@
 
 namespace gmem::trace {
 
+std::atomic<bool> g_recording_off{false};
+std::atomic<trace_writer*> g_writer{nullptr};
+
 namespace {
 
 enum state : int { k_uninitialized = 0, k_enabled = 1, k_open = 2, k_off = 3 };
 
 // Process globals, deliberately leaked: hooks may run during and after exit handlers.
 std::atomic<int> g_state{k_uninitialized};
-std::atomic<trace_writer*> g_writer{nullptr};
 std::atomic<stats_source> g_source{nullptr};
 std::mutex g_mu; // creation, shutdown and the sampler's wake-ups; never held by a hook's fast path
 recorder_options* g_options = nullptr;
@@ -42,9 +44,16 @@ bool g_stop = false;      // under g_mu
 bool g_stopped = true;    // under g_mu: the sampler thread is not running
 bool g_shut_down = false; // under g_mu
 
+// k_off is final: recording_off() (interpose/trace_hooks.h) lets the hooks skip every call
+// into the recorder with one load once it is reached.
+void store_state(int s) {
+  if (s == k_off) g_recording_off.store(true, std::memory_order_relaxed);
+  g_state.store(s);
+}
+
 void on_fork_child() {
   // The child shares the parent's mapping: writing into it would mix two processes.
-  g_state.store(k_off);
+  store_state(k_off);
   g_writer.store(nullptr);
 }
 
@@ -247,18 +256,14 @@ void recorder_init(const recorder_options& options) noexcept {
     g_name = new std::string();
     g_wake = new std::condition_variable();
   } catch (...) {
-    g_state.store(k_off);
+    store_state(k_off);
     return;
   }
   pthread_atfork(nullptr, nullptr, &on_fork_child);
-  g_state.store(options.enabled ? k_enabled : k_off);
+  store_state(options.enabled ? k_enabled : k_off);
 }
 
-trace_writer* recorder_writer_if_open() noexcept {
-  return g_writer.load(std::memory_order_acquire);
-}
-
-trace_writer* recorder_writer() noexcept {
+trace_writer* recorder_writer_create() noexcept {
   if (trace_writer* w = g_writer.load(std::memory_order_acquire)) return w;
   if (g_state.load(std::memory_order_relaxed) != k_enabled) return nullptr;
   std::lock_guard lock(g_mu);
@@ -277,7 +282,7 @@ trace_writer* recorder_writer() noexcept {
   } catch (...) { // no thread or no memory: keep what we have
   }
   g_writer.store(w, std::memory_order_release);
-  g_state.store(w ? k_open : k_off);
+  store_state(w ? k_open : k_off);
   return w;
 }
 
@@ -304,7 +309,7 @@ void recorder_shutdown() noexcept {
     std::lock_guard lock(g_mu);
     w = g_writer.load();
     if (!w) {
-      if (g_state.load() == k_enabled) g_state.store(k_off);
+      if (g_state.load() == k_enabled) store_state(k_off);
       return;
     }
   }

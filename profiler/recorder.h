@@ -15,6 +15,7 @@
 // room. In a forked child recording stops (the child must not write its parent's trace).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -39,12 +40,25 @@ struct recorder_options {
   static recorder_options from_env();
 };
 
+// True once recording is off for good (declared for the hooks in interpose/trace_hooks.h).
+extern std::atomic<bool> g_recording_off;
+
 // Configures the recorder (first call wins; later calls are ignored).
 void recorder_init(const recorder_options& options) noexcept;
+// The writer once the object exists (set once; cleared only in a forked child). Read inline
+// by the functions below, which every traced allocation and free calls.
+extern std::atomic<trace_writer*> g_writer;
+trace_writer* recorder_writer_create() noexcept; // recorder_writer()'s slow path
+
 // The writer, creating the object on first use; nullptr when recording is off or failed.
-trace_writer* recorder_writer() noexcept;
+inline trace_writer* recorder_writer() noexcept {
+  if (trace_writer* w = g_writer.load(std::memory_order_acquire)) return w;
+  return recorder_writer_create();
+}
 // The writer if the object exists already; never creates it.
-trace_writer* recorder_writer_if_open() noexcept;
+inline trace_writer* recorder_writer_if_open() noexcept {
+  return g_writer.load(std::memory_order_acquire);
+}
 void recorder_set_stats_source(stats_source source) noexcept;
 // A periodic counter sample now, off the sampler's schedule (a pool's context was destroyed);
 // nothing when the object does not exist yet or after shutdown.

@@ -87,27 +87,44 @@ public:
   // Owned mode, from the ring's one writer: the same without a locked instruction. The head
   // word is published after the record, so a reader never waits on a claimed seq.
   std::uint64_t append_owned(const std::uint64_t* words) noexcept {
-    const std::uint64_t seq = last_ + 1;
-    if (__builtin_expect(seq - 1 == grow_at_, 0)) grow();
-    const std::uint64_t index = (seq - 1) & mask_;
-    const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);
-    std::uint64_t* chunk = chunks_[k].load(std::memory_order_relaxed); // ours, never null
-    std::uint64_t* rec =
-        chunk + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_;
-    layout::store_word(rec, 2 * seq - 1); // odd before any other word changes: the release
-    for (std::uint32_t i = 1; i < record_words_; ++i) // stores keep it first (plain on x86)
-      layout::store_release(rec + i, words[i]);
-    layout::store_release(rec, 2 * seq);
-    layout::store_release(head_, seq);
-    last_ = seq;
-    prefetch(index + 1);
-    return seq;
+    return append_owned_words(words, record_words_);
+  }
+  // append_owned() for a ring whose records are N words (N == record_words_): the record's
+  // stores unrolled, its offset a constant multiply (the event lanes: every traced event).
+  template <std::uint32_t N> std::uint64_t append_owned_n(const std::uint64_t* words) noexcept {
+    return append_owned_words(words, N);
   }
 
   // Owned mode: starts loading, for writing, the record the next append_owned() writes.
   void prefetch_next() const noexcept { prefetch(last_); }
 
 private:
+  // Inlined into both append_owned forms; `words_per` is record_words_ (a constant in the
+  // second).
+  __attribute__((always_inline)) std::uint64_t
+  append_owned_words(const std::uint64_t* words, std::uint32_t words_per) noexcept {
+    const std::uint64_t seq = last_ + 1;
+    if (__builtin_expect(seq - 1 == grow_at_, 0)) grow();
+    const std::uint64_t index = (seq - 1) & mask_;
+    const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);
+    std::uint64_t* chunk = chunks_[k].load(std::memory_order_relaxed); // ours, never null
+    std::uint64_t* rec = chunk + (index - layout::ring_chunk_start(k, first_chunk_)) * words_per;
+    layout::store_word(rec, 2 * seq - 1); // odd before any other word changes: the release
+#pragma GCC unroll 16
+    for (std::uint32_t i = 1; i < words_per; ++i) // stores keep it first (plain on x86)
+      layout::store_release(rec + i, words[i]);
+    layout::store_release(rec, 2 * seq);
+    layout::store_release(head_, seq);
+    last_ = seq;
+    // The next record follows this one in its chunk unless index + 1 starts a chunk (0, then
+    // first_chunk_ << j: a power of two at least first_chunk_) or wraps (mask_ + 1, also one).
+    const std::uint64_t next = index + 1;
+    if ((next & (next - 1)) != 0 || next < first_chunk_)
+      __builtin_prefetch(rec + words_per, 1);
+    else
+      prefetch(next);
+    return seq;
+  }
   void prefetch(std::uint64_t index) const noexcept {
     index &= mask_;
     const std::uint32_t k = layout::ring_chunk_of(index, first_chunk_);

@@ -95,6 +95,12 @@ public:
   // Captures the caller's stack at the configured depth, skipping `skip` more frames, and the
   // Python frames of a thread holding the GIL (python_frames.h) after the native ones.
   std::uint32_t capture_stack(unsigned skip) noexcept;
+  // Stack and Python depths are 0: capture_stack() would only call prefetch_event() and
+  // return 0, which its caller can do without the call.
+  bool stacks_off() const noexcept { return config_.stack_depth == 0 && config_.python_depth == 0; }
+  // Starts loading the line of the calling thread's next event (before the work that comes
+  // ahead of recording it).
+  void prefetch_event() const noexcept { events_.prefetch(); }
   std::uint32_t intern_string(std::string_view text) noexcept;
 
   void update_modules(const std::vector<module_info>& now) noexcept;

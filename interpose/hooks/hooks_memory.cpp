@@ -33,7 +33,8 @@ context_entry* pools_for(const real_driver& real, const CUstream* on_stream) {
 template <typename Fallback>
 CUresult pool_alloc(CUdeviceptr* out, std::size_t bytes, stream_handle s, std::uintptr_t stream,
                     alloc_kind kind, Fallback&& fallback, const CUstream* on_stream = nullptr) {
-  const std::uint32_t stack = trace::capture_stack(); // before any lock
+  const bool record = !trace::recording_off();
+  const std::uint32_t stack = record ? trace::capture_stack() : 0; // before any lock
   const real_driver* real = driver();
   context_entry* e = real != nullptr ? pools_for(*real, on_stream) : nullptr;
   if (GMEM_UNLIKELY(e == nullptr)) {
@@ -46,7 +47,7 @@ CUresult pool_alloc(CUdeviceptr* out, std::size_t bytes, stream_handle s, std::u
   }
   if (GMEM_UNLIKELY(r.status != pool_status::ok)) return to_cuda(r.status);
   *out = r.address;
-  trace::alloc(r.address, bytes, r.size, e->device(), stream, kind, stack);
+  if (record) trace::alloc(r.address, bytes, r.size, e->device(), stream, kind, stack);
   return CUDA_SUCCESS;
 }
 
@@ -59,7 +60,7 @@ CUresult pool_free(CUdeviceptr p, stream_handle s, std::uintptr_t stream, alloc_
                    Fallback&& fallback) {
   context_entry* e = pools().last_used(); // usually the owner; no driver call needed
   if (GMEM_LIKELY(e != nullptr)) {
-    trace::free(p, e->device(), stream, kind);
+    if (!trace::recording_off()) trace::free(p, e->device(), stream, kind);
     hook_scope scope;
     const pool_status st = e->device_pool->deallocate(p, s);
     if (GMEM_LIKELY(st != pool_status::not_owned)) return to_cuda(st);
