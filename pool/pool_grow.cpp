@@ -38,6 +38,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
                                       thread_cache* tag) {
   slow_walk w{size, requested, s, tag, class_of_size(size)};
   alloc_result out;
+  drain_unstitches();
   for (;;) {
     std::unique_lock lock(mu_);
     step st = take_fit(w, lock, out);                                // 2
@@ -46,6 +47,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     if (st == step::down) st = fence_for_request(w, lock);           // 3b
     if (st == step::down) st = seal_own_stream(w, lock);             // 3c
     if (st == step::down) st = flush_thread_caches(w, lock);         // 3c
+    if (st == step::down) st = stitch(w, lock, out);                 // 3c
     if (st == step::down) st = grow(w, lock, out);                   // 3c
     if (st == step::down) st = fence_for_reuse(w, lock);             // 3d
     if (st == step::down) st = trim_and_retry(w, lock);              // 3d
