@@ -74,7 +74,7 @@ struct segment {
   segment_kind kind = segment_kind::small;
   block* first = nullptr;
   block* last = nullptr;
-  bool arena = false;  // part of the arena (upstream::extend): never idle, trimmed by page
+  bool arena = false; // part of the arena (upstream::extend): never idle, trimmed by page
   // A stitched range (pool_stitch.cpp): one block, live, on the arena blocks in `lent` (in
   // page order; all but the last are whole pages), which map stitched_pages pages. Never idle,
   // counts nothing in reserved_bytes (its memory is the arena's).

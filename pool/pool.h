@@ -164,7 +164,7 @@ struct block_view {
   std::size_t requested = 0; // live blocks only
   block_state state = block_state::free;
   stream_handle stream = k_no_stream; // live: allocating stream; stream_free: freeing stream
-  bool lent = false; // live: arena pages a stitched range maps (requested is 0)
+  bool lent = false;                  // live: arena pages a stitched range maps (requested is 0)
 };
 
 // One segment and its blocks in address order, for fragmentation reports.

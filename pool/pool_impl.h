@@ -254,8 +254,9 @@ private:
     thread_cache* tag;
     unsigned cls;
     unsigned taken_steps = 0;
-    bool grown = false;   // 3c extended the arena for this request: its fit is no cache hit
-    bool blocked = false; // 3c: growing would cross the limit
+    bool grown = false;     // 3c extended the arena for this request: its fit is no cache hit
+    bool blocked = false;   // 3c: growing would cross the limit
+    bool topped_up = false; // 3c: the arena grew by what stitching lacked (once per request)
     bool taken(rung r) const { return (taken_steps >> static_cast<unsigned>(r) & 1u) != 0; }
     void take(rung r) { taken_steps |= 1u << static_cast<unsigned>(r); }
   };
@@ -326,6 +327,10 @@ private:
   // its range is queued for upstream::unstitch (run by drain_unstitches()).
   void dissolve_locked(block* b, stream_handle s);
   void drain_unstitches(); // without mu_: the queued unstitch calls and event releases
+  std::size_t free_whole_pages_locked() const; // whole pages inside free arena blocks
+  // Growth for a request of `size` that stitching could serve after it: the pages the free
+  // ones lack, when fewer than `bytes` (growing the arena's end to fit it whole); else 0.
+  std::size_t stitch_top_up_locked(std::size_t size, std::size_t bytes) const;
   // Splits b at b->address + offset (0 < offset < size, a multiple of 512): the second part,
   // returned, has b's state and is in no index.
   block* split_locked(block* b, std::size_t offset);

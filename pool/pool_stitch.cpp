@@ -54,7 +54,7 @@ block* pool_impl::split_locked(block* b, std::size_t offset) {
 bool pool_impl::lend_pages_locked(std::size_t size, std::vector<block*>& lent) {
   struct run {
     block* b;
-    std::uintptr_t p0;  // first whole page inside b
+    std::uintptr_t p0; // first whole page inside b
     std::size_t pages; // whole pages inside b
   };
   std::vector<run> runs;
@@ -153,17 +153,47 @@ void pool_impl::drain_unstitches() {
     fe_.release(e);
 }
 
+std::size_t pool_impl::free_whole_pages_locked() const {
+  std::size_t pages = 0;
+  free_[k_large].for_each([&](const block* b) {
+    if (!b->seg->arena) return;
+    const std::uintptr_t p0 = round_up(b->address, page_);
+    const std::uintptr_t p1 = round_down(b->address + b->size, page_);
+    if (p1 > p0) pages += (p1 - p0) / page_;
+  });
+  return pages;
+}
+
+std::size_t pool_impl::stitch_top_up_locked(std::size_t size, std::size_t bytes) const {
+  if (!opt_.stitch || page_ == 0 || size <= page_ || !up_.can_stitch()) return 0;
+  const std::size_t need = (size + page_ - 1) / page_;
+  const std::size_t have = free_whole_pages_locked();
+  if (have >= need) return 0; // stitching failed for another reason: grow as usual
+  const std::size_t lack = (need - have) * page_;
+  return lack < bytes ? lack : 0;
+}
+
 // 3c, before growing: the arena's wholly free pages add up to the request. The lent pages
 // are out of every index while the upstream stitches them without the lock; if it cannot,
 // they are free again and the arena grows.
 pool_impl::step pool_impl::stitch(slow_walk& w, std::unique_lock<spin_mutex>& lock,
                                   alloc_result& out) {
-  if (w.taken(rung::stitch) || !opt_.stitch || page_ == 0 || w.cls != k_large ||
-      w.size <= page_ || !up_.can_stitch())
+  if (w.taken(rung::stitch) || !opt_.stitch || page_ == 0 || w.cls != k_large || w.size <= page_ ||
+      !up_.can_stitch())
     return step::down;
   w.take(rung::stitch);
   std::vector<block*> lent;
-  if (!lend_pages_locked(w.size, lent)) return step::down;
+  if (!lend_pages_locked(w.size, lent)) {
+    // Pending pages would count once fenced: a fence (about a microsecond) before growing,
+    // which then maps only what they lack (grow, stitch_top_up_locked).
+    if (w.taken(rung::fence) || pending_or_stream_bytes_locked(k_large, w.s) == 0)
+      return step::down;
+    w.take(rung::fence);
+    w.taken_steps &= ~(1u << static_cast<unsigned>(rung::stitch));
+    lock.unlock();
+    fence_now();
+    return step::again;
+  }
   std::vector<std::uintptr_t> pages;
   for (const block* x : lent)
     for (std::uintptr_t p = x->address; p < x->address + x->size; p += page_)

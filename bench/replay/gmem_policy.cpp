@@ -147,7 +147,9 @@ public:
   // stitch: the arena with pool_options::stitch, on pages of 2 MiB unless arena_page_bytes
   // says otherwise.
   gmem_policy(bool stream_frees, bool arena, bool stitch = false)
-      : up_(!arena ? 0 : stitch && !g_arena_page_set ? k_stitch_page : g_arena_page),
+      : up_(!arena                        ? 0
+            : stitch && !g_arena_page_set ? k_stitch_page
+                                          : g_arena_page),
         pool_(up_, fe_, with_arena(arena, stitch)),
         stream_(stream_frees ? gmem::stream_handle{0} : gmem::k_no_stream), arena_(arena),
         stitch_(stitch) {}
@@ -159,7 +161,7 @@ public:
   }
   std::string name() const override {
     const bool stream = stream_ != gmem::k_no_stream;
-    std::string n = stitch_   ? (stream ? "gmem (stitch, stream frees)" : "gmem (stitch)")
+    std::string n = stitch_  ? (stream ? "gmem (stitch, stream frees)" : "gmem (stitch)")
                     : arena_ ? (stream ? "gmem (arena, stream-ordered frees)" : "gmem (arena)")
                              : (stream ? "gmem (stream-ordered frees)" : "gmem");
     return g_options_text.empty() ? n : n + " [" + g_options_text + "]";
@@ -176,6 +178,7 @@ public:
       std::fprintf(stderr, "gmem_replay: gmem pool refused the free of allocation %u\n", id);
   }
   std::size_t reserved_bytes() const override { return up_.mapped(); }
+  bool is_valid() const override { return pool_.is_valid(); }
   std::string details() const override {
     const gmem::pool_stats st = pool_.stats();
     std::string out;

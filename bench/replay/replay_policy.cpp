@@ -13,13 +13,13 @@ namespace gmem_bench {
 std::unique_ptr<replay_policy> make_gmem_policy(bool stream_frees, bool arena, bool stitch = false);
 #endif
 
-replay_result replay(const alloc_trace& trace, replay_policy& policy) {
+replay_result replay(const alloc_trace& trace, replay_policy& policy, bool check) {
   replay_result r;
   r.policy = policy.name();
   r.events = trace.events.size();
   std::vector<std::size_t> sizes(trace.allocations, 0);
   std::vector<bool> served(trace.allocations, false);
-  std::size_t live = 0;
+  std::size_t live = 0, at = 0;
   const auto t0 = std::chrono::steady_clock::now();
   for (const trace_event& e : trace.events) {
     if (e.is_alloc) {
@@ -37,6 +37,8 @@ replay_result replay(const alloc_trace& trace, replay_policy& policy) {
       served[e.id] = false;
       live -= sizes[e.id];
     }
+    ++at;
+    if (check && r.invalid_after == 0 && !policy.is_valid()) r.invalid_after = at;
   }
   const auto t1 = std::chrono::steady_clock::now();
   r.final_reserved_bytes = policy.reserved_bytes();
