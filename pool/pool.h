@@ -37,9 +37,11 @@
 //      requests (fence_batch): they merge with their free neighbours, and large free ranges
 //      stay whole;
 //      (c) grow: first the request's own stream is sealed and the threads' caches give back
-//      their free blocks; then extend the arena, or map a small segment (unmapping wholly free
-//      ones first while reserved would exceed 1.05 x demand); a growth that would cross the
-//      limit gives back every idle segment and free arena page first;
+//      their free blocks; with pool_options::stitch, the arena's whole free pages serve the
+//      request in a stitched range when they add up to it (pool_stitch.cpp); then extend the
+//      arena, or map a small segment (unmapping wholly free ones first while reserved would
+//      exceed 1.05 x demand); a growth that would cross the limit gives back every idle
+//      segment and free arena page first;
 //      (d) at the limit or driver OOM: fence (unless (b) did), trim, retry;
 //      (e) out_of_memory (observer on_oom).
 //   4. Memory goes back to the driver on trim (gmem_empty_cache), at the limit, beyond
