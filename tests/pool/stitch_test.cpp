@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+#include <thread>
 #include <vector>
 
 namespace gmem::testing {
@@ -312,6 +314,50 @@ TEST_F(stitch_fixture, stays_valid_under_random_traffic) {
       ASSERT_TRUE(p.is_valid()) << "after step " << i;
     }
     EXPECT_GT(p.stats().stitches, 0u);
+    EXPECT_EQ(up.bad_stitches, 0u);
+  }
+  EXPECT_EQ(up.live_ranges(), 0u);
+  EXPECT_EQ(up.bad_unmaps, 0u);
+  EXPECT_EQ(up.mapped_now(), 0u);
+}
+
+// Threads stitching, freeing and trimming at once (a stitch is made without the lock): no
+// page is lent to two ranges, the structures stay valid, and everything is given back.
+TEST_F(stitch_fixture, threads_stitch_free_and_trim_at_once) {
+  {
+    pool_options o = stitch_options();
+    o.thread_caches = true;
+    pool p(up, fe, o);
+    fe.auto_complete = true;
+    up.strict_lending = false; // a range's unstitch may follow its pages' reuse (fakes.h)
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(100 + t);
+        std::vector<std::pair<std::uintptr_t, stream_handle>> live;
+        for (int i = 0; i < 1500; ++i) {
+          if (live.size() < 6 || rng() % 2 == 0) {
+            const stream_handle s = rng() % 2 == 0 ? k_no_stream : stream_handle{1 + t};
+            alloc_result r = p.allocate((1 + rng() % 10) * k_mib + rng() % k_mib, s);
+            if (r.status == pool_status::ok) live.emplace_back(r.address, s);
+          } else {
+            const std::size_t k = rng() % live.size();
+            EXPECT_EQ(p.deallocate(live[k].first, live[k].second), pool_status::ok);
+            live[k] = live.back();
+            live.pop_back();
+          }
+          if (t == 0 && i % 200 == 0) p.trim();
+          if (t == 1 && i % 300 == 0) p.end_external_fence(p.begin_external_fence());
+        }
+        for (const auto& [a, s] : live)
+          EXPECT_EQ(p.deallocate(a, s), pool_status::ok);
+      });
+    }
+    for (auto& th : threads)
+      th.join();
+    EXPECT_TRUE(p.is_valid());
+    EXPECT_GT(p.stats().stitches, 0u);
+    EXPECT_EQ(p.stats().stitched_ranges, 0u);
     EXPECT_EQ(up.bad_stitches, 0u);
   }
   EXPECT_EQ(up.live_ranges(), 0u);
