@@ -133,6 +133,10 @@ void scenario_arena_stitch() {
   bool corrupted =
       !holds({e, 2 * k_array}, 0x77) || !holds({b, k_array}, 2) || !holds({d, k_array}, 4);
   const bool outside = e + 2 * k_array <= a || e >= d + k_array; // a range of its own
+  // CUDA IPC of the stitched block: its pages export as the arena's do.
+  CUipcMemHandle ipc{};
+  const CUresult ipc_rc = g.ipc_get_mem_handle(&ipc, e);
+  const bool gmem_handle = ipc_rc == CUDA_SUCCESS && std::memcmp(ipc.reserved, "gmemIPC\2", 8) == 0;
   CUstream s = nullptr, s2 = nullptr;
   CHECK_CU(g.stream_create_with_priority(&s, CU_STREAM_NON_BLOCKING, 0));
   CHECK_CU(g.stream_create_with_priority(&s2, CU_STREAM_NON_BLOCKING, 0));
@@ -148,9 +152,11 @@ void scenario_arena_stitch() {
   auto delta = [](std::uint64_t x, std::uint64_t y) {
     return static_cast<unsigned long long>(x - y);
   };
-  std::printf("arena_stitch corrupted=%d outside=%d creates_at_once=%llu maps_at_once=%llu\n",
+  std::printf("arena_stitch corrupted=%d outside=%d creates_at_once=%llu maps_at_once=%llu "
+              "ipc_rc=%d gmem_handle=%d\n",
               corrupted ? 1 : 0, outside ? 1 : 0, delta(after.vmm_creates, before.vmm_creates),
-              delta(after.vmm_maps, before.vmm_maps));
+              delta(after.vmm_maps, before.vmm_maps), static_cast<int>(ipc_rc),
+              gmem_handle ? 1 : 0);
   CHECK(!corrupted, "a block lost its bytes around a stitched range");
   for (CUdeviceptr p : {b, d, f, h})
     CHECK_CU(g.mem_free(p));
