@@ -72,6 +72,11 @@
     "0 = segments of their own")                                                                   \
   X(arena_page_mb, "GMEM_ARENA_PAGE_MB", count, tune, "16", "",                                    \
     "MiB per arena page, the unit the arena maps and gives back (a power of two, at least 2)")     \
+  X(stitch, "GMEM_STITCH", flag, tune, "0", "",                                                    \
+    "1 = a large request that no free arena range fits, while the arena's wholly free pages add "  \
+    "up to it, maps those pages into a new address range instead of growing the arena; arena "     \
+    "pages are then 2 MiB unless GMEM_ARENA_PAGE_MB is set (only whole free pages can be "         \
+    "stitched); 0 = the arena grows")                                                              \
   X(strict, "GMEM_STRICT", flag, fallback, "0", "",                                                \
     "1 = CUDA's synchronization exactly: a stream-less free (cuMemFree, cuMemFreeHost) returns "   \
     "once the device has finished the work issued before it, and an allocation orders the "        \

@@ -150,7 +150,9 @@ context_entry* context_pools::create_locked(const real_driver& real, CUcontext c
   e->observer = new trace_observer(device);
   const options& opt = shim_options();
   if (opt.vmm || opt.arena) {
-    const std::size_t page = opt.arena ? static_cast<std::size_t>(opt.arena_page_mb) << 20 : 0;
+    // Stitching maps whole free pages: the driver's 2 MiB unless the page is set explicitly.
+    const std::uint64_t mb = opt.stitch && !opt.arena_page_mb_set ? 2 : opt.arena_page_mb;
+    const std::size_t page = opt.arena ? static_cast<std::size_t>(mb) << 20 : 0;
     e->vmm = vmm_upstream::create(e->link, *e->fences, opt.vmm, page);
   }
   if (e->vmm == nullptr) e->upstream = new device_upstream(e->link);
@@ -158,6 +160,7 @@ context_entry* context_pools::create_locked(const real_driver& real, CUcontext c
   // Never for pinned host pools. Where the arena is unusable (no VMM, a page size the
   // granularity does not divide) arena_page() is 0 and the pool ignores the flag.
   o.arena = opt.arena && e->vmm != nullptr;
+  o.stitch = o.arena && opt.stitch; // the upstream stitches arena pages only
   if (opt.arena && opt.verbose != 0 && (e->vmm == nullptr || e->vmm->arena_page() == 0)) {
     std::fprintf(stderr, "gmem: device %d: no virtual memory management; GMEM_ARENA ignored\n",
                  device);

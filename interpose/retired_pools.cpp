@@ -15,12 +15,12 @@ void trace_release(const pool& p, int device, trace::alloc_kind kind, std::size_
                    std::size_t* live_bytes) {
   p.for_each_segment([&](const segment_view& s) {
     for (const block_view& b : s.blocks) {
-      if (b.state != block_state::live) continue;
+      if (b.state != block_state::live || b.lent) continue; // lent: a stitched range's memory
       trace::free(b.address, device, 0, kind);
       ++*live_blocks;
       *live_bytes += b.size;
     }
-    trace::segment(false, s.base, s.size, device);
+    trace::segment(false, s.base, s.size, device, s.stitched);
   });
 }
 
@@ -31,6 +31,7 @@ pool_stats history_of(const pool& p) {
   s.live_bytes = s.live_requested_bytes = s.live_blocks = 0;
   s.reserved_bytes = s.segments = 0;
   s.pending_bytes = s.pending_blocks = s.stream_free_bytes = 0;
+  s.stitched_ranges = s.stitched_bytes = 0;
   s.free_bytes = s.largest_free_block = 0;
   s.limit_bytes = 0;
   return s;

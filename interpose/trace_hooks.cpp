@@ -51,8 +51,9 @@ void free(std::uintptr_t addr, int device, std::uintptr_t stream, alloc_kind kin
   if (trace_writer* w = recorder_writer_if_open()) w->free(addr, device, stream, kind);
 }
 
-void segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device) noexcept {
-  if (trace_writer* w = recorder_writer()) w->segment(mapped, base, bytes, device);
+void segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device,
+             bool stitched) noexcept {
+  if (trace_writer* w = recorder_writer()) w->segment(mapped, base, bytes, device, stitched);
 }
 
 void fence(int device, std::uint64_t duration_ns, std::size_t released_bytes) noexcept {

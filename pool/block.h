@@ -48,6 +48,7 @@ struct alignas(64) block {
   block* list_next = nullptr;
   block_state state = block_state::free;
   bool claimed = false;  // taken by a thread waiting on another stream's event
+  bool lent = false;     // live: arena memory a stitched range maps (not in live_)
   std::uint16_t bin = 0; // bin while in a free index
   // Second line.
   std::size_t requested = 0;          // live
@@ -73,7 +74,13 @@ struct segment {
   segment_kind kind = segment_kind::small;
   block* first = nullptr;
   block* last = nullptr;
-  bool arena = false;  // part of the arena (upstream::extend): never idle, trimmed by page
+  bool arena = false; // part of the arena (upstream::extend): never idle, trimmed by page
+  // A stitched range (pool_stitch.cpp): one block, live, on the arena blocks in `lent` (in
+  // page order; all but the last are whole pages), which map stitched_pages pages. Never idle,
+  // counts nothing in reserved_bytes (its memory is the arena's).
+  bool stitched = false;
+  std::size_t stitched_pages = 0;
+  std::vector<block*> lent;
   start_bitmap starts; // bit i set <=> a block starts at base + i * 512 (oversize: 1 bit)
   std::size_t granule(std::uintptr_t address) const {
     return kind == segment_kind::oversize ? 0 : (address - base) / k_block_granule;

@@ -81,8 +81,14 @@ pool_impl::~pool_impl() {
   refs.erase(std::unique(refs.begin(), refs.end()), refs.end());
   for (event_ref* r : refs)
     fe_.release(r->event);
+  for (const unstitch_call& c : unstitches_)
+    up_.unstitch(c.base, c.pages);
+  for (event_handle e : unstitch_events_)
+    fe_.release(e);
+  for (auto& [base, seg] : segments_) // stitched ranges first: they map arena pages
+    if (seg->stitched) up_.unstitch(base, seg->stitched_pages);
   for (auto& [base, seg] : segments_)
-    up_.unmap(base, seg->size);
+    if (!seg->stitched) up_.unmap(base, seg->size);
 }
 
 // Forgets every segment and block without unmapping or releasing events (the context is gone,
@@ -101,11 +107,16 @@ void pool_impl::abandon() {
   for (auto& n : pending_class_bytes_)
     n = 0;
   idle_head_ = nullptr;
+  unstitches_.clear();
+  unstitch_events_.clear();
+  unstitch_queued_.store(false, std::memory_order_relaxed);
+  lending_blocks_ = 0;
   blocks_ = slab<block>{};
   events_ = slab<event_ref>{}; // their events die with the context
   st_.live_bytes = st_.live_requested_bytes = st_.live_blocks = 0;
   st_.reserved_bytes = st_.segments = 0;
   st_.pending_bytes = st_.pending_blocks = st_.stream_free_bytes = 0;
+  st_.stitched_ranges = st_.stitched_bytes = 0;
 }
 
 stream_cache* pool_impl::find_stream_locked(stream_handle s) const {
@@ -430,7 +441,9 @@ void pool_impl::release_block_locked(block* b, stream_handle s, event_handle (&r
   if (program_free) ++st_.total_frees;
   b->requested = 0;
   b->owner = nullptr;
-  if (!opt_.reuse_safety) {
+  if (b->seg->stitched) { // its pages go back to the arena with this free's safety
+    dissolve_locked(b, s);
+  } else if (!opt_.reuse_safety) {
     insert_free_locked(b);
   } else if (s == k_no_stream) { // stream-less: pending
     make_pending_locked(b, seq_);
@@ -484,6 +497,7 @@ pool_status pool_impl::deallocate_shared(std::uintptr_t address, stream_handle s
   for (event_handle e : released)
     if (e != 0) fe_.release(e);
   if (d) run_deferred(*d);
+  drain_unstitches();
   return status;
 }
 

@@ -37,9 +37,11 @@
 //      requests (fence_batch): they merge with their free neighbours, and large free ranges
 //      stay whole;
 //      (c) grow: first the request's own stream is sealed and the threads' caches give back
-//      their free blocks; then extend the arena, or map a small segment (unmapping wholly free
-//      ones first while reserved would exceed 1.05 x demand); a growth that would cross the
-//      limit gives back every idle segment and free arena page first;
+//      their free blocks; with pool_options::stitch, the arena's whole free pages serve the
+//      request in a stitched range when they add up to it (pool_stitch.cpp); then extend the
+//      arena, or map a small segment (unmapping wholly free ones first while reserved would
+//      exceed 1.05 x demand); a growth that would cross the limit gives back every idle
+//      segment and free arena page first;
 //      (d) at the limit or driver OOM: fence (unless (b) did), trim, retry;
 //      (e) out_of_memory (observer on_oom).
 //   4. Memory goes back to the driver on trim (gmem_empty_cache), at the limit, beyond
@@ -125,6 +127,11 @@ struct pool_options {
   // thread's free on a stream and its next allocation of a similar size on that stream take
   // no shared lock.
   bool thread_caches = true;
+  // Arena only: a large request that no free block fits, while the arena's wholly free pages
+  // add up to it, is served from those pages mapped into a fresh range of address space
+  // (upstream::stitch) before the arena grows; freeing it gives the pages back to the arena,
+  // with the free's safety (pool_stitch.cpp). Ignored when the upstream cannot stitch.
+  bool stitch = false;
 };
 
 enum class pool_status {
@@ -159,6 +166,7 @@ struct block_view {
   std::size_t requested = 0; // live blocks only
   block_state state = block_state::free;
   stream_handle stream = k_no_stream; // live: allocating stream; stream_free: freeing stream
+  bool lent = false;                  // live: arena pages a stitched range maps (requested is 0)
 };
 
 // One segment and its blocks in address order, for fragmentation reports.
@@ -166,6 +174,7 @@ struct segment_view {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   segment_kind kind = segment_kind::small;
+  bool stitched = false; // a stitched range (pool_options::stitch): one live block on arena pages
   std::vector<block_view> blocks;
 };
 
@@ -178,6 +187,10 @@ public:
   virtual void on_fence(std::uint64_t /*duration_ns*/, std::size_t /*released_bytes*/) noexcept {}
   virtual void on_trim(std::size_t /*released_bytes*/) noexcept {}
   virtual void on_oom(std::size_t /*requested_bytes*/) noexcept {}
+  // A stitched range (pool_options::stitch) of `bytes` (its block) now serves a request / is
+  // gone: its pages are the arena's again. It maps no new memory.
+  virtual void on_stitch(std::uintptr_t /*base*/, std::size_t /*bytes*/) noexcept {}
+  virtual void on_unstitch(std::uintptr_t /*base*/, std::size_t /*bytes*/) noexcept {}
 };
 
 class pool_impl;

@@ -22,17 +22,42 @@ bool pool_impl::is_valid() const {
 //    with non-decreasing stamps; each index's own invariants hold;
 //  - idle segments are exactly those made of one free block, arena segments excepted (they
 //    are trimmed by page); arena segments are whole pages and never touch each other;
+//  - a stitched range is one live block on its lent arena blocks, in page order: each starts
+//    on a page, all but the last are whole pages, and their sizes add up to the range's; every
+//    lent block belongs to one range (or to one being stitched); ranges count nothing in
+//    reserved_bytes;
 //  - the stats equal the sums over the blocks, and the slabs hold no other blocks.
 bool pool_impl::is_valid_locked() const {
   std::size_t live = 0, live_requested = 0, live_blocks = 0, free_bytes = 0, free_blocks = 0;
   std::size_t pending = 0, pending_blocks = 0, stream_bytes = 0, stream_blocks = 0;
   std::size_t reserved = 0, blocks = 0, idle = 0, claimed = 0;
+  std::size_t lent_blocks = 0, range_lent = 0, ranges = 0, range_bytes = 0;
   std::size_t pending_class[k_classes] = {};
   for (const auto& [base, seg] : segments_) {
     if (seg->base != base || seg->first == nullptr || seg->first->address != base ||
         seg->first->prev != nullptr)
       return false;
-    reserved += seg->size;
+    if (seg->stitched) {
+      const block* b = seg->first;
+      if (b != seg->last || b->state != block_state::live || b->lent || page_ == 0 ||
+          seg->lent.empty())
+        return false;
+      std::size_t lent_bytes = 0, pages = 0;
+      for (std::size_t i = 0; i < seg->lent.size(); ++i) {
+        const block* x = seg->lent[i];
+        if (!x->lent || x->state != block_state::live || !x->seg->arena ||
+            x->address % page_ != 0 || (i + 1 < seg->lent.size() && x->size % page_ != 0))
+          return false;
+        lent_bytes += x->size;
+        pages += (x->size + page_ - 1) / page_;
+      }
+      if (lent_bytes != seg->size || pages != seg->stitched_pages) return false;
+      range_lent += seg->lent.size();
+      ++ranges;
+      range_bytes += seg->size;
+    } else {
+      reserved += seg->size;
+    }
     std::size_t count = 0;
     std::uintptr_t at = base;
     for (const block* b = seg->first; b != nullptr; b = b->next) {
@@ -50,6 +75,10 @@ bool pool_impl::is_valid_locked() const {
       const block* n = b->next;
       switch (b->state) {
       case block_state::live:
+        if (b->lent) {
+          ++lent_blocks;
+          break;
+        }
         if (b->claimed) {
           ++claimed;
           break;
@@ -161,6 +190,9 @@ bool pool_impl::is_valid_locked() const {
   if (!live_.is_valid() || live_.size() != live_blocks) return false;
   if (blocks_.in_use() != blocks) return false;
   if (claimed > 0 && st_.live_blocks != live_blocks) return false;
+  if (lent_blocks != range_lent + lending_blocks_ || st_.stitched_ranges != ranges ||
+      st_.stitched_bytes != range_bytes)
+    return false;
   return st_.live_bytes == live && st_.live_requested_bytes == live_requested &&
          st_.live_blocks == live_blocks && st_.reserved_bytes == reserved &&
          st_.segments == segments_.size() && st_.pending_bytes == pending &&

@@ -38,6 +38,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
                                       thread_cache* tag) {
   slow_walk w{size, requested, s, tag, class_of_size(size)};
   alloc_result out;
+  drain_unstitches();
   for (;;) {
     std::unique_lock lock(mu_);
     step st = take_fit(w, lock, out);                                // 2
@@ -46,6 +47,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
     if (st == step::down) st = fence_for_request(w, lock);           // 3b
     if (st == step::down) st = seal_own_stream(w, lock);             // 3c
     if (st == step::down) st = flush_thread_caches(w, lock);         // 3c
+    if (st == step::down) st = stitch(w, lock, out);                 // 3c
     if (st == step::down) st = grow(w, lock, out);                   // 3c
     if (st == step::down) st = fence_for_reuse(w, lock);             // 3d
     if (st == step::down) st = trim_and_retry(w, lock);              // 3d
@@ -142,6 +144,14 @@ pool_impl::step pool_impl::grow(slow_walk& w, std::unique_lock<spin_mutex>& lock
   const bool arena = w.cls == k_large && page_ != 0;
   std::uintptr_t at = 0;
   std::size_t bytes = arena ? arena_growth_locked(w.size, at) : segment_bytes_for(w.size);
+  // Stitching lacks a few pages: map those at the arena's end, and stitch (pool_stitch.cpp).
+  bool top_up = false;
+  if (arena && !w.topped_up && w.taken(rung::stitch)) {
+    if (const std::size_t lack = stitch_top_up_locked(w.size, bytes); lack != 0) {
+      bytes = lack;
+      top_up = w.topped_up = true;
+    }
+  }
   const segment_kind kind = w.cls == k_small   ? segment_kind::small
                             : w.cls == k_large ? segment_kind::large
                                                : segment_kind::oversize;
@@ -175,6 +185,7 @@ pool_impl::step pool_impl::grow(slow_walk& w, std::unique_lock<spin_mutex>& lock
   if (base == 0) return step::down; // the driver is out of memory
   if (arena) {
     add_arena_locked(base, bytes, mapped);
+    if (top_up) w.taken_steps &= ~(1u << static_cast<unsigned>(rung::stitch)); // stitch again
     ++st_.upstream_allocs;
     check_locked();
     lock.unlock();

@@ -244,6 +244,7 @@ private:
     seal_own,       // 3c: seal the request's own stream
     flush,          // 3c: the threads' caches give their free blocks back
     trim_for_limit, // 3c: growth would cross the limit: idle segments go first
+    stitch,         // 3c: free arena pages into a stitched range (pool_options::stitch)
     trim,           // 3d
   };
   struct slow_walk {
@@ -253,8 +254,9 @@ private:
     thread_cache* tag;
     unsigned cls;
     unsigned taken_steps = 0;
-    bool grown = false;   // 3c extended the arena for this request: its fit is no cache hit
-    bool blocked = false; // 3c: growing would cross the limit
+    bool grown = false;     // 3c extended the arena for this request: its fit is no cache hit
+    bool blocked = false;   // 3c: growing would cross the limit
+    bool topped_up = false; // 3c: the arena grew by what stitching lacked (once per request)
     bool taken(rung r) const { return (taken_steps >> static_cast<unsigned>(r) & 1u) != 0; }
     void take(rung r) { taken_steps |= 1u << static_cast<unsigned>(r); }
   };
@@ -266,6 +268,7 @@ private:
   step fence_for_request(slow_walk& w, std::unique_lock<spin_mutex>& lock);
   step seal_own_stream(slow_walk& w, std::unique_lock<spin_mutex>& lock);
   step flush_thread_caches(slow_walk& w, std::unique_lock<spin_mutex>& lock);
+  step stitch(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
   step grow(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
   step fence_for_reuse(slow_walk& w, std::unique_lock<spin_mutex>& lock);
   step trim_and_retry(slow_walk& w, std::unique_lock<spin_mutex>& lock);
@@ -311,6 +314,26 @@ private:
   // a segment of its own, returned (nullptr: none).
   segment* cut_locked(segment* seg, block* b, std::uintptr_t p0, std::uintptr_t p1, deferred& d);
   void release_for_growth_locked(std::size_t new_bytes, std::size_t size, deferred& d);
+
+  // --- pool_stitch.cpp: stitched ranges (pool_options::stitch) ---
+  // Lends arena memory for a request of `size` (> page_): whole free pages, all but the last
+  // lent whole, the last only as far as the request needs. Appends the lent blocks (live, lent)
+  // in page order to `lent`; false (nothing lent) when the free pages do not add up.
+  bool lend_pages_locked(std::size_t size, std::vector<block*>& lent);
+  // The lent blocks go back to the arena: with b's free (stream-less: pending; on a stream:
+  // stream-free there; without reuse safety: free). Events released land in `events`.
+  void return_pages_locked(segment* range, stream_handle s, std::vector<event_handle>& events);
+  // The stitched block b, freed (its stats already counted), dissolves: its pages go back and
+  // its range is queued for upstream::unstitch (run by drain_unstitches()).
+  void dissolve_locked(block* b, stream_handle s);
+  void drain_unstitches(); // without mu_: the queued unstitch calls and event releases
+  std::size_t free_whole_pages_locked() const; // whole pages inside free arena blocks
+  // Growth for a request of `size` that stitching could serve after it: the pages the free
+  // ones lack, when fewer than `bytes` (growing the arena's end to fit it whole); else 0.
+  std::size_t stitch_top_up_locked(std::size_t size, std::size_t bytes) const;
+  // Splits b at b->address + offset (0 < offset < size, a multiple of 512): the second part,
+  // returned, has b's state and is in no index.
+  block* split_locked(block* b, std::size_t offset);
   void idle_push_locked(segment* seg);
   void idle_remove_locked(segment* seg);
 
@@ -370,6 +393,17 @@ private:
   // The arena: its page (0: no arena) and the segment it last grew, which it grows next.
   std::size_t page_ = 0;
   segment* arena_tip_ = nullptr;
+  // Stitched ranges dissolved under the lock and not yet given back (base, bytes, pages),
+  // and events their pages let go of; drained without the lock.
+  struct unstitch_call {
+    std::uintptr_t base;
+    std::size_t bytes;
+    std::size_t pages;
+  };
+  std::vector<unstitch_call> unstitches_;
+  std::vector<event_handle> unstitch_events_;
+  std::atomic<bool> unstitch_queued_{false}; // read without the lock on the free path
+  std::size_t lending_blocks_ = 0; // lent while their range is being stitched (no mu_ held)
 };
 
 } // namespace gmem

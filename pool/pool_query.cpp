@@ -79,6 +79,7 @@ void pool_impl::for_each_segment(const std::function<void(const segment_view&)>&
       v.base = base;
       v.size = seg->size;
       v.kind = seg->kind;
+      v.stitched = seg->stitched;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
         if (stream_handle freed_on; cached_free_locked(b, &freed_on)) { // in a thread's cache
           v.blocks.push_back(
@@ -86,7 +87,8 @@ void pool_impl::for_each_segment(const std::function<void(const segment_view&)>&
           continue;
         }
         v.blocks.push_back(block_view{b->address, b->size, b->requested, b->state,
-                                      b->state == block_state::pending ? k_no_stream : b->stream});
+                                      b->state == block_state::pending ? k_no_stream : b->stream,
+                                      b->lent});
       }
       views.push_back(std::move(v));
     }

@@ -47,6 +47,9 @@ segment* pool_impl::new_segment_locked(std::uintptr_t base, std::size_t bytes, s
     owned->idle_prev = owned->idle_next = nullptr;
     owned->idle = false;
     owned->arena = false;
+    owned->stitched = false;
+    owned->stitched_pages = 0;
+    owned->lent.clear();
   }
   segment* seg = owned.get();
   seg->base = base;
@@ -176,6 +179,7 @@ std::size_t pool_impl::trim(std::size_t keep_free_bytes) {
     check_locked();
   }
   run_deferred(d);
+  drain_unstitches();
   return released;
 }
 

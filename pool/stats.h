@@ -31,7 +31,10 @@
   X(limit_bytes, "memory limit in bytes (0 = none)")                                               \
   X(stream_free_bytes, "bytes freed on a stream, reusable on that stream only (for now)")          \
   X(invalid_frees, "frees of addresses inside a segment that are no live block")                   \
-  X(barriers, "pool fences made as device-side barriers (the host did not wait)")
+  X(barriers, "pool fences made as device-side barriers (the host did not wait)")                  \
+  X(stitches, "stitched ranges made since start: requests served from free arena pages")           \
+  X(stitched_ranges, "stitched ranges live now")                                                   \
+  X(stitched_bytes, "bytes of the live blocks that stitched ranges serve")
 
 namespace gmem {
 

@@ -256,6 +256,7 @@ void pool_impl::return_to_pool(const cached_free* blocks, std::size_t n) {
   for (event_handle e : to_release)
     fe_.release(e);
   if (d) run_deferred(*d);
+  drain_unstitches();
 }
 
 void pool_impl::flush_caches(stream_handle only) {

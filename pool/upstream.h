@@ -30,6 +30,19 @@ public:
   // address space with nothing mapped (the pool passes its arena's end, 0 for none yet),
   // elsewhere otherwise.
   virtual std::uintptr_t extend(std::uintptr_t /*at*/, std::size_t /*bytes*/) noexcept { return 0; }
+
+  // Stitching (optional; pool_options::stitch): maps the physical pages behind the arena
+  // addresses pages[0 .. count) (each arena_page()-aligned and mapped by extend()), in that
+  // order, into a fresh range of address space; returns its base, a multiple of arena_page(),
+  // or 0 = not possible. The pages stay mapped in the arena: the pool hands out no arena
+  // block on them while the range lives.
+  virtual std::uintptr_t stitch(const std::uintptr_t* /*pages*/, std::size_t /*count*/) noexcept {
+    return 0;
+  }
+  // Gives back a range stitch() returned (count pages), without the pages' memory; device
+  // work issued before the call may still use the range, so it goes once that is done.
+  virtual void unstitch(std::uintptr_t /*base*/, std::size_t /*count*/) noexcept {}
+  virtual bool can_stitch() const noexcept { return false; }
 };
 
 } // namespace gmem

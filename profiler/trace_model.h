@@ -87,13 +87,17 @@ struct live_segment {
   std::uint64_t bytes = 0;
   int device = 0;
   std::uint64_t time_ns = 0;
+  // A stitched range: address space mapping free arena pages (counts no reserved bytes; its
+  // bytes are arena memory lent to it, which the arena's map shows as gaps).
+  bool stitched = false;
 };
 
 // One ring record. Field use by type (others are 0):
 //   alloc:        address, size = requested, size2 = rounded, stream, kind, stack_id
 //   free:         address, size = requested, size2 = rounded (0 when the live table missed it),
 //                 stream, kind
-//   segment_map / segment_unmap: address = base, size = bytes
+//   segment_map / segment_unmap: address = base, size = bytes, size2 = flags
+//                 (k_segment_stitched: a stitched range)
 //   fence:        size = released bytes, size2 = duration ns
 //   trim:         size = released bytes
 //   oom:          size = requested, size2 = seq of its sample in `samples` (0 = none)

@@ -312,7 +312,8 @@ std::optional<failure> decoder::read_live(trace& t) {
   t.losses.torn_records += read_live_table(
       base_, size_, sections_[l::k_segments], dirs_[l::k_segments], version_of(l::k_segments),
       [&](const live_entry& e) {
-        t.segments.push_back({e.address, e.requested, e.device, to_ns(e.tick)});
+        t.segments.push_back({e.address, e.requested, e.device, to_ns(e.tick),
+                              (e.stream & k_segment_stitched) != 0});
       },
       &t.losses.torn_records);
   std::sort(t.live.begin(), t.live.end(),

@@ -40,6 +40,9 @@ enum class event_type : std::uint8_t {
 inline constexpr std::uint8_t k_event_type_max = 9;
 const char* to_string(event_type type) noexcept; // "alloc", ...; "unknown" if out of range
 
+// Segment flags: a segment event's size2, and a live segment record's stream word.
+inline constexpr std::uint64_t k_segment_stitched = 1; // a stitched range (pool_options::stitch)
+
 // Why a counter sample was taken (sample ring).
 enum class sample_reason : std::uint8_t {
   periodic = 0, // sampler thread, every GMEM_SAMPLE_MS

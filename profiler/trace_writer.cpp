@@ -282,12 +282,14 @@ void trace_writer::free(std::uintptr_t addr, int device, std::uintptr_t stream,
   emit(event_type::free, device, kind, addr, gone.requested, gone.rounded, stream, 0);
 }
 
-void trace_writer::segment(bool mapped, std::uintptr_t base, std::size_t bytes,
-                           int device) noexcept {
+void trace_writer::segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device,
+                           bool stitched) noexcept {
+  const std::uint64_t flags = stitched ? k_segment_stitched : 0;
   if (mapped) {
     live_entry e;
     e.address = base;
     e.requested = e.rounded = bytes;
+    e.stream = flags; // a segment's stream word holds its flags
     e.tick = now_ticks();
     e.thread = thread_id();
     e.device = device;
@@ -296,7 +298,7 @@ void trace_writer::segment(bool mapped, std::uintptr_t base, std::size_t bytes,
     segments_.erase(base, nullptr);
   }
   emit(mapped ? event_type::segment_map : event_type::segment_unmap, device, alloc_kind::device,
-       base, bytes, 0, 0, 0);
+       base, bytes, flags, 0, 0);
 }
 
 void trace_writer::fence(int device, std::uint64_t duration_ns,

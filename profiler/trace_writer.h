@@ -82,7 +82,10 @@ public:
   void alloc(std::uintptr_t addr, std::size_t requested, std::size_t rounded, int device,
              std::uintptr_t stream, alloc_kind kind, std::uint32_t stack) noexcept;
   void free(std::uintptr_t addr, int device, std::uintptr_t stream, alloc_kind kind) noexcept;
-  void segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device) noexcept;
+  // stitched: a stitched range (pool_options::stitch), address space over arena pages that
+  // maps no memory of its own (docs/trace-format.md, segment flags).
+  void segment(bool mapped, std::uintptr_t base, std::size_t bytes, int device,
+               bool stitched = false) noexcept;
   void fence(int device, std::uint64_t duration_ns, std::size_t released_bytes) noexcept;
   void trim(int device, std::size_t released_bytes) noexcept;
   void oom(int device, std::size_t requested, const pool_stats& at_failure) noexcept;

@@ -45,4 +45,5 @@ wait
 nv tests/gpu/thirdparty_mix.cu -o "$DEST/tests/gpu/thirdparty_mix" &
 nv tests/gpu/thirdparty_mix.cu -cudart shared -o "$DEST/tests/gpu/thirdparty_mix_shared" &
 wait
+nv tests/gpu/stitch.cu -ldl -o "$DEST/tests/gpu/stitch"
 du -sh "$DEST"

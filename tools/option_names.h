@@ -10,5 +10,6 @@ inline constexpr const char* k_opt_large_segment = "GMEM_LARGE_SEGMENT";
 inline constexpr const char* k_opt_oversize = "GMEM_OVERSIZE";
 inline constexpr const char* k_opt_arena = "GMEM_ARENA";
 inline constexpr const char* k_opt_arena_page_mb = "GMEM_ARENA_PAGE_MB";
+inline constexpr const char* k_opt_stitch = "GMEM_STITCH";
 
 } // namespace gmem::tools

@@ -1,7 +1,9 @@
 // gmem_replay: replays allocation traces against allocator policies on the CPU and reports
 // peak reserved / peak live (the fragmentation overhead) for each.
-//   gmem_replay [--policies gmem,torch-like,...] [--pool-option NAME=VALUE]... [-v] [--json FILE]
+//   gmem_replay [--policies gmem,torch-like,...] [--pool-option NAME=VALUE]... [-v] [--check]
+//               [--json FILE]
 //               TRACE...
+// --check walks the policy's structures (is_valid) after every event: slow, for testing.
 // --pool-option changes gmem::pool_options for the gmem policies (e.g. grow_slack=0.5;
 // reuse_safety=0: every free reusable at once, no fences), so a policy change can be judged on
 // recorded traces before it is built into libgmem.so.
@@ -43,7 +45,7 @@ const char* base_name(const std::string& path) {
 int main(int argc, char** argv) {
   std::vector<std::string> policies = gmem_bench::policy_names(), traces;
   std::string json;
-  bool verbose = false;
+  bool verbose = false, check = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--policies" && i + 1 < argc)
@@ -61,6 +63,8 @@ int main(int argc, char** argv) {
       }
     } else if (a == "-v" || a == "--verbose")
       verbose = true;
+    else if (a == "--check")
+      check = true;
     else if (a == "--json" && i + 1 < argc)
       json = argv[++i];
     else if (a == "-h" || a == "--help") {
@@ -99,11 +103,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "gmem_replay: unknown policy '%s'; skipped\n", name.c_str());
         continue;
       }
-      gmem_bench::replay_result r = gmem_bench::replay(*trace, *policy);
+      gmem_bench::replay_result r = gmem_bench::replay(*trace, *policy, check);
       std::printf("%-32s %-28s %8zu %12s %12s %7.3f %9.1f%s\n", base_name(path), r.policy.c_str(),
                   r.events, gmem::format_bytes(r.peak_live_bytes).c_str(),
                   gmem::format_bytes(r.peak_reserved_bytes).c_str(), r.ratio(), r.ns_per_event,
                   r.failures ? " FAILURES" : "");
+      if (r.invalid_after != 0)
+        std::printf("    INVALID: the policy's structures are inconsistent after event %zu\n",
+                    r.invalid_after);
       if (verbose && !policy->details().empty()) std::printf("    %s\n", policy->details().c_str());
       if (out)
         std::fprintf(out,

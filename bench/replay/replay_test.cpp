@@ -128,6 +128,7 @@ TEST(replay, pool_options_take_numbers_and_counts_take_whole_ones) {
   EXPECT_TRUE(set_gmem_pool_option("grow_slack", "0.05")); // a fraction where one is meant
   EXPECT_FALSE(set_gmem_pool_option("no_such_option", "1"));
   EXPECT_FALSE(set_gmem_pool_option("arena_page_bytes", "3000000")); // not a power of two
+  EXPECT_TRUE(set_gmem_pool_option("stitch", "0"));                  // the default
 }
 
 TEST(replay, every_named_policy_replays_a_mixed_trace) {
@@ -144,13 +145,104 @@ TEST(replay, every_named_policy_replays_a_mixed_trace) {
   for (const std::string& name : policy_names()) {
     auto p = make_policy(name);
     ASSERT_TRUE(p) << name;
-    replay_result r = replay(*t, *p);
+    replay_result r = replay(*t, *p, true);
     EXPECT_EQ(r.failures, 0u) << name;
+    EXPECT_EQ(r.invalid_after, 0u) << name;
     EXPECT_EQ(r.peak_live_bytes, t->peak_live_bytes) << name;
     EXPECT_GE(r.ratio(), 1.0) << name;
   }
   EXPECT_EQ(make_policy("no-such-policy"), nullptr);
 }
+
+#ifdef GMEM_BENCH_WITH_POOL
+// A counter of a policy's details() ("name=value ..."); SIZE_MAX when it has none.
+std::size_t counter(const replay_policy& p, const std::string& name) {
+  const std::string d = " " + p.details();
+  const std::size_t at = d.find(" " + name + "=");
+  if (at == std::string::npos) return SIZE_MAX;
+  return std::stoull(d.substr(at + name.size() + 2));
+}
+
+// Four 4 MiB arrays, the first and third freed, then 8 MiB asked twice (freed in between):
+// no free range is 8 MiB long, but the four free pages of 2 MiB add up to it.
+constexpr const char* k_two_holes = "a 1 4194304\na 2 4194304\na 3 4194304\na 4 4194304\n"
+                                    "f 1\nf 3\na 5 8388608\nf 5\na 6 8388608\n";
+
+TEST(gmem_stitch, serves_from_free_pages_with_exact_page_accounting) {
+  trace_error err;
+  auto t = parse_trace(k_two_holes, err);
+  ASSERT_TRUE(t) << err.message;
+  auto p = make_policy("gmem-stitch");
+  ASSERT_TRUE(p);
+  replay_result r = replay(*t, *p, true);
+  EXPECT_EQ(r.failures, 0u);
+  EXPECT_EQ(r.invalid_after, 0u);
+  EXPECT_EQ(r.peak_live_bytes, 16 * k_mib);
+  EXPECT_EQ(r.peak_reserved_bytes, 16 * k_mib); // the arrays' 8 pages, nothing more
+  EXPECT_DOUBLE_EQ(r.ratio(), 1.0);
+  EXPECT_EQ(counter(*p, "arena_page"), 2 * k_mib);
+  // The arena: its address space reserved once, 8 pages created and mapped, one access call
+  // per growth (4).
+  EXPECT_EQ(counter(*p, "vmm_create"), 8u);
+  // Two stitched ranges of 4 pages: a reservation, 4 maps and an access call each; the first
+  // one freed: 4 unmaps and its address space freed. The second is still live.
+  EXPECT_EQ(counter(*p, "stitches"), 2u);
+  EXPECT_EQ(counter(*p, "stitched_pages"), 8u);
+  EXPECT_EQ(counter(*p, "vmm_reserve"), 1u + 2u);
+  EXPECT_EQ(counter(*p, "vmm_map"), 8u + 8u);
+  EXPECT_EQ(counter(*p, "vmm_set_access"), 4u + 2u);
+  EXPECT_EQ(counter(*p, "vmm_unmap"), 4u);
+  EXPECT_EQ(counter(*p, "vmm_address_free"), 1u);
+  EXPECT_EQ(counter(*p, "vmm_release"), 0u);
+  EXPECT_EQ(counter(*p, "stitched_ranges"), 1u);
+  EXPECT_EQ(counter(*p, "stitched_bytes"), 8 * k_mib);
+  EXPECT_EQ(counter(*p, "reserved_bytes"), 16 * k_mib);
+}
+
+TEST(gmem_stitch, the_arena_without_it_grows) {
+  trace_error err;
+  auto t = parse_trace(k_two_holes, err);
+  ASSERT_TRUE(t);
+  auto p = make_policy("gmem-arena"); // 16 MiB pages: the arrays share one, 8 MiB grows it
+  replay_result r = replay(*t, *p, true);
+  EXPECT_EQ(r.invalid_after, 0u);
+  EXPECT_EQ(r.peak_reserved_bytes, 32 * k_mib);
+  EXPECT_EQ(counter(*p, "stitches"), 0u);
+  EXPECT_EQ(counter(*p, "vmm_map"), 2u);
+  EXPECT_EQ(counter(*p, "vmm_reserve"), 1u);
+}
+
+// The last page of a stitched range lends only what the request needs: 5 MiB over pages of
+// 2 MiB maps 3 pages and no new memory, and the rest of the third page stays free.
+TEST(gmem_stitch, a_partial_last_page_maps_one_page) {
+  trace_error err;
+  auto t = parse_trace("a 1 4194304\na 2 4194304\na 3 4194304\na 4 4194304\n"
+                       "f 1\nf 3\na 5 5242880\n",
+                       err);
+  ASSERT_TRUE(t);
+  auto p = make_policy("gmem-stitch");
+  replay_result r = replay(*t, *p, true);
+  EXPECT_EQ(r.invalid_after, 0u);
+  EXPECT_EQ(r.peak_reserved_bytes, 16 * k_mib);
+  EXPECT_EQ(counter(*p, "stitched_pages"), 3u);
+  EXPECT_EQ(counter(*p, "free_bytes"), 3 * k_mib); // 1 MiB of the lent page, c's second page
+}
+
+// What the free pages lack is mapped at the arena's end, not the whole request.
+TEST(gmem_stitch, grows_only_by_what_the_free_pages_lack) {
+  trace_error err;
+  auto t = parse_trace("a 1 4194304\na 2 4194304\na 3 4194304\na 4 4194304\n"
+                       "f 1\nf 3\na 5 12582912\n",
+                       err);
+  ASSERT_TRUE(t);
+  auto p = make_policy("gmem-stitch");
+  replay_result r = replay(*t, *p, true);
+  EXPECT_EQ(r.invalid_after, 0u);
+  EXPECT_EQ(r.peak_reserved_bytes, 20 * k_mib); // 16 + the 2 pages lacking
+  EXPECT_EQ(counter(*p, "stitched_pages"), 6u);
+  EXPECT_EQ(counter(*p, "vmm_create"), 10u);
+}
+#endif
 
 } // namespace
 } // namespace gmem_bench

@@ -71,10 +71,13 @@ GMEM_API int gmem_available(void);
   X(limit_bytes) \
   X(stream_free_bytes) \
   X(invalid_frees) \
-  X(barriers)
+  X(barriers) \
+  X(stitches) \
+  X(stitched_ranges) \
+  X(stitched_bytes)
 /* clang-format on */
 
-#define GMEM_STATS_VERSION 2
+#define GMEM_STATS_VERSION 3
 #define GMEM_STATS_FROM_POOL 1u   /* flags: counters come from libgmem.so's pool */
 #define GMEM_STATS_FROM_DRIVER 2u /* flags: device_* figures come from cuMemGetInfo */
 

@@ -88,6 +88,12 @@ void trace_observer::on_segment_map(std::uintptr_t base, std::size_t bytes) noex
 void trace_observer::on_segment_unmap(std::uintptr_t base, std::size_t bytes) noexcept {
   trace::segment(false, base, bytes, device_);
 }
+void trace_observer::on_stitch(std::uintptr_t base, std::size_t bytes) noexcept {
+  trace::segment(true, base, bytes, device_, true);
+}
+void trace_observer::on_unstitch(std::uintptr_t base, std::size_t bytes) noexcept {
+  trace::segment(false, base, bytes, device_, true);
+}
 void trace_observer::on_fence(std::uint64_t duration_ns, std::size_t released_bytes) noexcept {
   fence_ns_.fetch_add(duration_ns, std::memory_order_relaxed);
   trace::fence(device_, duration_ns, released_bytes);

@@ -105,6 +105,8 @@ public:
   void attach(const pool* p) { pool_ = p; }
   void on_segment_map(std::uintptr_t base, std::size_t bytes) noexcept override;
   void on_segment_unmap(std::uintptr_t base, std::size_t bytes) noexcept override;
+  void on_stitch(std::uintptr_t base, std::size_t bytes) noexcept override;
+  void on_unstitch(std::uintptr_t base, std::size_t bytes) noexcept override;
   void on_fence(std::uint64_t duration_ns, std::size_t released_bytes) noexcept override;
   void on_trim(std::size_t released_bytes) noexcept override;
   void on_oom(std::size_t requested_bytes) noexcept override;

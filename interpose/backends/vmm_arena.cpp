@@ -1,5 +1,6 @@
 // The arena's pages (vmm_upstream.h, "Arenas"): claiming address space page by page, mapping
-// an extend() (recycling spare pieces), and giving page-aligned parts back behind one event.
+// an extend() (recycling spare pieces), giving page-aligned parts back behind one event, and
+// stitching mapped pages into ranges of their own.
 #include "interpose/backends/vmm_detail.h"
 
 #include <algorithm>
@@ -187,6 +188,75 @@ void vmm_upstream::unmap_arena(std::uintptr_t base, std::size_t bytes) noexcept 
     retiring_.push_back(std::move(r));
   }
   bound_spare();
+}
+
+std::uintptr_t vmm_upstream::stitch(const std::uintptr_t* pages, std::size_t count) noexcept {
+  if (arena_page_ == 0 || count == 0 || link_.dropped.load(std::memory_order_acquire)) return 0;
+  const real_driver& r = *link_.real;
+  std::vector<piece> pieces;
+  {
+    std::lock_guard lock(mu_);
+    for (std::size_t k = 0; k < count; ++k) {
+      std::size_t i = 0;
+      const arena_range* a = arena_at_locked(pages[k], i);
+      if (pages[k] % arena_page_ != 0 || a == nullptr || a->page[i] != page_state::mapped)
+        return 0; // not a mapped arena page: the pool's mistake, refused
+      pieces.push_back(piece{a->handle[i], arena_page_});
+    }
+  }
+  // The pool lends these pages to the range until unstitch(): no trim unmaps them meanwhile,
+  // so their handles stay valid without the lock.
+  ctx_scope scope(link_);
+  const std::uint64_t start = vmm_detail::now_ns();
+  const std::size_t bytes = count * arena_page_;
+  CUdeviceptr va = 0;
+  std::size_t mapped = 0;
+  auto undo = [&] {
+    for (std::size_t k = 0; k < mapped; ++k)
+      (void)r.cuMemUnmap(va + k * arena_page_, arena_page_);
+    if (va != 0) (void)r.cuMemAddressFree(va, bytes);
+    return std::uintptr_t{0};
+  };
+  if (r.cuMemAddressReserve(&va, bytes, arena_page_, 0, 0) != CUDA_SUCCESS) {
+    va = 0;
+    return undo();
+  }
+  for (const piece& p : pieces) {
+    if (r.cuMemMap(va + mapped * arena_page_, arena_page_, 0, p.handle, 0) != CUDA_SUCCESS)
+      return undo();
+    ++mapped;
+  }
+  std::unique_lock lock(mu_); // peers_ must not change between the access and the insert
+  const std::vector<CUmemAccessDesc> access = access_locked();
+  if (r.cuMemSetAccess(va, bytes, access.data(), access.size()) != CUDA_SUCCESS) {
+    lock.unlock();
+    return undo();
+  }
+  live_.emplace(va, mapping{va, bytes, std::move(pieces)});
+  ++count_.stitches;
+  count_.stitched_pages += count;
+  count_.stitch_ns += vmm_detail::now_ns() - start;
+  return va;
+}
+
+// Retired like a segment (unmap(): work issued before may still use the range), but its
+// pieces are the arena's pages: none becomes spare, so its teardown releases nothing.
+void vmm_upstream::unstitch(std::uintptr_t base, std::size_t count) noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return;
+  retiring t;
+  {
+    std::lock_guard lock(mu_);
+    auto it = live_.find(base);
+    if (it == live_.end() || it->second.bytes != count * arena_page_) return;
+    t.m = std::move(it->second);
+    live_.erase(it);
+  }
+  t.done = retire_event();
+  std::lock_guard lock(mu_);
+  t.seq = ++retire_seq_;
+  ++count_.retires;
+  ++count_.unstitches;
+  retiring_.push_back(std::move(t));
 }
 
 } // namespace gmem::shim

@@ -71,6 +71,14 @@ public:
   void unmap(std::uintptr_t base, std::size_t bytes) noexcept override;
   std::size_t arena_page() const noexcept override { return arena_page_; }
   std::uintptr_t extend(std::uintptr_t at, std::size_t bytes) noexcept override;
+  // Stitched ranges (pool_options::stitch): a fresh reservation with each arena page's own
+  // physical allocation mapped in the order given, one access call for the range. A live
+  // range is a mapping like a segment's (live_), so IPC, peers and is_vmm() treat it alike;
+  // unstitch() retires it behind the same event as a segment, but its pieces stay the arena's
+  // (never spare, never released by its teardown).
+  bool can_stitch() const noexcept override { return arena_page_ != 0; }
+  std::uintptr_t stitch(const std::uintptr_t* pages, std::size_t count) noexcept override;
+  void unstitch(std::uintptr_t base, std::size_t count) noexcept override;
   bool segments() const noexcept { return segments_; } // ordinary segments are VMM mappings
   const device_upstream& fallback() const noexcept { return fallback_; } // cuMemAlloc segments
   // Tears down retired segments and arena pages whose event has completed (the program
@@ -107,12 +115,14 @@ public:
   // Where the host's time goes (GMEM_VERBOSE prints them): segments mapped, bytes of them
   // served by recycled pieces, retirements (segments and arena ranges), teardowns, the host
   // waits bound_spare made; arena extends, the pages they mapped (recycled: spare pieces
-  // reused), address ranges reserved, and arena pages given back.
+  // reused), address ranges reserved, and arena pages given back; stitched ranges made, their
+  // host time and pages, and those given back.
 // clang-format off
 #define GMEM_VMM_COUNTERS(X)                                                                       \
   X(maps) X(map_ns) X(recycled_bytes) X(fresh_bytes) X(retires) X(teardowns) X(teardown_ns)       \
   X(spare_waits) X(spare_wait_ns) X(fallback_maps) X(arena_extends) X(arena_extend_ns)            \
-  X(arena_pages_mapped) X(arena_pages_recycled) X(arena_reserves) X(arena_unmapped_pages)
+  X(arena_pages_mapped) X(arena_pages_recycled) X(arena_reserves) X(arena_unmapped_pages)       \
+  X(stitches) X(stitch_ns) X(stitched_pages) X(unstitches)
   // clang-format on
   struct counters {
 #define GMEM_VMM_FIELD(n) std::uint64_t n = 0;

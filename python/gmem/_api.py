@@ -22,8 +22,9 @@ STATS_FIELDS = (
     "upstream_allocs", "segments", "segment_maps", "segment_unmaps", "pending_bytes",
     "pending_blocks", "fences", "ooms", "free_bytes", "largest_free_block", "trims",
     "trimmed_bytes", "limit_bytes", "stream_free_bytes", "invalid_frees", "barriers",
+    "stitches", "stitched_ranges", "stitched_bytes",
 )
-STATS_VERSION = 2
+STATS_VERSION = 3
 FROM_POOL = 1
 FROM_DRIVER = 2
 

@@ -524,6 +524,43 @@ TEST(arena, ipc_of_arena_memory_needs_shareable_pages) {
   }
 }
 
+// Stitching (GMEM_STITCH=1): a request that no free arena range fits is served from the free
+// pages mapped into a range of their own (no new physical memory: no cuMemCreate), keeps its
+// bytes and the others', exports for CUDA IPC like arena memory, and the range stays mapped
+// while a slow kernel still writes it after its free, whose pages then serve two requests
+// that keep their bytes. Off, the arena grows.
+TEST(arena, stitching_serves_from_free_pages_without_growing) {
+  const probe_run r =
+      run_probe("runtime", "arena_stitch", {{"GMEM_ARENA", "1"}, {"GMEM_STITCH", "1"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("arena_stitch corrupted=0 outside=1 creates_at_once=0 maps_at_once=4 ipc_rc=0 "
+                    "gmem_handle=1\n"))
+      << r.child.output;
+  EXPECT_EQ(r.value("gmem: vmm ", "stitches"), 1u) << r.child.output;
+  EXPECT_EQ(r.value("gmem: vmm ", "stitched_pages"), 4u) << r.child.output;
+  EXPECT_EQ(r.value("gmem: vmm ", "unstitches"), 1u) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "stitches"), 1u) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "stitched_ranges"), 0u) << r.child.output;
+  EXPECT_TRUE(r.has("arena_stitch_trim creates=8 releases=8\n")) << r.child.output;
+  // At a limit that growing would cross, stitching serves within it.
+  const probe_run limited =
+      run_probe("runtime", "arena_stitch",
+                {{"GMEM_ARENA", "1"}, {"GMEM_STITCH", "1"}, {"GMEM_LIMIT", "16M"}});
+  EXPECT_PROBE_OK(limited);
+  EXPECT_TRUE(limited.has("arena_stitch corrupted=0 outside=1 creates_at_once=0 maps_at_once=4 "
+                          "ipc_rc=0 gmem_handle=1\n"))
+      << limited.child.output;
+  EXPECT_EQ(limited.pool_stat("device", "ooms"), 0u) << limited.child.output;
+  EXPECT_LE(limited.pool_stat("device", "peak_reserved_bytes"), 16u << 20) << limited.child.output;
+  const probe_run off =
+      run_probe("runtime", "arena_stitch", {{"GMEM_ARENA", "1"}, {"GMEM_ARENA_PAGE_MB", "2"}});
+  EXPECT_PROBE_OK(off);
+  EXPECT_TRUE(off.has("arena_stitch corrupted=0 outside=1 creates_at_once=4 maps_at_once=4 "
+                      "ipc_rc=0 gmem_handle=1\n"))
+      << off.child.output;
+  EXPECT_EQ(off.pool_stat("device", "stitches"), 0u) << off.child.output;
+}
+
 // CUDA IPC between two processes (interpose/ipc/ipc_sharing.h, tests/interpose/ipc_probe.cpp): six
 // blocks exported by a process under gmem: three of one pooled segment, a 64 MiB buffer and two
 // blocks of one arena page (with the default options the last three are arena memory, whose

@@ -103,4 +103,72 @@ void scenario_arena_ipc() {
   CHECK_CU(g.mem_free(a));
 }
 
+// Stitching (GMEM_STITCH=1, 2 MiB pages): four 4 MiB arrays, the first and third freed, then
+// 8 MiB asked: no free range is that long, but the four free pages are. The request must be
+// served from them (no cuMemCreate; four cuMemMap of existing pages), hold its bytes, and
+// leave the others' intact. Then a slow kernel writes the stitched block, which is freed
+// without a stream while it runs: the range must stay mapped until the kernel is done (the
+// fake faults otherwise), and the two 4 MiB requests that follow, which get its pages, must
+// keep their own bytes (the range's retirement orders later work after the kernel, besides
+// the pool's fence; the pool's own rule is tested in tests/pool/stitch_test.cpp).
+void scenario_arena_stitch() {
+  constexpr std::size_t k_array = 4 * k_mib;
+  constexpr unsigned k_slow_us = 300000;
+  CUdeviceptr a = 0, b = 0, c = 0, d = 0, e = 0, f = 0, h = 0;
+  fake_cuda_counters start{};
+  g.get_counters(&start);
+  for (CUdeviceptr* p : {&a, &b, &c, &d})
+    CHECK_CU(g.mem_alloc(p, k_array));
+  CHECK_CU(g.memset_d8(a, 1, k_array));
+  CHECK_CU(g.memset_d8(b, 2, k_array));
+  CHECK_CU(g.memset_d8(c, 3, k_array));
+  CHECK_CU(g.memset_d8(d, 4, k_array));
+  CHECK_CU(g.mem_free(a));
+  CHECK_CU(g.mem_free(c));
+  fake_cuda_counters before{}, after{};
+  g.get_counters(&before);
+  CHECK_CU(g.mem_alloc(&e, 2 * k_array));
+  g.get_counters(&after);
+  CHECK_CU(g.memset_d8(e, 0x77, 2 * k_array));
+  bool corrupted =
+      !holds({e, 2 * k_array}, 0x77) || !holds({b, k_array}, 2) || !holds({d, k_array}, 4);
+  const bool outside = e + 2 * k_array <= a || e >= d + k_array; // a range of its own
+  // CUDA IPC of the stitched block: its pages export as the arena's do.
+  CUipcMemHandle ipc{};
+  const CUresult ipc_rc = g.ipc_get_mem_handle(&ipc, e);
+  const bool gmem_handle = ipc_rc == CUDA_SUCCESS && std::memcmp(ipc.reserved, "gmemIPC\2", 8) == 0;
+  CUstream s = nullptr, s2 = nullptr;
+  CHECK_CU(g.stream_create_with_priority(&s, CU_STREAM_NON_BLOCKING, 0));
+  CHECK_CU(g.stream_create_with_priority(&s2, CU_STREAM_NON_BLOCKING, 0));
+  CHECK_CU(g.launch_kernel(s, k_slow_us, e, 0x99, 2 * k_array));
+  CHECK_CU(g.mem_free(e));
+  CHECK_CU(g.mem_alloc(&f, k_array));
+  CHECK_CU(g.mem_alloc(&h, k_array));
+  CHECK_CU(g.launch_kernel(s2, 0, f, 0xF0, k_array));
+  CHECK_CU(g.launch_kernel(s2, 0, h, 0xF1, k_array));
+  CHECK_CU(g.ctx_synchronize());
+  corrupted = !holds({f, k_array}, 0xF0) || !holds({h, k_array}, 0xF1) || !holds({b, k_array}, 2) ||
+              !holds({d, k_array}, 4) || corrupted;
+  auto delta = [](std::uint64_t x, std::uint64_t y) {
+    return static_cast<unsigned long long>(x - y);
+  };
+  std::printf("arena_stitch corrupted=%d outside=%d creates_at_once=%llu maps_at_once=%llu "
+              "ipc_rc=%d gmem_handle=%d\n",
+              corrupted ? 1 : 0, outside ? 1 : 0, delta(after.vmm_creates, before.vmm_creates),
+              delta(after.vmm_maps, before.vmm_maps), static_cast<int>(ipc_rc),
+              gmem_handle ? 1 : 0);
+  CHECK(!corrupted, "a block lost its bytes around a stitched range");
+  for (CUdeviceptr p : {b, d, f, h})
+    CHECK_CU(g.mem_free(p));
+  CHECK_CU(g.ctx_synchronize());
+  // Trim: every page goes back, the ones the range mapped included.
+  auto empty_cache = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "gmem_empty_cache"));
+  CHECK(empty_cache != nullptr && empty_cache() == 0, "gmem_empty_cache failed");
+  fake_cuda_counters end{};
+  g.get_counters(&end);
+  std::printf("arena_stitch_trim creates=%llu releases=%llu\n",
+              delta(end.vmm_creates, start.vmm_creates),
+              delta(end.vmm_releases, start.vmm_releases));
+}
+
 } // namespace probe

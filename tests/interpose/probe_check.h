@@ -63,5 +63,6 @@ void scenario_vmm_budget();
 void scenario_arena_growth();
 void scenario_arena_trim();
 void scenario_arena_ipc();
+void scenario_arena_stitch();
 
 } // namespace probe

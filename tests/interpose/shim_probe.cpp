@@ -294,6 +294,8 @@ int main(int argc, char** argv) {
     scenario_arena_trim();
   else if (s == "arena_ipc")
     scenario_arena_ipc();
+  else if (s == "arena_stitch")
+    scenario_arena_stitch();
   else if (s == "pair_cost")
     scenario_pair_cost();
   else {

@@ -5,6 +5,9 @@
 // The end-to-end arena tests (through the pool) are in interpose_test.cpp.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -39,6 +42,8 @@ const real_driver& fake_driver() {
     d.cuMemSetAccess = &::cuMemSetAccess;
     d.cuMemGetAllocationGranularity = &::cuMemGetAllocationGranularity;
     d.cuEventSynchronize = &::cuEventSynchronize;
+    d.cuDeviceGetAttribute = &::cuDeviceGetAttribute;
+    d.cuMemExportToShareableHandle = &::cuMemExportToShareableHandle;
     return d;
   }();
   return r;
@@ -272,6 +277,93 @@ TEST_F(arena_test, concurrent_extends_get_distinct_pages) {
     }
   }
   EXPECT_EQ(all.size(), 2u * k_each);
+}
+
+// Stitching (upstream::stitch): a fresh range maps the arena pages' own physical memory in
+// the order given, so it reads and writes what the arena addresses hold, and maps no memory of
+// its own; unstitched, it retires and is torn down without releasing the pages.
+TEST_F(arena_test, stitch_maps_arena_pages_in_order_without_new_memory) {
+  const std::uintptr_t a = extend(0, 4);
+  ASSERT_NE(a, 0u);
+  std::memset(reinterpret_cast<void*>(a), 0x10, k_page);
+  std::memset(reinterpret_cast<void*>(a + 2 * k_page), 0x30, k_page);
+  EXPECT_TRUE(up_->can_stitch());
+  const fake_cuda_counters before = counters();
+  const std::size_t free_before = free_bytes();
+  const std::uintptr_t pages[] = {a + 2 * k_page, a};
+  const std::uintptr_t s = up_->stitch(pages, 2);
+  ASSERT_NE(s, 0u);
+  EXPECT_EQ(s % k_page, 0u);
+  EXPECT_EQ(counters().vmm_creates - before.vmm_creates, 0u);
+  EXPECT_EQ(counters().vmm_maps - before.vmm_maps, 2u);
+  EXPECT_EQ(free_bytes(), free_before);
+  EXPECT_TRUE(filled(s, k_page, 0x30)); // the third page first
+  EXPECT_TRUE(filled(s + k_page, k_page, 0x10));
+  std::memset(reinterpret_cast<void*>(s + k_page), 0x11, k_page);
+  EXPECT_TRUE(filled(a, k_page, 0x11)); // one physical page, two addresses
+  EXPECT_TRUE(up_->is_vmm(s + 2 * k_page - 1));
+  vmm_upstream::counters v = up_->stats();
+  EXPECT_EQ(v.stitches, 1u);
+  EXPECT_EQ(v.stitched_pages, 2u);
+  up_->unstitch(s, 2);
+  EXPECT_FALSE(up_->is_vmm(s));
+  up_->reap(true);
+  EXPECT_EQ(counters().vmm_unmaps - before.vmm_unmaps, 2u);
+  EXPECT_EQ(counters().vmm_releases - before.vmm_releases, 0u); // the pages are the arena's
+  EXPECT_EQ(up_->spare_bytes(), 0u);
+  EXPECT_TRUE(filled(a, k_page, 0x11));
+  EXPECT_EQ(up_->stats().unstitches, 1u);
+  // Pages not mapped in the arena are refused.
+  const std::uintptr_t bad[] = {a, a + 8 * k_page};
+  EXPECT_EQ(up_->stitch(bad, 2), 0u);
+  const std::uintptr_t odd[] = {a + k_page / 2};
+  EXPECT_EQ(up_->stitch(odd, 1), 0u);
+}
+
+// A stitched range given back while a kernel still writes through it retires: it is unmapped
+// only once the kernel is done (unmapping it early would crash the fake's stream thread).
+TEST_F(arena_test, unstitch_retires_behind_running_work) {
+  const std::uintptr_t a = extend(0, 3);
+  ASSERT_NE(a, 0u);
+  const std::uintptr_t pages[] = {a, a + 2 * k_page};
+  const std::uintptr_t s = up_->stitch(pages, 2);
+  ASSERT_NE(s, 0u);
+  ASSERT_EQ(fakeLaunchKernel(nullptr, 300000, s, 0xCC, 2 * k_page), CUDA_SUCCESS);
+  const fake_cuda_counters before = counters();
+  up_->unstitch(s, 2);
+  up_->reap();
+  EXPECT_EQ(counters().vmm_unmaps - before.vmm_unmaps, 0u); // the kernel still runs
+  ASSERT_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+  up_->reap();
+  EXPECT_EQ(counters().vmm_unmaps - before.vmm_unmaps, 2u);
+  EXPECT_TRUE(filled(a, k_page, 0xCC)); // the kernel wrote the arena's pages
+  EXPECT_TRUE(filled(a + 2 * k_page, k_page, 0xCC));
+}
+
+// IPC of a stitched range exports its pieces: the arena pages' physical allocations, in the
+// range's order, each a descriptor of the same memory.
+TEST_F(arena_test, a_stitched_range_exports_its_pages) {
+  if (!up_->exportable()) GTEST_SKIP() << "the fake's pages are not exportable here";
+  const std::uintptr_t a = extend(0, 3);
+  ASSERT_NE(a, 0u);
+  std::memset(reinterpret_cast<void*>(a + 2 * k_page), 0x42, k_page);
+  const std::uintptr_t pages[] = {a + 2 * k_page, a};
+  const std::uintptr_t s = up_->stitch(pages, 2);
+  ASSERT_NE(s, 0u);
+  vmm_upstream::piece_export out;
+  ASSERT_EQ(up_->export_pieces(s + 512, k_page, 0, 8, out), CUDA_SUCCESS);
+  EXPECT_EQ(out.first, s);
+  EXPECT_EQ(out.count, 2u);
+  EXPECT_EQ(out.total, 2 * k_page);
+  ASSERT_EQ(out.fds.size(), 2u);
+  // The first descriptor is the third arena page's memory.
+  void* view = mmap(nullptr, k_page, PROT_READ, MAP_SHARED, out.fds[0], 0);
+  ASSERT_NE(view, MAP_FAILED);
+  EXPECT_TRUE(filled(reinterpret_cast<std::uintptr_t>(view), k_page, 0x42));
+  munmap(view, k_page);
+  for (int fd : out.fds)
+    close(fd);
+  up_->unstitch(s, 2);
 }
 
 // The fake's cuMemSetAccess, as the arena relies on it: a run of contiguous mappings at once,

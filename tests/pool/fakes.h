@@ -50,6 +50,8 @@ public:
         return;
       }
       for (std::uintptr_t p = base; p < base + bytes; p += page)
+        if (strict_lending && lent_pages.count(p) != 0) ++bad_unmaps; // a range still maps it
+      for (std::uintptr_t p = base; p < base + bytes; p += page)
         arena_pages.erase(p);
       mapped_bytes -= bytes;
       return;
@@ -93,6 +95,54 @@ public:
     if (mapped_bytes > peak_mapped_bytes) peak_mapped_bytes = mapped_bytes;
     return base;
   }
+  // Stitching (stitching = true): ranges from k_stitch_base up, never reused. A page must be a
+  // mapped arena page; with strict_lending, also in one range at a time and never unmapped from
+  // the arena while a range maps it. The pool gives a range back (unstitch) after its lock, so
+  // with several threads a dissolved range's pages may be lent again, or trimmed, before that
+  // call: legal for the driver (a page may be mapped at several addresses, and lives until the
+  // last mapping goes), so threaded tests turn strict_lending off.
+  bool can_stitch() const noexcept override { return stitching; }
+  std::uintptr_t stitch(const std::uintptr_t* pages, std::size_t count) noexcept override {
+    std::lock_guard lock(mu_);
+    ++stitch_calls;
+    if (stitch_fail_next > 0) {
+      --stitch_fail_next;
+      return 0;
+    }
+    std::vector<std::uintptr_t> v(pages, pages + count);
+    for (std::uintptr_t p : v) {
+      if (page == 0 || p % page != 0 || arena_pages.count(p) == 0 ||
+          (strict_lending && lent_pages.count(p) != 0))
+        ++bad_stitches;
+      lent_pages.insert(p);
+    }
+    const std::uintptr_t base = stitch_next_;
+    stitch_next_ += count * page + page; // a hole between ranges
+    stitched.emplace(base, std::move(v));
+    return base;
+  }
+  void unstitch(std::uintptr_t base, std::size_t count) noexcept override {
+    std::lock_guard lock(mu_);
+    auto it = stitched.find(base);
+    if (it == stitched.end() || it->second.size() != count) {
+      ++bad_stitches;
+      return;
+    }
+    for (std::uintptr_t p : it->second)
+      if (auto at = lent_pages.find(p); at != lent_pages.end()) lent_pages.erase(at);
+    stitched.erase(it);
+    ++unstitch_calls;
+  }
+  std::vector<std::uintptr_t> stitched_pages(std::uintptr_t base) {
+    std::lock_guard lock(mu_);
+    auto it = stitched.find(base);
+    return it == stitched.end() ? std::vector<std::uintptr_t>{} : it->second;
+  }
+  std::size_t live_ranges() {
+    std::lock_guard lock(mu_);
+    return stitched.size();
+  }
+
   bool arena_covers(std::uintptr_t base, std::size_t bytes) {
     std::lock_guard lock(mu_);
     return covers_locked(base, bytes);
@@ -122,6 +172,13 @@ public:
   std::size_t page = 0; // arena page; 0 = no arena
   std::uintptr_t place_next = 0;
   int fail_next = 0;
+  bool stitching = false;
+  int stitch_fail_next = 0;
+  static constexpr std::uintptr_t k_stitch_base = std::uintptr_t{1} << 43;
+  std::map<std::uintptr_t, std::vector<std::uintptr_t>> stitched; // live ranges: base -> pages
+  std::multiset<std::uintptr_t> lent_pages;
+  bool strict_lending = true;
+  std::size_t stitch_calls = 0, unstitch_calls = 0, bad_stitches = 0;
 
 private:
   bool covers_locked(std::uintptr_t base, std::size_t bytes) const {
@@ -136,6 +193,7 @@ private:
     return true;
   }
   std::uintptr_t top_ = k_arena_base;
+  std::uintptr_t stitch_next_ = k_stitch_base;
   std::mutex mu_;
   std::size_t capacity_;
   std::uintptr_t next_ = std::uintptr_t{1} << 32;
@@ -376,6 +434,15 @@ struct recording_observer : pool_observer {
     ++ooms;
     last_oom = requested;
   }
+  void on_stitch(std::uintptr_t, std::size_t b) noexcept override {
+    ++stitches;
+    stitch_bytes += b;
+  }
+  void on_unstitch(std::uintptr_t, std::size_t b) noexcept override {
+    ++unstitches;
+    unstitch_bytes += b;
+  }
+  std::size_t stitches = 0, unstitches = 0, stitch_bytes = 0, unstitch_bytes = 0;
   std::size_t map_bytes = 0, unmap_bytes = 0, maps = 0, unmaps = 0, fences = 0, fence_released = 0,
               trimmed = 0, ooms = 0, last_oom = 0;
 };

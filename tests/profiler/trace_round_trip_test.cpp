@@ -42,6 +42,30 @@ TEST(trace_round_trip, header_and_identity) {
   EXPECT_EQ(decode_buffer(b).value.info.state, trace_state::exited);
 }
 
+// A stitched range is a segment flagged as such, in its events (size2) and in the live
+// segment table; ordinary segments carry no flag.
+TEST(trace_round_trip, a_stitched_range_is_a_flagged_segment) {
+  trace_buffer b;
+  trace_writer& w = *b.writer;
+  w.segment(true, 0x7f0000000000, 16 << 20, 0);
+  w.segment(true, 0x7e0000000000, 8 << 20, 0, true);
+  w.segment(true, 0x7d0000000000, 4 << 20, 0, true);
+  w.segment(false, 0x7d0000000000, 4 << 20, 0, true);
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r) << r.error.to_string();
+  const trace& t = r.value;
+  ASSERT_EQ(t.events.size(), 4u);
+  EXPECT_EQ(t.events[0].size2, 0u);
+  EXPECT_EQ(t.events[1].size2, k_segment_stitched);
+  EXPECT_EQ(t.events[3].type, event_type::segment_unmap);
+  EXPECT_EQ(t.events[3].size2, k_segment_stitched);
+  ASSERT_EQ(t.segments.size(), 2u); // by base: the stitched range first
+  EXPECT_EQ(t.segments[0].base, 0x7e0000000000u);
+  EXPECT_TRUE(t.segments[0].stitched);
+  EXPECT_EQ(t.segments[0].bytes, 8u << 20);
+  EXPECT_FALSE(t.segments[1].stitched);
+}
+
 TEST(trace_round_trip, every_event_kind) {
   trace_buffer b;
   trace_writer& w = *b.writer;

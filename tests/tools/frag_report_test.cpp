@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
+#include "tools/analysis/trace_facts.h"
+#include "tools/render/html_report.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 namespace {
@@ -113,6 +116,71 @@ TEST(frag_report, fragmentation_advice_follows_the_active_policy) {
   EXPECT_NE(fallback.find("GMEM_OVERSIZE"), std::string::npos) << fallback;
   EXPECT_NE(fallback.find("GMEM_LARGE_SEGMENT"), std::string::npos) << fallback;
   EXPECT_EQ(fallback.find("GMEM_ARENA_PAGE_MB"), std::string::npos) << fallback;
+}
+
+// A 16 MiB arena segment with live blocks at 4 and 12 MiB: its gaps [0, 4) and [8, 12) are
+// lent to an 8 MiB stitched range (live), so nothing is free and only 16 MiB is reserved.
+gmem::trace::trace stitched_trace() {
+  gmem::trace::trace t;
+  t.info.options = {{"GMEM_STITCH", "1"}};
+  constexpr std::uintptr_t base = 0x7f0000000000, range = 0x7e0000000000;
+  t.segments.push_back({base, 16u << 20, 0, 0});
+  t.segments.push_back({range, 8u << 20, 0, 0, true});
+  for (std::uintptr_t at : {base + (4u << 20), base + (12u << 20)})
+    t.live.push_back({at, 4u << 20, 4u << 20, 0, 0, gmem::trace::alloc_kind::device, 1, 0, 0});
+  t.live.push_back({range, 8u << 20, 8u << 20, 0, 0, gmem::trace::alloc_kind::device, 1, 0, 0});
+  gmem::trace::device_counters c;
+  c.device = 0;
+  c.stats.reserved_bytes = 16u << 20;
+  c.stats.live_bytes = 16u << 20;
+  c.stats.stitches = 3;
+  c.stats.stitched_ranges = 1;
+  c.stats.stitched_bytes = 8u << 20;
+  t.devices.push_back(c);
+  return t;
+}
+
+TEST(frag_report, stitched_ranges_are_served_memory_not_reserve) {
+  const auto t = stitched_trace();
+  const frag_report r = build_frag_report(t);
+  ASSERT_EQ(r.devices.size(), 1u);
+  const device_frag& d = r.devices[0];
+  ASSERT_EQ(d.segments.size(), 2u);
+  EXPECT_TRUE(d.segments[0].stitched); // by address: the range first
+  EXPECT_FALSE(d.segments[1].stitched);
+  for (const auto& s : d.segments)
+    EXPECT_TRUE(s.is_valid());
+  EXPECT_EQ(d.reserved_bytes, 16u << 20);
+  EXPECT_EQ(d.used_bytes, 16u << 20);
+  EXPECT_EQ(d.requested_bytes, 16u << 20);
+  EXPECT_EQ(d.free_bytes, 0u); // the arena's gaps are the range's pages
+  EXPECT_EQ(d.stitched_ranges, 1u);
+  EXPECT_EQ(d.stitched_bytes, 8u << 20);
+  EXPECT_EQ(d.stitches, 3u);
+  EXPECT_EQ(d.empty_segments, 0u);
+  const std::string out = print_frag(t, r, {});
+  EXPECT_NE(out.find("stitching: 8.00 MiB served from free arena pages in 1 stitched range live"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("3 made since start"), std::string::npos) << out;
+  EXPECT_NE(out.find("stitched from arena pages"), std::string::npos) << out;
+  symbolizer symbols(module_ranges(t));
+  const std::string h = html_report(t, symbols);
+  EXPECT_NE(h.find("Stitching: 8.00 MiB served from free arena pages in 1 stitched range live"),
+            std::string::npos);
+}
+
+// With stitching on, the fragmentation advice no longer offers it, and says what it cannot do;
+// off, it offers it.
+TEST(frag_report, fragmentation_advice_knows_stitching) {
+  const std::string on = fragmented_advice({{"GMEM_STITCH", "1"}});
+  EXPECT_NE(on.find("Stitching (GMEM_STITCH=1) serves"), std::string::npos) << on;
+  EXPECT_EQ(on.find("GMEM_STITCH=1 serves large requests"), std::string::npos) << on;
+  EXPECT_NE(on.find("inside pages that live blocks touch"), std::string::npos) << on;
+  const std::string off = fragmented_advice({});
+  EXPECT_NE(off.find("GMEM_STITCH=1 serves large requests"), std::string::npos) << off;
+  const std::string fallback = fragmented_advice({{"GMEM_ARENA", "0"}, {"GMEM_STITCH", "1"}});
+  EXPECT_EQ(fallback.find("GMEM_STITCH"), std::string::npos) << fallback; // no arena: no pages
 }
 
 TEST(frag_report, no_segments_no_advice_to_tune) {

@@ -31,7 +31,7 @@ TEST(run_env, advice_names_real_options) {
   std::size_t n = 0;
   const option_row* rows = option_rows(&n);
   for (const char* name : {k_opt_limit, k_opt_max_cached, k_opt_large_segment, k_opt_oversize,
-                           k_opt_arena, k_opt_arena_page_mb}) {
+                           k_opt_arena, k_opt_arena_page_mb, k_opt_stitch}) {
     bool found = false;
     for (std::size_t i = 0; i < n; ++i)
       found = found || std::string(rows[i].env_name) == name;

@@ -64,7 +64,15 @@ bool arena_policy(const gmem::trace::trace& t) {
   return true;
 }
 
-void advise(device_frag& d, bool arena) {
+// GMEM_STITCH set to a true value (off by default).
+bool stitch_policy(const gmem::trace::trace& t) {
+  for (const auto& [name, value] : t.info.options)
+    if (name == k_opt_stitch)
+      return value == "1" || value == "yes" || value == "on" || value == "true";
+  return false;
+}
+
+void advise(device_frag& d, bool arena, bool stitch) {
   const std::string dev = d.device < 0 ? "host" : "device " + std::to_string(d.device);
   if (d.segments.empty()) {
     d.advice.push_back("No pooled segments on " + dev + ": nothing to tune.");
@@ -93,11 +101,27 @@ void advise(device_frag& d, bool arena) {
         "%): " + format_bytes(d.free_bytes) + " free but the largest block is " +
         format_bytes(d.largest_free) + ", so a larger request grows the pool" +
         (d.limit_bytes != 0 ? " or fails at the limit" : "") + ". ";
-    if (arena) // device pools with GMEM_ARENA=1 (the default): the fallback options do nothing
+    if (arena && stitch) // stitching already serves large requests from scattered pages
+      d.advice.push_back(
+          "Free memory is split (" + std::to_string(static_cast<int>(frag * 100)) +
+          "%): " + format_bytes(d.free_bytes) + " free, the largest block " +
+          format_bytes(d.largest_free) + ". Stitching (" + k_opt_stitch +
+          "=1) serves a larger request from the whole free pages instead of growing, as long "
+          "as they add up to it; what it cannot use is free space inside pages that live "
+          "blocks touch, which a smaller " +
+          k_opt_arena_page_mb + " narrows. Whole free pages go back to the driver with " +
+          k_opt_max_cached + " (e.g. " + k_opt_max_cached + "=" + size_spec(d.free_bytes / 2) +
+          ") or gmem_empty_cache().");
+    else if (arena) // device pools with GMEM_ARENA=1 (the default): the fallback options do nothing
       d.advice.push_back(
           what +
           "The arena already merges free space across growths: what splits it is live "
-          "blocks between free ranges (long-lived buffers allocated after short-lived ones). "
+          "blocks between free ranges (long-lived buffers allocated after short-lived ones). " +
+          k_opt_stitch +
+          "=1 serves large requests from the scattered free pages instead of "
+          "growing (" +
+          k_opt_stitch + "=1 " + k_opt_arena_page_mb +
+          "=2 stitches the finest). "
           "Whole free arena pages go back to the driver with " +
           std::string(k_opt_max_cached) + " (e.g. " + k_opt_max_cached + "=" +
           size_spec(d.free_bytes / 2) + ") or gmem_empty_cache(); a smaller " +
@@ -179,6 +203,16 @@ frag_report build_frag_report(const gmem::trace::trace& trace) {
     device_frag& d = by_device[seg->device];
     d.device = seg->device;
     segment_frag s = map_segment(*seg, inside);
+    s.stitched = seg->stitched;
+    if (s.stitched) { // its live block counts as used; its bytes are arena gaps, not free
+      ++d.stitched_ranges;
+      d.stitched_bytes += s.bytes;
+      d.used_bytes += s.used_bytes;
+      for (const auto* a : inside)
+        d.requested_bytes += a->requested;
+      d.segments.push_back(std::move(s));
+      continue;
+    }
     d.reserved_bytes += s.bytes;
     d.used_bytes += s.used_bytes;
     for (const auto* a : inside)
@@ -207,13 +241,16 @@ frag_report build_frag_report(const gmem::trace::trace& trace) {
     d.ooms = c.stats.ooms;
     d.pool_free_bytes = c.stats.free_bytes;
     d.pool_largest_free = c.stats.largest_free_block;
+    d.stitches = c.stats.stitches;
   }
   frag_report r;
   for (auto& [dev, d] : by_device) {
+    // The arena's gaps include the pages lent to stitched ranges (the map cannot tell which).
+    d.free_bytes -= std::min(d.free_bytes, d.stitched_bytes);
     d.largest_request_after_fence = d.largest_free / k_pool_rounding * k_pool_rounding;
     d.largest_request = (d.has_pool_counters ? d.pool_largest_free : d.largest_free) /
                         k_pool_rounding * k_pool_rounding;
-    advise(d, arena_policy(trace) && dev >= 0); // host pools never use the arena
+    advise(d, arena_policy(trace) && dev >= 0, stitch_policy(trace)); // host: never the arena
     r.devices.push_back(std::move(d));
   }
   return r;

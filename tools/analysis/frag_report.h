@@ -24,6 +24,9 @@ struct segment_range {
 struct segment_frag {
   std::uint64_t base = 0;
   std::uint64_t bytes = 0;
+  // A stitched range (GMEM_STITCH): address space over arena pages lent to it, which the
+  // arena's own segments show as free gaps. Its bytes are not reserved memory.
+  bool stitched = false;
   std::uint64_t used_bytes = 0;
   std::uint64_t free_bytes = 0;
   std::uint64_t largest_free = 0;
@@ -37,12 +40,18 @@ struct segment_frag {
 struct device_frag {
   int device = 0;
   std::vector<segment_frag> segments; // by address
-  std::uint64_t reserved_bytes = 0;   // sum of segment sizes
+  std::uint64_t reserved_bytes = 0;   // sum of segment sizes, stitched ranges excepted
   std::uint64_t used_bytes = 0;       // live blocks, as rounded by the pool
   std::uint64_t requested_bytes = 0;  // live blocks, as asked for
-  // Gaps between live blocks, pending blocks included. Invariant with pool counters:
-  // free_bytes == pool_free_bytes + pending_bytes (the end-to-end test checks it on a real run).
+  // Gaps between live blocks, pending blocks included, less the arena memory lent to stitched
+  // ranges. Invariant with pool counters: free_bytes == pool_free_bytes + pending_bytes (the
+  // end-to-end test checks it on a real run).
   std::uint64_t free_bytes = 0;
+  // Stitched ranges live in the map, and the bytes they serve (arena memory lent to them); the
+  // pool's count of ranges made since start (0 without counters).
+  std::uint64_t stitched_ranges = 0;
+  std::uint64_t stitched_bytes = 0;
+  std::uint64_t stitches = 0;
   std::uint64_t largest_free = 0;
   std::uint64_t empty_segments = 0; // segments without a live block
   std::uint64_t empty_bytes = 0;

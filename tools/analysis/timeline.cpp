@@ -118,10 +118,19 @@ timeline build_timeline(const gmem::trace::trace& trace) {
       break;
     }
     case event_type::segment_map:
+      if ((e->size2 & gmem::trace::k_segment_stitched) !=
+          0) { // arena memory, counted there already
+        changed = false;
+        break;
+      }
       segments[e->address] = {e->size, e->device};
       add_to(s_of().reserved, e->size);
       break;
     case event_type::segment_unmap: {
+      if ((e->size2 & gmem::trace::k_segment_stitched) != 0) {
+        changed = false;
+        break;
+      }
       const auto it = segments.find(e->address);
       sub_from(s_of().reserved, it != segments.end() ? it->second.bytes : e->size);
       if (it != segments.end()) segments.erase(it);

@@ -41,6 +41,13 @@ std::string print_frag(const gmem::trace::trace& t, const frag_report& r, const 
       out += "  after a fence (pending blocks reusable): largest free block " +
              format_bytes(d.largest_free) + ", largest request " +
              format_bytes(d.largest_request_after_fence) + "\n";
+    if (d.stitched_ranges != 0 || d.stitches != 0)
+      out += "  stitching: " + format_bytes(d.stitched_bytes) +
+             " served from free arena pages in " + std::to_string(d.stitched_ranges) +
+             " stitched range" + (d.stitched_ranges == 1 ? "" : "s") +
+             " live (mapped over the arena's gaps, no new memory)" +
+             (d.stitches != 0 ? "; " + std::to_string(d.stitches) + " made since start" : "") +
+             "\n";
     out += "  limit " + (d.limit_bytes ? format_bytes(d.limit_bytes) : std::string("none")) +
            ", out-of-memory errors " + std::to_string(d.ooms) + "\n";
     if (d.graph_allocations != 0)
@@ -55,6 +62,7 @@ std::string print_frag(const gmem::trace::trace& t, const frag_report& r, const 
       std::snprintf(size, sizeof size, "%11s", format_bytes(s.bytes).c_str());
       out += "  " + hex(s.base) + size + " [" + segment_map_line(s, o.map_width) + "] " +
              std::to_string(s.live_blocks) + " live, free " + format_bytes(s.free_bytes);
+      if (s.stitched) out += ", stitched from arena pages";
       if (s.free_bytes != 0 && s.largest_free != s.free_bytes)
         out += " (largest " + format_bytes(s.largest_free) + ")";
       out += "\n";

@@ -115,6 +115,7 @@ json frag_json(const gmem::trace::trace& t, const frag_report& r) {
                           {"free_bytes", s.free_bytes},
                           {"largest_free", s.largest_free},
                           {"live_blocks", s.live_blocks},
+                          {"stitched", s.stitched},
                           {"fragmentation", s.fragmentation()},
                           {"ranges", ranges}});
     }
@@ -131,6 +132,9 @@ json frag_json(const gmem::trace::trace& t, const frag_report& r) {
            {"largest_request_after_fence", d.largest_request_after_fence},
            {"empty_segments", d.empty_segments},
            {"empty_bytes", d.empty_bytes},
+           {"stitched_ranges", d.stitched_ranges},
+           {"stitched_bytes", d.stitched_bytes},
+           {"stitches", d.stitches},
            {"segments", segs},
            {"advice", d.advice}};
     if (d.has_pool_counters)
