@@ -120,9 +120,8 @@ extern "C" int gmem_observe_torch_attach(const void* allocator_var, const void* 
     g_torch_claimed.store(false);
     return GMEM_OBSERVE_OFF; // recording is off: nothing to observe into
   }
-  auto* o = new torch_observation{l, {}, (l.flags & gmem::trace::k_check_owner) != 0 &&
-                                             shim_active(),
-                                  name};
+  auto* o = new torch_observation{
+      l, {}, (l.flags & gmem::trace::k_check_owner) != 0 && shim_active(), name};
   g_torch.store(o, std::memory_order_release);
   try {
     reinterpret_cast<attach_fn>(const_cast<void*>(fn))(
@@ -143,7 +142,7 @@ extern "C" int gmem_observe_enable(int framework) {
   if (framework < 0 || framework >= gmem::trace::k_observed_framework_count || forked_child())
     return 0;
   return gmem::trace::mark_observed(static_cast<gmem::trace::observed_framework>(framework)) ? 1
-                                                                                              : 0;
+                                                                                             : 0;
 }
 
 extern "C" void gmem_observe_alloc(std::uintptr_t address, std::size_t requested,

@@ -37,9 +37,9 @@ enum gmem_observe_status {
 // `label`: "PyTorch 2.11" for the messages. Prints one line on stderr either way (quiet = 1:
 // only on failure). Attach after CUDA's lazy initialization: before it the allocator has no
 // per-device allocators to attach to.
-__attribute__((visibility("default"))) int
-gmem_observe_torch_attach(const void* allocator_var, const void* layout, const char* label,
-                          int quiet);
+__attribute__((visibility("default"))) int gmem_observe_torch_attach(const void* allocator_var,
+                                                                     const void* layout,
+                                                                     const char* label, int quiet);
 
 // `framework`: gmem::trace::observed_framework. Marks it observed in the trace; 1 when
 // recording is on, 0 when there is nothing to record into.

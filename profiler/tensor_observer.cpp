@@ -83,8 +83,8 @@ bool sanity_gate::admit(const observed_event& e, std::int32_t action_max, owner_
         owned_.fetch_add(1, std::memory_order_relaxed);
       else if (foreign_.fetch_add(1, std::memory_order_relaxed) + 1 >= k_owner_probes)
         problem = "its first " + std::to_string(k_owner_probes) +
-                  " blocks outside every segment gmem handed out (the last at " +
-                  hex(e.address) + ")";
+                  " blocks outside every segment gmem handed out (the last at " + hex(e.address) +
+                  ")";
     }
   } catch (...) {
     problem = "no memory to check an event";

@@ -130,6 +130,9 @@ std::vector<const framework_cache*> framework_caches() {
 bool is_framework_python_frame(const frame_info& f) {
   if (!f.python) return false;
   const std::string_view file = f.file;
+  // gmem's own bootstrap (lib/gmem/bootstrap/sitecustomize.py): CuPy's memory hook calls gmem
+  // from there.
+  if (file.ends_with("/gmem/bootstrap/sitecustomize.py")) return true;
   for (const char* dir : {"/site-packages/", "/dist-packages/"}) {
     for (std::size_t at = file.find(dir); at != std::string_view::npos;
          at = file.find(dir, at + 1)) {

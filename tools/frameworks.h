@@ -52,7 +52,8 @@ const framework_cache* framework_cache_of(const std::vector<frame_info>& frames,
 std::vector<const framework_cache*> framework_caches();
 
 // A Python frame of a framework's own code: a file under site-packages/ or dist-packages/ of
-// torch, jax, jaxlib, cupy, transformers, accelerate, flax, optax, numpy and their kin.
+// torch, jax, jaxlib, cupy, transformers, accelerate, flax, optax, numpy and their kin, or of
+// gmem's Python bootstrap (its CuPy memory hook).
 bool is_framework_python_frame(const frame_info& f);
 
 } // namespace gmem::tools

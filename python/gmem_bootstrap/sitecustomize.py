@@ -7,10 +7,12 @@ while it starts. It then:
 1. takes its directory off sys.path and PYTHONPATH again (children see the user's value; a
    preloaded child gets it back from its own copy of the shim);
 2. runs the `sitecustomize` it shadowed (the distribution's or the user's), as site.py would;
-3. watches for the program's own `import torch` / `import cupy` (it never imports them itself)
-   and then attaches gmem to the framework's allocator: PyTorch's trace tracker, through
-   libgmem.so's gmem_observe_torch_attach, right after CUDA's lazy initialization; CuPy's
-   memory hooks.
+3. watches for the program's own `import torch` / `import cupy` / `import jax` (it never
+   imports them itself) and then attaches gmem to the framework's allocator: PyTorch's trace
+   tracker, through libgmem.so's gmem_observe_torch_attach, right after CUDA's lazy
+   initialization; CuPy's memory hooks. XLA's allocator has no per-buffer hook, so before JAX
+   runs, the variables that make XLA ask the driver for each array (served and traced by gmem's
+   pool) are set where the user has not set them.
 
 Nothing here may break the program: every error ends in one line on stderr.
 """
@@ -209,14 +211,43 @@ def _on_cupy(cupy):
     _say("gmem: CuPy: memory pool kept; each array traced with its line")
 
 
+JAX_POOL_SETTINGS = (("XLA_PYTHON_CLIENT_ALLOCATOR", "platform"),
+                     ("XLA_PYTHON_CLIENT_PREALLOCATE", "false"))
+
+
+def _before_jax():
+    """XLA's BFC arena cannot be observed per array; with these variables XLA asks the driver
+    for each array and gmem's pool serves it (common/framework_env.h). Read by JAX when it
+    creates its GPU client, after this import. A value the user set is kept."""
+    env = os.environ
+    to_set = [(n, v) for n, v in JAX_POOL_SETTINGS if n not in env]
+    kept = [(n, env[n]) for n, _ in JAX_POOL_SETTINGS if n in env]
+    for n, v in to_set:
+        env[n] = v
+    line = "gmem: JAX: XLA's arena cannot be observed per array; "
+    if to_set:
+        line += "set " + " ".join(f"{n}={v}" for n, v in to_set)
+        line += ": each array comes from gmem's pool, traced with its line"
+    else:
+        line += "nothing set"
+    if kept:
+        line += "; kept as you set them: " + " ".join(f"{n}={v}" for n, v in kept)
+    _say(line)
+
+
 class _ImportWatch:
     """A meta path finder that lets the first import of a watched package run, then calls its
-    handler with the module. Finds nothing itself."""
+    handler with the module (a `before` handler: before the package runs). Finds nothing
+    itself."""
 
-    def __init__(self, handlers):
+    def __init__(self, handlers, before=None):
         self.handlers = dict(handlers)
+        self.before = dict(before or {})
 
     def find_spec(self, name, path=None, target=None):
+        early = self.before.pop(name, None)
+        if early is not None:
+            _call(lambda _: early(), None, name)
         handler = self.handlers.pop(name, None)
         if handler is None:
             return None
@@ -271,16 +302,18 @@ def _program_end():
 
 def _install():
     mode = os.environ.get("GMEM_FRAMEWORKS", "observe")
-    if mode == "off":
+    if mode == "off":  # a value other than observe, pool and off means observe (the shim said so)
         return
     import atexit
     atexit.register(_program_end)  # registered first: runs after the program's own handlers
     handlers = {"torch": _on_torch, "cupy": _on_cupy}
+    before = {"jax": _before_jax} if mode != "pool" else {}  # pool: `gmem run` set them
     for name in list(handlers):
         if name in sys.modules:  # imported already (a .pth file): no import left to watch
             _call(handlers.pop(name), sys.modules[name], name)
-    if handlers:
-        sys.meta_path.insert(0, _ImportWatch(handlers))
+    before = {n: f for n, f in before.items() if n not in sys.modules}
+    if handlers or before:
+        sys.meta_path.insert(0, _ImportWatch(handlers, before))
 
 
 try:

@@ -198,6 +198,95 @@ has "$W/ww.err" "gmem: warning: Python bootstrap not used ($W/lib/gmem/bootstrap
 hasnt "$W/ww.err" "caching allocator kept" "world-writable"
 has "$W/ww.out" "sitecustomize 1" "world-writable: the program still runs"
 
+echo "== JAX: served by gmem's pool unless the user chose otherwise"
+mkdir -p "$W/site/lib/site-packages/jax"
+cat >"$W/site/lib/site-packages/jax/__init__.py" <<'EOF'
+import os
+print("jax sees", os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR"), os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"))
+EOF
+LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax.out" 2>"$W/jax.err"
+has "$W/jax.out" "jax sees platform false" "JAX: the variables set before it runs"
+has "$W/jax.err" "gmem: JAX: XLA's arena cannot be observed per array; set XLA_PYTHON_CLIENT_ALLOCATOR=platform XLA_PYTHON_CLIENT_PREALLOCATE=false: each array comes from gmem's pool, traced with its line" "JAX: the one line"
+XLA_PYTHON_CLIENT_ALLOCATOR=bfc LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax2.out" 2>"$W/jax2.err"
+has "$W/jax2.out" "jax sees bfc false" "JAX: an explicit value wins"
+has "$W/jax2.err" "kept as you set them: XLA_PYTHON_CLIENT_ALLOCATOR=bfc" "JAX: says what it kept"
+GMEM_FRAMEWORKS=off LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax3.out" 2>"$W/jax3.err"
+has "$W/jax3.out" "jax sees None None" "JAX: off sets nothing"
+hasnt "$W/jax3.err" "gmem:" "JAX: off says nothing"
+
+echo "== CuPy: its memory hooks, on the importing thread and threads started after"
+# A stand-in with CuPy's MemoryHook API (thread-local hooks entered with `with hook:`) and a
+# pool that calls them around each block it hands out and takes back.
+mkdir -p "$W/site/lib/site-packages/cupy/cuda"
+cat >"$W/site/lib/site-packages/cupy/__init__.py" <<'EOF'
+from .cuda import memory_hook
+_next = [0x7f5000000000]
+
+class ndarray:
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+        self.ptr = _next[0]
+        _next[0] += (nbytes + 511) // 512 * 512
+        for h in memory_hook.get_memory_hooks().values():
+            h.malloc_postprocess(device_id=0, size=nbytes, mem_size=nbytes, mem_ptr=self.ptr, pmem_id=0)
+
+    def __del__(self):
+        for h in memory_hook.get_memory_hooks().values():
+            h.free_preprocess(device_id=0, mem_size=self.nbytes, mem_ptr=self.ptr, pmem_id=0)
+
+def empty(nbytes):
+    return ndarray(nbytes)
+EOF
+touch "$W/site/lib/site-packages/cupy/cuda/__init__.py"
+cat >"$W/site/lib/site-packages/cupy/cuda/memory_hook.py" <<'EOF'
+import collections, threading
+thread_local = threading.local()
+
+def get_memory_hooks():
+    if not hasattr(thread_local, "memory_hooks"):
+        thread_local.memory_hooks = collections.OrderedDict()
+    return thread_local.memory_hooks
+
+class MemoryHook:
+    name = "MemoryHook"
+    def __enter__(self):
+        hooks = get_memory_hooks()
+        if self.name in hooks:
+            raise RuntimeError("hook %s already exists" % self.name)
+        hooks[self.name] = self
+        return self
+    def __exit__(self, *exc):
+        del get_memory_hooks()[self.name]
+    def malloc_postprocess(self, **kw): pass
+    def free_preprocess(self, **kw): pass
+EOF
+cat >"$W/cupy_prog.py" <<'EOF'
+import threading
+import cupy
+
+def keep(kept):
+    kept.append(cupy.empty(4 << 20))
+
+kept = []
+for _ in range(3):
+    keep(kept)
+for _ in range(10):
+    x = cupy.empty(1 << 20)
+    del x
+t = threading.Thread(target=keep, args=(kept,))
+t.start()
+t.join()
+EOF
+"$GMEM" run -- python3 "$W/cupy_prog.py" >"$W/cupy.out" 2>"$W/cupy.err"
+cat "$W/cupy.err"
+P=$(pid_of "$W/cupy.err"); [ -n "$P" ] && PIDS+=("$P")
+has "$W/cupy.err" "gmem: CuPy: memory pool kept; each array traced with its line" "CuPy: the one line"
+has "$W/cupy.err" "gmem: LEAKS: 16.0 MiB in 4 allocations from 2 call sites were never freed" "CuPy: 3 arrays + 1 from a thread (its own stack)"
+if [ -n "$P" ]; then
+  "$GMEM" leaks "$P" >"$W/cupy_leaks.txt"
+  has "$W/cupy_leaks.txt" "#0  keep at cupy_prog.py:5" "CuPy: the array's line first"
+fi
+
 echo "== a program without torch imports nothing of it"
 LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import sys; print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cupy", "ctypes")))' >"$W/none.out" 2>&1
 has "$W/none.out" "[]" "no torch, cupy or ctypes imported by the bootstrap"
