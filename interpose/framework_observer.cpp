@@ -101,8 +101,12 @@ extern "C" int gmem_observe_torch_attach(const void* allocator_var, const void* 
   };
   if (forked_child() || exiting()) return GMEM_OBSERVE_OFF;
   if (layout == nullptr) return refuse(GMEM_OBSERVE_BAD_LAYOUT, "no layout");
+  std::uint32_t caller_bytes = 0; // its first field: read nothing beyond what the caller has
+  std::memcpy(&caller_bytes, layout, sizeof caller_bytes);
+  if (caller_bytes != sizeof(gmem::trace::torch_layout))
+    return refuse(GMEM_OBSERVE_BAD_LAYOUT, "a layout descriptor of another size");
   gmem::trace::torch_layout l{};
-  std::memcpy(&l, layout, sizeof l); // the caller's struct_bytes is checked before use
+  std::memcpy(&l, layout, sizeof l);
   if (const std::string bad = gmem::trace::validate(l); !bad.empty())
     return refuse(GMEM_OBSERVE_BAD_LAYOUT, bad);
   if (allocator_var == nullptr) return refuse(GMEM_OBSERVE_NO_ALLOCATOR, "no allocator variable");
@@ -127,6 +131,7 @@ extern "C" int gmem_observe_torch_attach(const void* allocator_var, const void* 
     reinterpret_cast<attach_fn>(const_cast<void*>(fn))(
         allocator, tracker([](const trace_entry& e) { on_torch_event(e); }));
   } catch (...) {
+    (void)gmem::trace::mark_observed(gmem::trace::observed_framework::pytorch, false);
     return refuse(GMEM_OBSERVE_NO_ALLOCATOR, "the allocator refused the tracker");
   }
   if (quiet == 0)

@@ -81,9 +81,9 @@ TEST(TensorObserver, DecodesTraceEntries) {
 TEST(TensorObserver, ChecksEachField) {
   auto check = [](std::int32_t action, int device, std::uint64_t addr, std::uint64_t size) {
     const torch_layout l = row_2_11();
-    return check_event(decode(l, entry(action, static_cast<std::int8_t>(device), addr, size, 0)
-                                     .data()),
-                       l.action_max);
+    return check_event(
+        decode(l, entry(action, static_cast<std::int8_t>(device), addr, size, 0).data()),
+        l.action_max);
   };
   EXPECT_EQ(check(0, 0, 0x7f0000200000, 512), "");
   EXPECT_EQ(check(1, 0, 0x7f0000200000, 0), ""); // a free carries no size

@@ -287,6 +287,38 @@ if [ -n "$P" ]; then
   has "$W/cupy_leaks.txt" "#0  keep at cupy_prog.py:5" "CuPy: the array's line first"
 fi
 
+echo "== pytest --gmem: a tensor kept in a segment the cache already had fails gmem_no_leaks"
+PYT=
+for p in python3 /usr/bin/python3; do
+  command -v "$p" >/dev/null && "$p" -m pytest --version >/dev/null 2>&1 && { PYT=$p; break; }
+done
+if [ -n "$PYT" ]; then
+  cat >"$W/test_kept.py" <<'EOF'
+import pytest
+import torch
+
+kept = []
+
+
+def test_warms_the_cache():
+    torch.empty(1 << 20)
+
+
+@pytest.mark.gmem_no_leaks
+def test_keeps_a_tensor():
+    kept.append(torch.empty(1 << 20))
+EOF
+  (cd "$W" && PYTHONPATH=$SRC/../../python:$PYTHONPATH GMEM_BUILD=$B PYTHONDONTWRITEBYTECODE=1 \
+    "$PYT" -m pytest -p gmem.pytest_plugin -p no:cacheprovider -q --gmem test_kept.py) >"$W/pytest.out" 2>&1
+  cat "$W/pytest.out"
+  has "$W/pytest.out" "FAILED test_kept.py::test_keeps_a_tensor" "pytest: the kept tensor fails the test"
+  has "$W/pytest.out" "1.00 MiB of tensors allocated by the test are still live after it" "pytest: says what"
+  has "$W/pytest.out" "test_keeps_a_tensor at test_kept.py:13 (python)" "pytest: names the line"
+  has "$W/pytest.out" "1 failed, 1 passed" "pytest: the other test passes"
+else
+  echo "skipped: no python3 with pytest"
+fi
+
 echo "== a program without torch imports nothing of it"
 LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import sys; print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cupy", "ctypes")))' >"$W/none.out" 2>&1
 has "$W/none.out" "[]" "no torch, cupy or ctypes imported by the bootstrap"
