@@ -245,11 +245,7 @@ class _ImportWatch:
         self.before = dict(before or {})
 
     def find_spec(self, name, path=None, target=None):
-        early = self.before.pop(name, None)
-        if early is not None:
-            _call(lambda _: early(), None, name)
-        handler = self.handlers.pop(name, None)
-        if handler is None:
+        if name not in self.handlers and name not in self.before:
             return None
         spec = None
         for finder in sys.meta_path:
@@ -259,6 +255,14 @@ class _ImportWatch:
             spec = find(name, path, target)
             if spec is not None:
                 break
+        if spec is None:  # not installed: nothing to do, and a later import is still watched
+            return None
+        early = self.before.pop(name, None)
+        if early is not None:
+            _call(lambda _: early(), None, name)
+        handler = self.handlers.pop(name, None)
+        if handler is None:
+            return spec
         loader = getattr(spec, "loader", None)
         run = getattr(loader, "exec_module", None)
         if run is None:

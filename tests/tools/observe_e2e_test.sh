@@ -319,6 +319,18 @@ else
   echo "skipped: no python3 with pytest"
 fi
 
+echo "== a framework that is not installed: nothing said, nothing set"
+PYTHONPATH=$W/user LD_PRELOAD=$B/lib/libgmem.so python3 -c '
+import os
+for m in ("jax", "torch", "cupy"):
+    try:
+        __import__(m)
+    except ImportError:
+        pass
+print("xla", os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR"))' >"$W/absent.out" 2>"$W/absent.err"
+has "$W/absent.out" "xla None" "absent JAX: nothing set"
+hasnt "$W/absent.err" "gmem:" "absent frameworks: nothing said"
+
 echo "== a program without torch imports nothing of it"
 LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import sys; print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cupy", "ctypes")))' >"$W/none.out" 2>&1
 has "$W/none.out" "[]" "no torch, cupy or ctypes imported by the bootstrap"
