@@ -319,6 +319,38 @@ else
   echo "skipped: no python3 with pytest"
 fi
 
+echo "== the attach entry refuses what it cannot trust, by name"
+LD_PRELOAD=$B/lib/libgmem.so python3 - "$B/tests/tools/fw/libc10_cuda.so" >"$W/attach.out" 2>"$W/attach.err" <<'EOF'
+import ctypes, sys
+c10 = ctypes.CDLL(sys.argv[1])
+gm = ctypes.CDLL(None)
+attach = gm.gmem_observe_torch_attach
+attach.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int]
+var = ctypes.addressof(ctypes.c_void_p.in_dll(c10, "_ZN3c104cuda20CUDACachingAllocator9allocatorE"))
+def layout(**change):
+    f = dict(struct_bytes=56, version=1, slot=44, entry=136, action=0, device=4, addr=8,
+             stream=32, size=40, alloc=0, free=1, action_max=8, flags=0, reserved=0)
+    f.update(change)
+    kept.append((ctypes.c_int32 * 14)(*f.values()))  # alive while attach reads it
+    return kept[-1]
+kept = []
+print("before init", attach(var, ctypes.addressof(layout()), b"PyTorch 2.11", 0))
+c10.fake_c10_cuda_init()
+print("short", attach(var, ctypes.addressof(layout(struct_bytes=48)), b"PyTorch 2.11", 0))
+print("outside", attach(var, ctypes.addressof(layout(size=132)), b"PyTorch 2.11", 0))
+print("null slot", attach(var, ctypes.addressof(layout(slot=45)), b"PyTorch 2.11", 0))
+print("good", attach(var, ctypes.addressof(layout()), b"PyTorch 2.11", 0))
+print("again", attach(var, ctypes.addressof(layout()), b"PyTorch 2.11", 0))
+EOF
+cat "$W/attach.out" "$W/attach.err"
+for want in "before init 2" "short 1" "outside 1" "null slot 3" "good 0" "again 4"; do
+  has "$W/attach.out" "$want" "attach: $want"
+done
+has "$W/attach.err" "gmem: PyTorch 2.11: per-tensor observation not available (no allocator yet)" "attach before CUDA's initialization"
+has "$W/attach.err" "(a layout descriptor of another size)" "attach: a short descriptor"
+has "$W/attach.err" "(a field outside the TraceEntry)" "attach: a field outside"
+has "$W/attach.err" "(the allocator is not PyTorch's caching allocator)" "attach: a slot that is not the library's code"
+
 echo "== a framework that is not installed: nothing said, nothing set"
 PYTHONPATH=$W/user LD_PRELOAD=$B/lib/libgmem.so python3 -c '
 import os
