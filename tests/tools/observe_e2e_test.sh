@@ -149,6 +149,10 @@ assert len(allocs) == 25, len(allocs)  # the tensors, not the cache's segment
 print("export pytorch: 5 active tensors, 25 allocs")
 PY
   "$GMEM" export "$PID" --format chrome -o "$W/trace.json" 2>/dev/null || fail "export chrome"
+  "$GMEM" report "$PID" -o "$W/report.html" 2>/dev/null || fail "gmem report"
+  has "$W/report.html" "holds 64.0 MiB in 1 allocations, not counted above: memory it keeps for reuse, not leaks; 20.0 MiB of it in live tensors" "report: the cache"
+  timeout 10 "$GMEM" top "$PID" >"$W/top.txt" 2>&1 </dev/null
+  has "$W/top.txt" "20.0 MiB of it in 5 tensors inside frameworks' caches" "top: the tensors within the live bytes"
 fi
 
 echo "== plain LD_PRELOAD, the documented container path"
