@@ -236,9 +236,12 @@ def _before_jax():
 
 
 class _ImportWatch:
-    """A meta path finder that lets the first import of a watched package run, then calls its
-    handler with the module (a `before` handler: before the package runs). Finds nothing
-    itself."""
+    """A meta path finder that lets the first import of a watched package run and calls its
+    handlers around it: `before` just before the package's code runs, the other with the
+    module once it ran. Finds nothing itself: it wraps the loader of the spec the other finders
+    found. A spec that is only looked at (importlib.util.find_spec, as libraries do to see
+    whether a framework is installed) runs nothing; the handlers run once, at the import that
+    executes the package."""
 
     def __init__(self, handlers, before=None):
         self.handlers = dict(handlers)
@@ -255,17 +258,9 @@ class _ImportWatch:
             spec = find(name, path, target)
             if spec is not None:
                 break
-        if spec is None:  # not installed: nothing to do, and a later import is still watched
-            return None
-        early = self.before.pop(name, None)
-        if early is not None:
-            _call(lambda _: early(), None, name)
-        handler = self.handlers.pop(name, None)
-        if handler is None:
-            return spec
         loader = getattr(spec, "loader", None)
         run = getattr(loader, "exec_module", None)
-        if run is None:
+        if run is None:  # not installed, or a loader of the old protocol: left alone
             return spec
 
         def exec_module(module):
@@ -273,8 +268,13 @@ class _ImportWatch:
                 del loader.exec_module  # the loader's own method again
             except AttributeError:
                 pass
+            early = self.before.pop(name, None)
+            if early is not None:
+                _call(lambda _: early(), None, name)
+            late = self.handlers.pop(name, None)
             run(module)
-            _call(handler, module, name)
+            if late is not None:
+                _call(late, module, name)
 
         try:
             loader.exec_module = exec_module

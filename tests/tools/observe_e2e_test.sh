@@ -53,7 +53,8 @@ export PYTHONPATH=$W/site/lib/site-packages:$W/user
 # The program: five 4 MiB tensors kept from remember()'s line, 20 freed by churn(); with an
 # argument it waits at that point until the test has looked at it.
 cat >"$W/prog.py" <<'EOF'
-import os, subprocess, sys, time
+import importlib.util, os, subprocess, sys, time
+importlib.util.find_spec("torch")  # what libraries do to see whether it is installed
 import torch
 
 if os.environ.get("GARBAGE"):  # before any tensor: within the events the shim checks
@@ -100,7 +101,7 @@ if [ -e "$W/ready" ]; then
   cat "$W/live.txt"
   sed -n '/^#1 /,/^$/p' "$W/live.txt" >"$W/live1.txt"
   has "$W/live1.txt" "#1 20.0 MiB in 5 allocations" "live leaks #1"
-  has "$W/live1.txt" "#0  remember at prog.py:10" "live leaks #1: the tensor's line first"
+  has "$W/live1.txt" "#0  remember at prog.py:11" "live leaks #1: the tensor's line first"
   grep -q "^#2 " "$W/live.txt" && fail "live leaks: a second site (the cache counted as a leak?)"
   has "$W/live.txt" "PyTorch's caching allocator: 64.0 MiB in 1 allocation from 1 call site are memory it keeps for reuse, not leaks; 20.0 MiB of it in live tensors" "live leaks: the cache"
 else
@@ -125,8 +126,8 @@ has "$W/run.err" "gmem: PyTorch's caching allocator holds 64.0 MiB in 1 allocati
 if [ -n "$PID" ]; then
   "$GMEM" leaks "$PID" >"$W/exit.txt"
   has "$W/exit.txt" "#1 20.0 MiB in 5 allocations" "exit leaks"
-  has "$W/exit.txt" "#0  remember at prog.py:10" "exit leaks: the line"
-  has "$W/exit.txt" "step at prog.py:13" "exit leaks: its caller"
+  has "$W/exit.txt" "#0  remember at prog.py:11" "exit leaks: the line"
+  has "$W/exit.txt" "step at prog.py:14" "exit leaks: its caller"
   "$GMEM" leaks "$PID" --json >"$W/exit.json"
   python3 - "$W/exit.json" <<'PY' || fail "gmem leaks --json"
 import json, sys
