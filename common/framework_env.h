@@ -3,15 +3,21 @@
 // sets so that each tensor or buffer comes from gmem's pool.
 //
 // GMEM_FRAMEWORKS (common/options.h) chooses:
-//   observe  the frameworks keep their own allocators (the default): every program that runs
-//            natively runs, CUDA graphs and torch.compile(mode="reduce-overhead") included;
-//            gmem traces what those allocators ask of the driver and the readers name their
-//            caches (tools/frameworks.h). Per-tensor observation inside PyTorch's cache is not
-//            built: its tensors are seen as the segments that hold them.
+//   observe  (the default) PyTorch and CuPy keep their own caching allocators, observed per
+//            tensor: gmem's Python bootstrap (python/gmem_bootstrap/, put on PYTHONPATH by the
+//            shim in Python processes: interpose/python_bootstrap.h) attaches to PyTorch's
+//            trace tracker and CuPy's memory hooks, so every program that runs natively runs,
+//            CUDA graphs and torch.compile(mode="reduce-overhead") included, and each tensor is
+//            traced with its line; the readers report the caches as reserved memory
+//            (tools/frameworks.h). XLA's arena has no per-array hook: when JAX is imported the
+//            bootstrap sets the JAX rows below where unset, so gmem's pool serves each array
+//            (no program semantics change that we know of). Nothing is set at launch.
 //   pool     gmem's pool serves each tensor or buffer: `gmem run` and `pytest --gmem` set the
-//            variables below that the user has not set. PyTorch's per-tensor mode breaks CUDA
-//            graphs (torch.cuda.graph, torch.compile(mode="reduce-overhead")), natively too.
-//   off      gmem sets nothing and says nothing about frameworks.
+//            variables below that the user has not set; nothing is observed. PyTorch's per-tensor
+//            mode breaks CUDA graphs (torch.cuda.graph, torch.compile(mode="reduce-overhead")),
+//            natively too.
+//   off      gmem sets nothing, observes nothing and says nothing about frameworks (no
+//            bootstrap on PYTHONPATH).
 // A variable the user set, to any value, is never changed: an explicit value always wins.
 #pragma once
 

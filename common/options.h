@@ -91,12 +91,12 @@
     "free and limit, the pool's state and the 5 call sites holding the most (the first failure, "  \
     "then at most one report a minute); 0 = no report")                                            \
   X(frameworks, "GMEM_FRAMEWORKS", text, tune, "observe", "",                                      \
-    "observe = PyTorch, CuPy and JAX keep their own allocators (programs run as they do "          \
-    "natively, "                                                                                   \
-    "CUDA graphs included) and gmem's reports name their caches; pool = gmem run and pytest "      \
-    "--gmem set PYTORCH_NO_CUDA_MEMORY_CACHING=1, XLA_PYTHON_CLIENT_ALLOCATOR=platform and "       \
-    "XLA_PYTHON_CLIENT_PREALLOCATE=false where unset, so gmem's pool serves and traces each "      \
-    "tensor (PyTorch's CUDA graphs then fail, as natively); off = set and say nothing")
+    "observe = PyTorch and CuPy keep their caching allocators (CUDA graphs work) and each tensor " \
+    "is traced with its Python line through their allocation hooks; JAX, whose arena cannot be "   \
+    "observed, gets XLA_PYTHON_CLIENT_ALLOCATOR=platform and XLA_PYTHON_CLIENT_PREALLOCATE=false " \
+    "where unset, so gmem's pool serves each array; pool = gmem run and pytest --gmem also set "   \
+    "PYTORCH_NO_CUDA_MEMORY_CACHING=1 where unset (PyTorch's CUDA graphs then fail, as "           \
+    "natively); off = set, observe and say nothing")
 
 // Rows for the trace recorder.
 #define GMEM_TRACE_OPTIONS(X)                                                                      \

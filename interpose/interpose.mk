@@ -22,6 +22,14 @@ $(SHIM_LIB): $(SHIM_OBJS) $(SHIM_LINK_LIBS) $(SHIM_MAP)
 	  $(PROFILER_LDLIBS) -ldl -pthread
 LIBS_ALL += $(SHIM_LIB)
 
+# The Python bootstrap the shim puts on PYTHONPATH (interpose/python_bootstrap.h): beside the
+# library in every layout, never group- or world-writable (the shim refuses it then).
+SHIM_BOOTSTRAP := $(BUILD)/lib/gmem/bootstrap/sitecustomize.py
+$(SHIM_BOOTSTRAP): python/gmem_bootstrap/sitecustomize.py
+	@mkdir -p $(@D) && chmod 755 $(BUILD)/lib/gmem $(@D)
+	install -m 644 $< $@
+LIBS_ALL += $(SHIM_BOOTSTRAP)
+
 # The fake driver. -Bsymbolic: like the real libcuda, its cuGetProcAddress hands out its own
 # functions, not the preloaded shim's symbols of the same name.
 FAKE_CUDA_SRCS := $(wildcard tests/fake_cuda/*.cpp)

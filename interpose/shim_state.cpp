@@ -10,6 +10,7 @@
 #include "interpose/context_pools.h"
 #include "interpose/hooks/hook_support.h"
 #include "interpose/ipc/ipc_sharing.h"
+#include "interpose/python_bootstrap.h"
 #include "interpose/retired_pools.h"
 #include "interpose/strict_mode.h"
 #include "interpose/trace_hooks.h"
@@ -136,6 +137,7 @@ void init() {
   pthread_atfork(nullptr, nullptr, &on_fork_child);
   std::atexit(&on_exit);
   g_active.store(g_options->enable, std::memory_order_release);
+  install_python_bootstrap();
 }
 
 __attribute__((constructor)) void construct() {

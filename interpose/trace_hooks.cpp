@@ -73,6 +73,13 @@ void marker(const char* label) noexcept {
     w->marker(label ? std::string_view(label, strnlen(label, 65536)) : std::string_view());
 }
 
+bool mark_observed(observed_framework framework, bool observed) noexcept {
+  trace_writer* w = recorder_writer();
+  if (w == nullptr) return false;
+  w->mark_observed(framework, observed);
+  return true;
+}
+
 void sample_now() noexcept {
   recorder_sample_now();
 }

@@ -45,6 +45,8 @@ void fence(int device, std::uint64_t duration_ns, std::size_t released_bytes) no
 void trim(int device, std::size_t released_bytes) noexcept;
 void oom(int device, std::size_t requested, const pool_stats& at_failure) noexcept;
 void marker(const char* label) noexcept;
+// A framework's allocator is observed per allocation (a header flag); false when not recording.
+bool mark_observed(observed_framework framework, bool observed = true) noexcept;
 void sample_now() noexcept;      // a counter sample now (a pool's context is gone), if recording
 void modules_changed() noexcept; // after a successful dlopen / dlclose
 // Extension: an option changed at run time (client API, e.g. the limit); name = "GMEM_LIMIT".

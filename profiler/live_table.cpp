@@ -145,26 +145,26 @@ bool live_table::rehash(std::uint32_t index, shard& s) noexcept {
   return true;
 }
 
-bool live_table::insert(const live_entry& e) noexcept {
-  if (e.address <= w::k_reserved) {
+bool live_table::insert(const live_entry& e, std::uintptr_t key) noexcept {
+  if (e.address <= w::k_reserved || key <= w::k_reserved) {
     layout::fetch_add(overflow_, 1);
     return false;
   }
-  const std::uint32_t index = layout::shard_of(e.address, shard_count_);
+  const std::uint32_t index = layout::shard_of(key, shard_count_);
   shard& s = shards_[index];
   std::lock_guard lock(s.mu);
   if (any_held_.load(std::memory_order_relaxed)) {
-    // The address of a held slot was handed out again: the new allocation replaces it.
-    if (std::uint64_t* old = find(s, e.address)) erase_slot(s, old);
+    // The key of a held slot was handed out again: the new allocation replaces it.
+    if (std::uint64_t* old = find(s, key)) erase_slot(s, old);
   }
-  std::uint64_t* slot = find_free(s, e.address);
-  if (slot == nullptr && rehash(index, s)) slot = find_free(s, e.address);
+  std::uint64_t* slot = find_free(s, key);
+  if (slot == nullptr && rehash(index, s)) slot = find_free(s, key);
   if (slot == nullptr) {
     layout::fetch_add(overflow_, 1);
     return false;
   }
   if (load_word(slot + w::key) == w::k_empty) ++s.used;
-  store_word(slot + w::key, e.address);
+  store_word(slot + w::key, key);
   write_slot(slot, e);
   ++s.live;
   if (s.used > s.capacity / 2) rehash(index, s);
@@ -209,12 +209,13 @@ void live_table::erase_slot(shard& s, std::uint64_t* slot) noexcept {
 }
 
 bool live_table::erase(std::uintptr_t address, live_entry* erased) noexcept {
+  // `address` is the key (live_key()); the published address is what *erased gets.
   if (address > w::k_reserved) {
     shard& s = shards_[layout::shard_of(address, shard_count_)];
     std::lock_guard lock(s.mu);
     if (std::uint64_t* slot = find(s, address)) {
       if (erased) {
-        erased->address = address;
+        erased->address = load_word(slot + w::address);
         erased->requested = load_word(slot + w::requested);
         erased->rounded = load_word(slot + w::rounded);
       }
@@ -232,7 +233,7 @@ bool live_table::hold(std::uintptr_t address, live_entry* held) noexcept {
     std::lock_guard lock(s.mu);
     if (std::uint64_t* slot = find(s, address)) {
       if (held) {
-        held->address = address;
+        held->address = load_word(slot + w::address);
         held->requested = load_word(slot + w::requested);
         held->rounded = load_word(slot + w::rounded);
       }
@@ -270,9 +271,9 @@ bool live_table::is_valid() const {
         if (address != 0) return false;
         continue;
       }
-      if (address != key || !seen.insert(address).second) return false;
-      if (layout::shard_of(address, shard_count_) != i) return false;
-      for (std::uint64_t p = layout::hash_index(address, s.bits);; p = (p + 1) & (s.capacity - 1)) {
+      if ((key & ~(std::uint64_t{1} << 63)) != address || !seen.insert(key).second) return false;
+      if (layout::shard_of(key, shard_count_) != i) return false;
+      for (std::uint64_t p = layout::hash_index(key, s.bits);; p = (p + 1) & (s.capacity - 1)) {
         if (p == k) break;
         if (load_word(s.slots + p * w::count + w::key) == w::k_empty) return false;
       }
@@ -333,11 +334,12 @@ std::uint64_t read_live_table(const std::byte* base, std::uint64_t size,
   }
   if (!consistent) { // tables kept changing under every pass: the last one, without repeats
     ++torn;
-    std::sort(found.begin(), found.end(),
-              [](const live_entry& a, const live_entry& b) { return a.address < b.address; });
+    std::sort(found.begin(), found.end(), [](const live_entry& a, const live_entry& b) {
+      return live_key(a.address, a.kind) < live_key(b.address, b.kind);
+    });
     found.erase(std::unique(found.begin(), found.end(),
                             [](const live_entry& a, const live_entry& b) {
-                              return a.address == b.address;
+                              return live_key(a.address, a.kind) == live_key(b.address, b.kind);
                             }),
                 found.end());
   }

@@ -15,10 +15,10 @@
 // table through the section's dir_version (odd while a table is being replaced): a reader
 // that saw the directory change retries.
 // Invariants (is_valid(), with no writer running): every published address is its slot's
-// key, is in its shard, is found from its hash before the first empty slot, and is published
-// once; each shard's live and used counts match its slots.
-// When a shard cannot grow (the trace is full) and has no free slot within k_max_probe, the
-// allocation is counted in `overflow` and not stored: counted, never corrupting another slot.
+// key, less the tag bit 63 of kinds filed apart (live_key()), is in its shard, is found from its
+// hash before the first empty slot, and is published once; each shard's live and used counts match
+// its slots. When a shard cannot grow (the trace is full) and has no free slot within k_max_probe,
+// the allocation is counted in `overflow` and not stored: counted, never corrupting another slot.
 #pragma once
 
 #include <atomic>
@@ -61,15 +61,17 @@ public:
             std::uint64_t* unmatched) noexcept;
 
   bool is_open() const noexcept { return shards_ != nullptr; }
-  // Stores `e` (e.address > layout::live_word::k_reserved). false: no room (counted).
-  bool insert(const live_entry& e) noexcept;
-  // Removes `address`; copies its address, requested and rounded sizes into *erased when
-  // given. false: not present (counted in unmatched).
-  bool erase(std::uintptr_t address, live_entry* erased) noexcept;
-  // Marks `address` held (live_entry::held) instead of removing it; copies it like erase. A
-  // later insert at the same address replaces the held slot. false: not present (counted in
-  // unmatched).
-  bool hold(std::uintptr_t address, live_entry* held) noexcept;
+  // Stores `e` under `key` (> layout::live_word::k_reserved; the address, or trace_types.h's
+  // live_key() for kinds filed apart). false: no room (counted).
+  bool insert(const live_entry& e, std::uintptr_t key) noexcept;
+  bool insert(const live_entry& e) noexcept { return insert(e, e.address); }
+  // Removes the entry filed under `key`; copies its address, requested and rounded sizes into
+  // *erased when given. false: not present (counted in unmatched).
+  bool erase(std::uintptr_t key, live_entry* erased) noexcept;
+  // Marks the entry filed under `key` held (live_entry::held) instead of removing it; copies
+  // it like erase. A later insert under the same key replaces the held slot. false: not
+  // present (counted in unmatched).
+  bool hold(std::uintptr_t key, live_entry* held) noexcept;
   // Entries stored now (a racy sum while writers run).
   std::uint64_t live_count() const noexcept;
   bool is_valid() const;

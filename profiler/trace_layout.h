@@ -167,6 +167,9 @@ struct header {
 inline constexpr std::uint64_t k_flag_shutdown = 1; // shutdown() ran
 inline constexpr std::uint64_t k_flag_snapshot = 2; // a copy saved while the writer ran (gmem save)
 inline constexpr std::uint64_t k_flag_full = 4;     // the trace reached its limit: records lost
+// Format 5: bit k_flag_observed_shift + observed_framework (trace_types.h): that framework's
+// allocator was observed per allocation.
+inline constexpr unsigned k_flag_observed_shift = 3;
 
 static_assert(sizeof(header) == k_header_bytes);
 static_assert(offsetof(header, format_version) == 8);

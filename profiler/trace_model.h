@@ -18,9 +18,9 @@
 namespace gmem::trace {
 
 // The trace format version this build writes (docs/trace-format.md). It also reads versions 2
-// (k_oldest_format_version: no Python frames, no python_depth) and 3 (one event ring instead of
-// lanes).
-inline constexpr std::uint32_t k_format_version = 4;
+// (k_oldest_format_version: no Python frames, no python_depth), 3 (one event ring instead of
+// lanes) and 4 (no tensor kind, no observed-framework flags).
+inline constexpr std::uint32_t k_format_version = 5;
 inline constexpr std::uint32_t k_oldest_format_version = 2;
 
 enum class trace_state : std::uint8_t {
@@ -51,6 +51,9 @@ struct trace_info {
   std::uint64_t limit_bytes = 0;     // the most the writer could let it grow to
   bool full = false;                 // it reached its limit (or /dev/shm's): records were lost
   std::uint64_t exit_live_count = 0; // allocations outstanding when shutdown() ran
+  // Bit observed_framework: that framework's allocator was observed per allocation (its
+  // tensors are in the trace under alloc_kind::tensor, its segments are its cache).
+  std::uint32_t observed_frameworks = 0;
   std::uint64_t live_capacity = 0;   // most slots of the live allocation table
   std::uint64_t event_capacity = 0;  // events the ring holds
   std::uint64_t sample_capacity = 0; // counter samples the sample ring holds

@@ -532,6 +532,9 @@ std::optional<failure> decoder::run(trace& t) {
   info.sample_capacity = sections_[l::k_samples].capacity;
   info.limit_bytes = u64(offsetof(l::header, limit_bytes));
   info.full = (u64(offsetof(l::header, flags)) & l::k_flag_full) != 0;
+  info.observed_frameworks =
+      static_cast<std::uint32_t>(u64(offsetof(l::header, flags)) >> l::k_flag_observed_shift) &
+      ((1u << k_observed_framework_count) - 1);
   info.exit_live_count = u64(offsetof(l::header, exit_live_count));
   const std::string argv = string_of(u32(offsetof(l::header, cmdline_string)));
   for (std::size_t pos = 0; pos < argv.size();) {

@@ -24,6 +24,8 @@ const char* to_string(alloc_kind kind) noexcept {
     return "graph";
   case alloc_kind::passthrough:
     return "passthrough";
+  case alloc_kind::tensor:
+    return "tensor";
   }
   return "unknown";
 }

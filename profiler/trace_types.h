@@ -21,9 +21,25 @@ enum class alloc_kind : std::uint8_t {
   mempool = 7,     // cuMemAllocFromPoolAsync on an explicit pool
   capture = 8,     // graph memory: allocated by a capturing stream or a graph memory node
   passthrough = 9, // anything else handed straight to the driver
+  // A block a framework's own caching allocator handed to the program (a PyTorch tensor, a
+  // CuPy array), seen through the framework's allocation hooks (interpose/framework_observer.h),
+  // not through the driver. It lies inside a segment the trace also holds under another kind
+  // (the framework's cudaMalloc); readers count it and not that segment as the program's.
+  tensor = 10,
 };
-inline constexpr std::uint8_t k_alloc_kind_count = 10;
+inline constexpr std::uint8_t k_alloc_kind_count = 11;
 const char* to_string(alloc_kind kind) noexcept; // "device", ...; "unknown" if out of range
+
+// The key a live allocation is filed under in the writer's live table. A tensor starts where
+// its segment does as often as not, so tensors are filed under the address with bit 63 set
+// (no user-space address has it); readers see the published address, never the key.
+constexpr std::uintptr_t live_key(std::uintptr_t address, alloc_kind kind) noexcept {
+  return kind == alloc_kind::tensor ? address | (std::uintptr_t{1} << 63) : address;
+}
+
+// Frameworks whose allocators were observed per allocation (header flags, trace-format.md).
+enum class observed_framework : std::uint8_t { pytorch = 0, cupy = 1 };
+inline constexpr std::uint8_t k_observed_framework_count = 2;
 
 // Event records in the ring (trace-format.md, "Event record").
 enum class event_type : std::uint8_t {

@@ -265,7 +265,7 @@ void trace_writer::alloc(std::uintptr_t addr, std::size_t requested, std::size_t
   e.stack_id = stack;
   e.device = device;
   e.kind = kind;
-  live_.insert(e);
+  live_.insert(e, live_key(addr, kind));
   emit(event_type::alloc, device, kind, addr, requested, rounded, stream, stack, e.tick, e.thread);
 }
 
@@ -276,9 +276,9 @@ void trace_writer::free(std::uintptr_t addr, int device, std::uintptr_t stream,
   // After the program's code ended (Python's shutdown), a free releases what the program still
   // held: the slot stays, marked, so the exit report names it (live_table::hold).
   if (config_.python_depth > 0 && python_program_ended())
-    live_.hold(addr, &gone);
+    live_.hold(live_key(addr, kind), &gone);
   else
-    live_.erase(addr, &gone);
+    live_.erase(live_key(addr, kind), &gone);
   emit(event_type::free, device, kind, addr, gone.requested, gone.rounded, stream, 0);
 }
 
@@ -440,6 +440,15 @@ void trace_writer::mark_shutdown() noexcept {
   l::store_word(&header_->exit_live_count, live_.live_count());
   l::store_word(&header_->exit_realtime_ns, realtime_ns());
   __atomic_fetch_or(&header_->flags, l::k_flag_shutdown, __ATOMIC_RELEASE);
+}
+
+void trace_writer::mark_observed(observed_framework framework, bool observed) noexcept {
+  const std::uint64_t bit = std::uint64_t{1}
+                            << (l::k_flag_observed_shift + static_cast<unsigned>(framework));
+  if (observed)
+    __atomic_fetch_or(&header_->flags, bit, __ATOMIC_RELEASE);
+  else
+    __atomic_fetch_and(&header_->flags, ~bit, __ATOMIC_RELEASE);
 }
 
 bool trace_writer::is_valid() const {

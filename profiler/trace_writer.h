@@ -112,6 +112,9 @@ public:
   // Refreshes the heartbeat, the clock calibration and the live count (sampler thread).
   void heartbeat() noexcept;
   void mark_shutdown() noexcept;
+  // Marks that framework's allocator as observed per allocation (a header flag), or no longer
+  // (observation stopped: readers then treat its cache as unobserved).
+  void mark_observed(observed_framework framework, bool observed = true) noexcept;
 
   const writer_config& config() const noexcept { return config_; }
   // Bytes in use now (the trace grows; readers copy this many).

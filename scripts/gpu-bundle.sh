@@ -15,6 +15,8 @@ for f in libgmem.so libgmem_client.so libunwind.so.8 liblzma.so.5 libdw.so.1 lib
   cp -L "$BUILD/lib/$f" "$DEST/lib/"
 done
 strip --strip-debug "$DEST/lib/libgmem.so"
+cp -r "$BUILD/lib/gmem" "$DEST/lib/"   # the Python bootstrap (interpose/python_bootstrap.h)
+chmod -R go-w "$DEST/lib/gmem"
 cp "$BUILD/bin/gmem" "$DEST/bin/" && strip --strip-debug "$DEST/bin/gmem"
 cp "$BUILD/examples/leaky_pipeline" "$BUILD/examples/voxelize" "$DEST/examples/"
 cp "$BUILD/tests/api/api_probe" "$DEST/tests/api/"

@@ -13,6 +13,8 @@
 #   bin/gmem-exporter              install only, when built (prometheus-cpp); system libraries
 #   lib/libgmem.so                 the shim; RUNPATH $ORIGIN:$ORIGIN/gmem (it dlopen()s libunwind)
 #   lib/libgmem_client.so          the client API (C ABI, include/gmem/gmem.h)
+#   lib/gmem/bootstrap/            the Python bootstrap (sitecustomize.py) libgmem.so puts on
+#                                  PYTHONPATH in Python processes
 #   lib/gmem/*.so.*                private helper libraries (elfutils, libunwind and what they
 #                                  load: liblzma, libbz2, libz), RUNPATH $ORIGIN; private so that
 #                                  they never shadow the system's copies through ld.so.cache
@@ -60,7 +62,7 @@ if [ "$mode" = uninstall ]; then
 fi
 
 need() { [ -e "$1" ] || die "$1 is missing (run make first)"; }
-for f in bin/gmem lib/libgmem.so lib/libgmem_client.so docs/gmem.1 docs/gmem-options.7 \
+for f in bin/gmem lib/libgmem.so lib/libgmem_client.so lib/gmem/bootstrap/sitecustomize.py docs/gmem.1 docs/gmem-options.7 \
          docs/gmem.bash-completion; do
   need "$BUILD/$f"
 done
@@ -120,6 +122,9 @@ done
 if [ "$mode" = dist ]; then
   for f in bin/gmem lib/libgmem.so lib/libgmem_client.so; do strip --strip-debug "$root/$f"; done
 fi
+# The Python bootstrap libgmem.so puts on PYTHONPATH; it refuses a group- or world-writable one.
+put "$BUILD/lib/gmem/bootstrap/sitecustomize.py" lib/gmem/bootstrap/sitecustomize.py 644
+chmod 755 "$root/lib/gmem" "$root/lib/gmem/bootstrap"
 for h in include/gmem/*; do put "$h" "$h" 644; done
 for p in python/gmem/*.py; do put "$p" "share/gmem/$p" 644; done
 put "$BUILD/docs/gmem.1" share/man/man1/gmem.1 644

@@ -2,6 +2,8 @@
 
 #include <string_view>
 
+#include "common/units.h"
+#include "profiler/trace_types.h"
 #include "tools/analysis/suppressions.h"
 
 namespace gmem::tools {
@@ -54,7 +56,8 @@ const std::vector<cache_signature>& signatures() {
         "its cached segments, not your tensors (the tensors still alive are inside them)",
         "to trace each tensor, start with gmem run --frameworks pool "
         "(PYTORCH_NO_CUDA_MEMORY_CACHING=1; not for CUDA graphs or "
-        "torch.compile(mode=\"reduce-overhead\"))"},
+        "torch.compile(mode=\"reduce-overhead\"))",
+        static_cast<int>(gmem::trace::observed_framework::pytorch)},
        {{nullptr, "DeviceCachingAllocator::"},
         {nullptr, "cudaMallocMaybeCapturing"},
         {nullptr, "CUDACachingAllocator::*ExpandableSegment"}},
@@ -62,13 +65,15 @@ const std::vector<cache_signature>& signatures() {
        &pytorch_cache_on},
       {{"CuPy", "CuPy's memory pool", "its pooled chunks, not your arrays",
         "to trace each array, turn the pool off in the program: "
-        "cupy.cuda.set_allocator(None)"},
+        "cupy.cuda.set_allocator(None)",
+        static_cast<int>(gmem::trace::observed_framework::cupy)},
        {{"cupy", "MemoryPool"}, {"cupy/cuda/memory", "MemoryPool"}},
        {},
        nullptr},
       {{"JAX", "XLA's BFC allocator", "its arena, not your arrays",
         "to trace each array, start with gmem run --frameworks pool "
-        "(XLA_PYTHON_CLIENT_ALLOCATOR=platform XLA_PYTHON_CLIENT_PREALLOCATE=false)"},
+        "(XLA_PYTHON_CLIENT_ALLOCATOR=platform XLA_PYTHON_CLIENT_PREALLOCATE=false)",
+        -1},
        {{nullptr, "BFCAllocator::"}},
        {"xla_extension", "xla_cuda_plugin", "/jaxlib/", "libjax"},
        &xla_cache_on},
@@ -109,6 +114,12 @@ const framework_cache* framework_cache_of(const std::vector<frame_info>& frames,
   return nullptr;
 }
 
+std::string cache_note(const framework_cache& c, bool observed, std::uint64_t tensor_bytes) {
+  if (!observed) return std::string(c.holds) + "; " + c.advice;
+  return "memory it keeps for reuse, not leaks; " + format_bytes(tensor_bytes) +
+         " of it in live tensors, each traced with its own line";
+}
+
 std::vector<const framework_cache*> framework_caches() {
   std::vector<const framework_cache*> out;
   for (const auto& sig : signatures())
@@ -119,6 +130,9 @@ std::vector<const framework_cache*> framework_caches() {
 bool is_framework_python_frame(const frame_info& f) {
   if (!f.python) return false;
   const std::string_view file = f.file;
+  // gmem's own bootstrap (lib/gmem/bootstrap/sitecustomize.py): CuPy's memory hook calls gmem
+  // from there.
+  if (file.ends_with("/gmem/bootstrap/sitecustomize.py")) return true;
   for (const char* dir : {"/site-packages/", "/dist-packages/"}) {
     for (std::size_t at = file.find(dir); at != std::string_view::npos;
          at = file.find(dir, at + 1)) {

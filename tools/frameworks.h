@@ -30,7 +30,16 @@ struct framework_cache {
   const char* cache;     // "PyTorch's caching allocator"
   const char* holds;     // "cached segments, not your tensors"
   const char* advice;    // how to trace each tensor instead
+  // The framework's bit in trace_info::observed_frameworks when gmem can observe its allocator
+  // per allocation (trace::observed_framework), else -1. When set in a trace, its tensors are
+  // in it one by one (alloc_kind::tensor) and the cache is reported as reserved memory.
+  int observed_as;
 };
+
+// What the cache's sites hold, after "<cache> holds X in N allocations": `observed` = its
+// tensors were traced one by one (`tensor_bytes` of them live), else the cache's `holds` and
+// `advice`.
+std::string cache_note(const framework_cache& c, bool observed, std::uint64_t tensor_bytes);
 
 using recorded_env = std::vector<std::pair<std::string, std::string>>; // trace_info::options
 
@@ -43,7 +52,8 @@ const framework_cache* framework_cache_of(const std::vector<frame_info>& frames,
 std::vector<const framework_cache*> framework_caches();
 
 // A Python frame of a framework's own code: a file under site-packages/ or dist-packages/ of
-// torch, jax, jaxlib, cupy, transformers, accelerate, flax, optax, numpy and their kin.
+// torch, jax, jaxlib, cupy, transformers, accelerate, flax, optax, numpy and their kin, or of
+// gmem's Python bootstrap (its CuPy memory hook).
 bool is_framework_python_frame(const frame_info& f);
 
 } // namespace gmem::tools

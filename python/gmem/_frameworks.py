@@ -3,7 +3,9 @@
 The same table and the same line as `gmem run` (common/framework_env.cpp; tests/tools/
 frameworks_env_test.sh checks that both set the same variables and print the same line):
 
-- observe (the default): PyTorch, CuPy and JAX keep their own allocators; nothing is set.
+- observe (the default): nothing is set at launch; gmem's bootstrap in the program
+  (lib/gmem/bootstrap/sitecustomize.py) observes PyTorch's and CuPy's allocators per tensor
+  and, when JAX is imported, has gmem's pool serve each array.
 - pool: each framework variable the user has not set is set, so that gmem's pool serves and
   traces each tensor (PyTorch's CUDA graphs then fail, as they do natively in that mode).
 - off: nothing is set, nothing said.

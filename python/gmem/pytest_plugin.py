@@ -264,6 +264,28 @@ class _Tracker:
                  if not ln.startswith("The process is still running")]
         return "\n".join(lines).strip("\n") + "\n"
 
+    @staticmethod
+    def _tensors_observed():
+        """Whether gmem may be observing a framework's allocator per tensor in this process
+        (lib/gmem/bootstrap/sitecustomize.py: PyTorch, CuPy)."""
+        return (os.environ.get("GMEM_FRAMEWORKS", "observe") != "off"
+                and any(m in sys.modules for m in ("torch", "cupy")))
+
+    def _leaked_tensors(self, marker):
+        """Bytes of tensors (alloc kind tensor) allocated since `marker` and still live, not
+        suppressed; 0 when none or when gmem cannot say."""
+        tool = find_tool()
+        if tool is None:
+            return 0
+        cmd = [tool, "leaks", str(os.getpid()), "--since-marker", marker, "--json"]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+            report = json.loads(r.stdout)
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return 0
+        return sum(s.get("bytes", 0) for s in report.get("sites", [])
+                   if "tensor" in s.get("kinds", []))
+
     def _cache_held(self, marker):
         """(cached bytes, caches) when everything the test left outstanding since `marker` is
         held by a framework's caching allocator (gmem leaks lists it apart: PyTorch's cached
@@ -329,6 +351,14 @@ class _Tracker:
             msg += (f"gmem: {format_bytes(outstanding)} of GPU memory allocated by the test is "
                     f"still live after it (gmem_no_leaks, {warmups} warm-up runs), by call "
                     f"site:\n" + self._sites(start, at_peak=False))
+        elif leak_mark is not None and self._tensors_observed():
+            # A tensor kept in a segment the cache already had leaves the pool's figures as
+            # they were: the trace's tensors say it.
+            kept = self._leaked_tensors(start)
+            if kept:
+                msg += (f"gmem: {format_bytes(kept)} of tensors allocated by the test are still "
+                        f"live after it (gmem_no_leaks, {warmups} warm-up runs), by call "
+                        f"site:\n" + self._sites(start, at_peak=False))
         if msg:
             self.failures[item.nodeid] = msg
 

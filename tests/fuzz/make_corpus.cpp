@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   }
   {
     image im;
-    im.h().format_version = 5;
+    im.h().format_version = 6;
     save(dir, "other_version", im);
   }
   {

@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # PyTorch, JAX and CuPy under `gmem run` with no variable set (issue 32), each skipped when not
 # installed:
-# - a loop that frees what it allocates exits with no LEAKS line and `gmem leaks` exits 0, with
-#   the framework's caching allocator kept (the default) and with --frameworks pool;
-# - with the cache kept, the exit summary names it instead of counting it (PyTorch);
+# - a loop that frees what it allocates exits with no LEAKS line and `gmem leaks` exits 0, under
+#   the default (PyTorch's and CuPy's caches kept and observed per tensor, JAX served by gmem's
+#   pool) and with --frameworks pool;
+# - under the default, one line says PyTorch's allocator is observed, and the exit summary
+#   reports its cache as reserved memory instead of counting it;
 # - the same program keeping arrays from one line (KEEP) reports exactly those, named by that
-#   line as #0 (the frameworks' own Python frames folded), while it runs and at exit;
-# - torch.cuda.graph and torch.compile(mode="reduce-overhead") run under the default.
+#   line as #0 (the frameworks' own Python frames folded), while it runs and at exit, under the
+#   default and with --frameworks pool;
+# - torch.cuda.graph and torch.compile(mode="reduce-overhead") run under the default, observed;
+# - where a compiler and PyTorch's headers are there, scripts/torch_layout.cpp derives the
+#   layout row of the PyTorch installed and it must equal the bootstrap's row.
 source "$(dirname "$0")/python_lib.sh"
 GMEM=$build/bin/gmem
 [ -x "$GMEM" ] || { echo "no $GMEM: run make first"; exit 1; }
@@ -81,19 +86,41 @@ if "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   ran=$((ran + 1))
   echo "== PyTorch"
   clean torch_observe torch
-  grep -q "PyTorch's caching allocator holds" "$W/torch_observe.err" ||
-    fail "torch_observe: the exit summary does not name PyTorch's cache"
+  grep -Eq "^gmem: PyTorch [0-9.]+: caching allocator kept \(CUDA graphs work\); each tensor traced with its line$" \
+    "$W/torch_observe.err" || fail "torch_observe: no line saying PyTorch's allocator is observed"
+  grep -q "PyTorch's caching allocator holds .* memory it keeps for reuse, not leaks" "$W/torch_observe.err" ||
+    fail "torch_observe: the exit summary does not report PyTorch's cache as reserved memory"
+  kept torch_observe_keep torch 5 "20.0 MiB"
+  grep -q "tensor" "$W/torch_observe_keep.exit" || fail "torch_observe_keep: the kept arrays are not tensors"
   clean torch_pool torch --frameworks pool
   kept torch_pool_keep torch 5 "20.0 MiB" --frameworks pool
   "$GMEM" run -- "$PY" "$PROG" torch --graphs >"$W/graphs.out" 2>"$W/graphs.err" &&
     grep -q "graphs:" "$W/graphs.out" && echo "ok: CUDA graphs and reduce-overhead under the default" ||
     fail "torch --graphs under the default: $(tail -5 "$W/graphs.err")"
+  grep -q "per-tensor observation stopped" "$W/graphs.err" && fail "torch --graphs: observation stopped"
   PIDS+=("$(pid_of "$W/graphs.err")")
+  # The layout row against the installed PyTorch's headers, where they can be compiled.
+  tinc=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "include"))')
+  if command -v g++ >/dev/null && [ -f "$tinc/c10/cuda/CUDACachingAllocator.h" ]; then
+    if g++ -std=c++17 -Wno-invalid-offsetof -D_GLIBCXX_USE_CXX11_ABI=1 -I"$tinc" \
+      -I"$tinc/torch/csrc/api/include" -I"${CUDA_HOME:-/usr/local/cuda}/include" \
+      "$root/scripts/torch_layout.cpp" -o "$W/torch_layout" 2>"$W/layout.err"; then
+      derived=$("$W/torch_layout" | tr -d ' \n')
+      table=$(sed -n '/^TORCH_LAYOUTS = {/,/^}/p' "$build/lib/gmem/bootstrap/sitecustomize.py" | tr -d ' \n')
+      case "$table" in *"$derived"*) echo "ok: layout row: $derived" ;;
+        *) fail "the installed PyTorch's layout $derived is not the bootstrap's row" ;; esac
+    else
+      echo "note: scripts/torch_layout.cpp did not compile here: $(head -3 "$W/layout.err")"
+    fi
+  fi
 fi
 if "$PY" -c "import jax; assert jax.devices('gpu')" 2>/dev/null; then
   ran=$((ran + 1))
   echo "== JAX"
   clean jax_observe jax
+  grep -q "gmem: JAX: XLA's arena cannot be observed per array; set XLA_PYTHON_CLIENT_ALLOCATOR=platform" \
+    "$W/jax_observe.err" || fail "jax_observe: no line saying gmem's pool serves JAX"
+  kept jax_keep jax 4 "16.0 MiB"
   clean jax_pool jax --frameworks pool
   kept jax_pool_keep jax 4 "16.0 MiB" --frameworks pool
 fi
@@ -101,6 +128,9 @@ if "$PY" -c "import cupy; cupy.cuda.runtime.getDeviceCount()" 2>/dev/null; then
   ran=$((ran + 1))
   echo "== CuPy"
   clean cupy_pool_kept cupy
+  grep -q "gmem: CuPy: memory pool kept; each array traced with its line" "$W/cupy_pool_kept.err" ||
+    fail "cupy_pool_kept: no line saying CuPy's pool is observed"
+  kept cupy_pool_keep cupy 5 "20.0 MiB"
   clean cupy_no_pool "cupy --no-pool"
   kept cupy_no_pool_keep "cupy --no-pool" 5 "20.0 MiB"
 fi

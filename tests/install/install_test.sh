@@ -128,7 +128,8 @@ tarball=$(ls "$W"/dist/gmem-*-linux-x86_64.tar.gz 2>/dev/null | head -1)
 mkdir -p "$W/x" && tar -C "$W/x" -xzf "$tarball" || fail "tar xzf $tarball"
 T=$(ls -d "$W"/x/gmem-*-linux-x86_64)
 for f in INSTALL README.md bin/gmem lib/libgmem.so lib/libgmem_client.so include/gmem/gmem.h \
-         share/gmem/python/gmem/__init__.py share/man/man1/gmem.1 lib/cmake/gmem/gmemConfig.cmake; do
+         share/gmem/python/gmem/__init__.py share/man/man1/gmem.1 lib/cmake/gmem/gmemConfig.cmake \
+         lib/gmem/bootstrap/sitecustomize.py; do
   [ -e "$T/$f" ] || fail "the tarball has no $f"
 done
 "${run_env[@]}" "$T/bin/gmem" run -- "$W/drv/leak_sites" >/dev/null 2>"$W/tar-run.err" || fail "gmem run from the tarball"
@@ -168,6 +169,10 @@ grep -q "package at $V/lib/python3[^/]*/site-packages/gmem/" "$W/py.out" || fail
 grep -q "libgmem.so mapped from \['$V/lib/python3[^/]*/site-packages/gmem/_native/lib/libgmem.so'\]" "$W/py.out" ||
   fail "python: the wheel's libgmem.so is not the one preloaded"
 grep -q "LEAKS: 2.00 MiB in 2 allocations" "$W/py.err" || fail "python: the two leaks are not in the summary"
+# The wheel's Python bootstrap (beside its libgmem.so) is there and the shim accepted it.
+ls "$V"/lib/python3*/site-packages/gmem/_native/lib/gmem/bootstrap/sitecustomize.py >/dev/null ||
+  fail "the wheel has no lib/gmem/bootstrap/sitecustomize.py beside libgmem.so"
+grep -q "Python bootstrap not used" "$W/py.err" && fail "python: the wheel's bootstrap was refused: $(cat "$W/py.err")"
 PYPID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/py.err")
 [ -n "$PYPID" ] && PIDS+=("$PYPID")
 "${run_env[@]}" "$V/bin/gmem" leaks "$PYPID" --json >"$W/pyleaks.json"

@@ -113,7 +113,7 @@ TEST(corpus, damaged_seeds_fail_at_the_right_byte) {
   for (const want& w :
        {want{"truncated_body", 16, "truncated"},
         want{"truncated_header", 100, "shorter than its 8192-byte header"},
-        want{"other_version", 8, "trace format version 5, this gmem reads versions 2 to 4"},
+        want{"other_version", 8, "trace format version 6, this gmem reads versions 2 to 5"},
         want{"unwritten_header", 0, "not written yet"},
         want{"hostile_capacity", 128 + 3 * 32, "capacity"},
         want{"hostile_offset", 4096, "not inside the trace"},

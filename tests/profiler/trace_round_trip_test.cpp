@@ -273,16 +273,39 @@ TEST(trace_round_trip, saved_file_reads_back) {
   EXPECT_FALSE(open_file(path)); // gone: an error, not a crash
 }
 
+TEST(trace_round_trip, tensors_beside_their_segment_and_the_observed_flag) {
+  trace_buffer b;
+  EXPECT_EQ(decode(b.bytes()).value.info.observed_frameworks, 0u);
+  b.writer->mark_observed(observed_framework::pytorch);
+  b.writer->alloc(0x7000000, 20u << 20, 20u << 20, 0, 0, alloc_kind::device, 0);
+  b.writer->alloc(0x7000000, 4u << 20, 4u << 20, 0, 0, alloc_kind::tensor, 0);
+  b.writer->alloc(0x7400000, 4u << 20, 4u << 20, 0, 0, alloc_kind::tensor, 0);
+  b.writer->free(0x7000000, 0, 0, alloc_kind::tensor);
+  read_result r = decode(b.bytes());
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.info.observed_frameworks, 1u);
+  ASSERT_EQ(r.value.live.size(), 2u); // the segment and the second tensor
+  std::uint64_t tensors = 0;
+  for (const auto& a : r.value.live)
+    if (a.kind == alloc_kind::tensor) tensors += a.requested;
+  EXPECT_EQ(tensors, 4u << 20);
+  EXPECT_EQ(r.value.events.back().kind, alloc_kind::tensor);
+  EXPECT_EQ(r.value.events.back().size, 4u << 20); // the free found its tensor
+  b.writer->mark_observed(observed_framework::pytorch, false);
+  b.writer->mark_observed(observed_framework::cupy);
+  EXPECT_EQ(decode(b.bytes()).value.info.observed_frameworks, 2u);
+}
+
 TEST(trace_round_trip, rejects_other_versions_by_name) {
   trace_buffer b;
   std::vector<std::byte> copy(b.bytes().begin(), b.bytes().end());
-  for (const std::uint32_t v : {1u, 5u}) {
+  for (const std::uint32_t v : {1u, 6u}) {
     std::memcpy(copy.data() + 8, &v, 4);
     const read_result r = decode(copy);
     ASSERT_FALSE(r);
     EXPECT_EQ(r.error.offset, 8u);
     EXPECT_EQ(r.error.message,
-              "trace format version " + std::to_string(v) + ", this gmem reads versions 2 to 4");
+              "trace format version " + std::to_string(v) + ", this gmem reads versions 2 to 5");
   }
 }
 
@@ -303,7 +326,7 @@ TEST(trace_round_trip, python_frames_and_notes) {
   const read_result r = decode(b.bytes());
   ASSERT_TRUE(r) << r.error.to_string();
   const auto& t = r.value;
-  EXPECT_EQ(t.info.format_version, 4u);
+  EXPECT_EQ(t.info.format_version, 5u);
   EXPECT_EQ(t.info.python_depth, 16u);
   ASSERT_NE(t.stack(a), nullptr);
   EXPECT_EQ(*t.stack(a), (std::vector<std::uintptr_t>{0x401000, 0x402000}));

@@ -7,9 +7,15 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+#define FAKE_EXPORT_VAR __attribute__((visibility("default")))
 
 namespace {
 
@@ -38,6 +44,92 @@ public:
 FAKE_EXPORT CUdeviceptr fake_c10_cuda_segment(std::size_t bytes) {
   static c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator allocator;
   return allocator.malloc(bytes);
+}
+
+// PyTorch 2.11's allocator as gmem's per-tensor observation sees it (tests/tools/
+// observe_e2e_test.sh): the exported variable c10::cuda::CUDACachingAllocator::allocator holds
+// the active allocator, an object whose vtable slot 44 is attachAllocatorTraceTracker; every
+// other slot is null, so a wrong slot crashes the test. The allocator exists only after
+// fake_c10_cuda_init() (CUDA's lazy initialization), and trackers receive 136-byte TraceEntry
+// records laid out as PyTorch 2.11's.
+namespace {
+struct trace_entry {
+  unsigned char bytes[136];
+};
+using tracker = std::function<void(const trace_entry&)>;
+struct fake_allocator {
+  void* const* vtable;
+  std::vector<tracker> trackers;
+  CUdeviceptr segment = 0;
+  std::size_t segment_bytes = 0, used = 0;
+};
+void attach(fake_allocator* self, tracker t) {
+  self->trackers.push_back(std::move(t));
+}
+void* g_vtable[50];
+fake_allocator* g_fake = nullptr;
+
+void emit(int action, int device, std::uint64_t addr, std::uint64_t size, std::uint64_t stream) {
+  trace_entry e{};
+  const std::int32_t a = action;
+  const std::int8_t d = static_cast<std::int8_t>(device);
+  std::memcpy(e.bytes + 0, &a, 4);
+  std::memcpy(e.bytes + 4, &d, 1);
+  std::memcpy(e.bytes + 8, &addr, 8);
+  std::memcpy(e.bytes + 32, &stream, 8);
+  std::memcpy(e.bytes + 40, &size, 8);
+  for (const auto& t : g_fake->trackers)
+    t(e);
+}
+} // namespace
+
+namespace c10::cuda::CUDACachingAllocator {
+FAKE_EXPORT_VAR std::atomic<void*> allocator{nullptr};
+} // namespace c10::cuda::CUDACachingAllocator
+
+FAKE_EXPORT void fake_c10_cuda_init() {
+  if (g_fake != nullptr) return;
+  // CUDA's initialization, as torch.cuda's lazy init makes it: the primary context, current.
+  CUdevice dev = 0;
+  CUcontext ctx = nullptr;
+  if (driver<CUresult (*)(unsigned)>("cuInit")(0) != CUDA_SUCCESS ||
+      driver<CUresult (*)(CUdevice*, int)>("cuDeviceGet")(&dev, 0) != CUDA_SUCCESS ||
+      driver<CUresult (*)(CUcontext*, CUdevice)>("cuDevicePrimaryCtxRetain")(&ctx, dev) !=
+          CUDA_SUCCESS ||
+      driver<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx) != CUDA_SUCCESS)
+    return;
+  g_vtable[44] = reinterpret_cast<void*>(&attach);
+  g_fake = new fake_allocator{g_vtable, {}};
+  c10::cuda::CUDACachingAllocator::allocator.store(g_fake);
+}
+
+// A tensor of `bytes` carved from the allocator's segment (one 64 MiB segment from the
+// driver, as the cache asks for it), reported to the trackers as ALLOC; 0 when it is full.
+FAKE_EXPORT CUdeviceptr fake_c10_cuda_tensor(std::size_t bytes) {
+  if (g_fake == nullptr) return 0;
+  if (g_fake->segment == 0) {
+    g_fake->segment_bytes = 64u << 20;
+    g_fake->segment = fake_c10_cuda_segment(g_fake->segment_bytes);
+  }
+  const std::size_t rounded = (bytes + 511) / 512 * 512;
+  if (g_fake->segment == 0 || g_fake->used + rounded > g_fake->segment_bytes) return 0;
+  const CUdeviceptr p = g_fake->segment + g_fake->used;
+  g_fake->used += rounded;
+  emit(0, 0, p, bytes, 0);
+  return p;
+}
+
+// The program frees a tensor: FREE_REQUESTED, then FREE_COMPLETED (its space is not reused).
+FAKE_EXPORT void fake_c10_cuda_free(CUdeviceptr p) {
+  if (g_fake == nullptr) return;
+  emit(1, 0, p, 0, 0);
+  emit(2, 0, p, 0, 0);
+}
+
+// Any record, for the sanity check.
+FAKE_EXPORT void fake_c10_cuda_emit(int action, int device, std::uint64_t addr,
+                                    std::uint64_t size) {
+  if (g_fake != nullptr) emit(action, device, addr, size, 0);
 }
 
 #elif FAKE_LIB == 2 // libtorch_cuda.so: PyTorch's pinned host cache

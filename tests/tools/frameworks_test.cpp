@@ -135,6 +135,23 @@ gmem::trace::trace pytorch_no_caching_trace() {
   return t;
 }
 
+// The same program under gmem's default with PyTorch's allocator observed per tensor (the
+// trace's flag): the cache's segments are live as before (stacks 1-3) and the tensors the
+// tracker recorded lie inside them, kind tensor: five 4 MiB tensors kept by remember() at
+// prog.py:5 in the second segment, the first at its very address. Their stack runs through
+// the cache's code (stack 2), yet they are the program's.
+gmem::trace::trace pytorch_observed_trace() {
+  auto t = pytorch_trace();
+  t.info.observed_frameworks =
+      1u << static_cast<unsigned>(gmem::trace::observed_framework::pytorch);
+  const std::uintptr_t segment = 0x7f0000000000 + 20 * k_mib;
+  for (std::uintptr_t i = 0; i < 5; ++i)
+    add_live(t, segment + i * 4 * k_mib, 4 * k_mib, 2, 2000 + i, alloc_kind::tensor);
+  std::stable_sort(t.live.begin(), t.live.end(),
+                   [](const auto& a, const auto& b) { return a.address < b.address; });
+  return t;
+}
+
 std::vector<std::string> names(const std::vector<frame_info>& frames) {
   std::vector<std::string> out;
   for (const auto& f : frames)
@@ -221,6 +238,39 @@ TEST(frameworks, pytorch_without_its_cache_reports_the_tensors_by_the_programs_l
   EXPECT_NE(summary.find("LEAKS: 22.0 MiB in 6 allocations from 2 call sites"), std::string::npos)
       << summary;
   EXPECT_EQ(summary.find("caching allocator"), std::string::npos);
+}
+
+TEST(frameworks, observed_tensors_are_the_leaks_and_the_cache_is_reserved_memory) {
+  const auto t = pytorch_observed_trace();
+  symbolizer symbols(module_ranges(t));
+  const auto supp = suppression_list::defaults();
+  const leak_report r = report_of(t, symbols, supp);
+  ASSERT_TRUE(r.is_valid());
+  ASSERT_EQ(r.sites.size(), 1u);
+  EXPECT_EQ(r.sites[0].bytes, 20 * k_mib);
+  EXPECT_EQ(r.sites[0].count, 5u);
+  EXPECT_EQ(r.sites[0].kinds, std::vector<std::string>{"tensor"});
+  EXPECT_EQ(names(r.sites[0].frames)[0], "remember@prog.py:5");
+  EXPECT_EQ(r.cached_bytes, 42 * k_mib); // the segments, not counted twice
+  EXPECT_EQ(r.tensor_bytes, 20 * k_mib);
+  ASSERT_EQ(r.caches.size(), 1u);
+  EXPECT_TRUE(r.observed(r.caches[0]));
+  const std::string out = print_leaks(t, r, {});
+  EXPECT_EQ(out, golden("frameworks_observed.txt", out));
+  const auto j = leaks_json(t, r);
+  EXPECT_EQ(j["tensor_bytes"], 20 * k_mib);
+  EXPECT_EQ(j["framework_caches"][0]["tensors_observed"], true);
+  const std::string summary = format_run_summary(&t, 4242, "python3", 0, {});
+  EXPECT_NE(summary.find("LEAKS: 20.0 MiB in 5 allocations from 1 call sites"), std::string::npos)
+      << summary;
+  EXPECT_EQ(summary, golden("frameworks_observed_run_summary.txt", summary));
+  // Without the flag (observation stopped), the cache gets the advice of an unobserved one.
+  auto stopped = t;
+  stopped.info.observed_frameworks = 0;
+  const leak_report s = report_of(stopped, symbols, supp);
+  EXPECT_FALSE(s.observed(s.caches[0]));
+  EXPECT_NE(print_leaks(stopped, s, {}).find("to trace each tensor, start with"),
+            std::string::npos);
 }
 
 TEST(frameworks, the_cudamallocasync_backend_is_not_a_cache) {

@@ -69,15 +69,18 @@ std::string site_id(const std::string& key) {
   return std::string(buf, 12);
 }
 
-std::size_t site_resolver::site_of(const gmem::trace::trace& t, std::uint32_t stack_id) {
-  if (auto it = by_stack_.find(stack_id); it != by_stack_.end()) return it->second;
+std::size_t site_resolver::site_of(const gmem::trace::trace& t, std::uint32_t stack_id,
+                                   gmem::trace::alloc_kind kind) {
+  const bool tensor = kind == gmem::trace::alloc_kind::tensor;
+  const std::uint64_t memo = std::uint64_t{stack_id} * 2 + (tensor ? 1 : 0);
+  if (auto it = by_stack_.find(memo); it != by_stack_.end()) return it->second;
   // The leak report's identity of a site (Python frames first, internals folded), so the
   // exporter, growth, diff and oom name the sites `gmem leaks` names.
   shown_stack shown = show_stack(t, stack_id, symbols_, frame_view::python_first);
   std::string key = stack_key(shown);
   // A framework cache's segments are a site apart from the program's tensors of the same line.
   const framework_cache* held_by =
-      framework_cache_of(all_frames(t, stack_id, symbols_), t.info.options);
+      tensor ? nullptr : framework_cache_of(all_frames(t, stack_id, symbols_), t.info.options);
   if (held_by != nullptr) key.insert(0, std::string("C") + held_by->cache + '\x1f');
   std::vector<frame_info> frames = std::move(shown.frames);
   auto k = by_key_.find(key);
@@ -91,7 +94,7 @@ std::size_t site_resolver::site_of(const gmem::trace::trace& t, std::uint32_t st
     sites_.push_back(std::move(s));
     k = by_key_.emplace(std::move(key), sites_.size() - 1).first;
   }
-  by_stack_.emplace(stack_id, k->second);
+  by_stack_.emplace(memo, k->second);
   return k->second;
 }
 

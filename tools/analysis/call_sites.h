@@ -50,15 +50,18 @@ class site_resolver {
 public:
   // `symbols` must outlive the resolver.
   explicit site_resolver(symbolizer& symbols) : symbols_(symbols) {}
-  // Index of the site of `stack_id` (0 and unknown ids: the "(no stack)" site).
-  std::size_t site_of(const gmem::trace::trace& t, std::uint32_t stack_id);
+  // Index of the site of `stack_id` (0 and unknown ids: the "(no stack)" site) for an
+  // allocation of `kind`: a tensor (alloc_kind::tensor) is the program's, never a cache's,
+  // though its stack runs through the cache's code.
+  std::size_t site_of(const gmem::trace::trace& t, std::uint32_t stack_id,
+                      gmem::trace::alloc_kind kind = gmem::trace::alloc_kind::device);
   const call_site& site(std::size_t index) const { return sites_[index]; }
   std::size_t size() const { return sites_.size(); }
 
 private:
   symbolizer& symbols_;
   std::vector<call_site> sites_;
-  std::unordered_map<std::uint32_t, std::size_t> by_stack_;
+  std::unordered_map<std::uint64_t, std::size_t> by_stack_; // stack id * 2 + is a tensor
   std::unordered_map<std::string, std::size_t> by_key_;
 };
 

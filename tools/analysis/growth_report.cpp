@@ -27,14 +27,14 @@ growth_report build_growth_report(const gmem::trace::trace& t, site_resolver& si
   r.now_ns = trace_now_ns(t);
   r.from_ns = r.now_ns > window_ns ? r.now_ns - window_ns : 0;
   std::unordered_map<std::size_t, site_growth> by_site;
-  auto at = [&](std::uint32_t stack_id) -> site_growth& {
-    const std::size_t i = sites.site_of(t, stack_id);
+  auto at = [&](std::uint32_t stack_id, gmem::trace::alloc_kind kind) -> site_growth& {
+    const std::size_t i = sites.site_of(t, stack_id, kind);
     site_growth& g = by_site[i];
     g.site = i;
     return g;
   };
   for (const auto& a : t.live) {
-    site_growth& g = at(a.stack_id);
+    site_growth& g = at(a.stack_id, a.kind);
     g.live_bytes += a.requested;
     ++g.live_count;
     if (a.time_ns >= r.from_ns) {
@@ -42,7 +42,8 @@ growth_report build_growth_report(const gmem::trace::trace& t, site_resolver& si
       ++g.new_live_count;
     }
   }
-  // Replay the ring: address -> (stack, time) of its allocation, so a free inside the window
+  // Replay the ring: address (live_key: a tensor apart from its segment) -> (stack, time) of
+  // its allocation, so a free inside the window
   // finds the site and age of what it freed.
   struct origin {
     std::uint32_t stack_id;
@@ -55,10 +56,10 @@ growth_report build_growth_report(const gmem::trace::trace& t, site_resolver& si
   if (t.events.empty() && t.losses.last_seq > 0) r.incomplete = true;
   for (const auto& e : t.events) {
     if (e.type == event_type::alloc) {
-      open[e.address] = {e.stack_id, e.time_ns};
-      if (e.time_ns >= r.from_ns) ++at(e.stack_id).allocs_in_window;
+      open[gmem::trace::live_key(e.address, e.kind)] = {e.stack_id, e.time_ns};
+      if (e.time_ns >= r.from_ns) ++at(e.stack_id, e.kind).allocs_in_window;
     } else if (e.type == event_type::free) {
-      auto it = open.find(e.address);
+      auto it = open.find(gmem::trace::live_key(e.address, e.kind));
       if (e.time_ns >= r.from_ns) {
         if (it == open.end()) {
           if (e.size2 != 0 || e.size != 0) { // a free the live table knew (not a foreign one)
@@ -66,7 +67,7 @@ growth_report build_growth_report(const gmem::trace::trace& t, site_resolver& si
             ++r.unknown_freed_count;
           }
         } else if (it->second.time_ns < r.from_ns) {
-          site_growth& g = at(it->second.stack_id);
+          site_growth& g = at(it->second.stack_id, e.kind);
           g.freed_old_bytes += e.size;
           ++g.freed_old_count;
         }

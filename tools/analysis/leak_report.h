@@ -69,6 +69,15 @@ struct leak_report {
   std::uint64_t cached_bytes = 0;
   std::uint64_t cached_count = 0;
   std::vector<const framework_cache*> caches;
+  // Tensors the frameworks' allocators handed out (alloc_kind::tensor), all of them, before
+  // filtering: each is also in `sites` (the program's), inside a cache's site in `cached`.
+  std::uint64_t tensor_bytes = 0;
+  std::uint64_t tensor_count = 0;
+  std::uint32_t observed_frameworks = 0; // trace_info's
+  // The trace has `c`'s tensors one by one (its allocator was observed).
+  bool observed(const framework_cache* c) const {
+    return c != nullptr && c->observed_as >= 0 && (observed_frameworks >> c->observed_as & 1u);
+  }
   bool process_alive = false; // a live process's "leaks" may still be freed
   bool incomplete = false;    // the live table overflowed: some allocations are missing
   // Sites sorted by bytes, each site's invariant, totals equal to the sums over sites.

@@ -11,6 +11,7 @@ struct held {
   std::uint32_t stack_id;
   std::uint64_t bytes;
   int device;
+  gmem::trace::alloc_kind kind;
 };
 
 std::vector<oom_holder> top_holders(const gmem::trace::trace& t, site_resolver& sites,
@@ -20,7 +21,7 @@ std::vector<oom_holder> top_holders(const gmem::trace::trace& t, site_resolver& 
   *total = 0;
   for (const auto& [addr, h] : live) {
     if (h.device != device) continue;
-    oom_holder& o = by_site[sites.site_of(t, h.stack_id)];
+    oom_holder& o = by_site[sites.site_of(t, h.stack_id, h.kind)];
     o.bytes += h.bytes;
     ++o.count;
     *total += h.bytes;
@@ -49,9 +50,9 @@ oom_report build_oom_report(const gmem::trace::trace& t, site_resolver& sites, s
   std::unordered_map<std::uintptr_t, held> live; // replayed from the ring
   for (const auto& e : t.events) {
     if (e.type == event_type::alloc) {
-      live[e.address] = {e.stack_id, e.size, e.device};
+      live[gmem::trace::live_key(e.address, e.kind)] = {e.stack_id, e.size, e.device, e.kind};
     } else if (e.type == event_type::free) {
-      live.erase(e.address);
+      live.erase(gmem::trace::live_key(e.address, e.kind));
     } else if (e.type == event_type::oom) {
       oom_entry o;
       o.seq = e.seq;
@@ -71,7 +72,9 @@ oom_report build_oom_report(const gmem::trace::trace& t, site_resolver& sites, s
       } else {
         std::unordered_map<std::uintptr_t, held> before;
         for (const auto& a : t.live)
-          if (a.time_ns <= e.time_ns) before[a.address] = {a.stack_id, a.requested, a.device};
+          if (a.time_ns <= e.time_ns)
+            before[gmem::trace::live_key(a.address, a.kind)] = {a.stack_id, a.requested, a.device,
+                                                                a.kind};
         o.holders = top_holders(t, sites, before, e.device, top, &o.held_bytes);
       }
       r.ooms.push_back(std::move(o));

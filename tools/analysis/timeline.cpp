@@ -103,6 +103,10 @@ timeline build_timeline(const gmem::trace::trace& trace) {
       add_to(s_of().live, std::max(e->size2, e->size));
       break;
     case event_type::free: {
+      if (e->kind == gmem::trace::alloc_kind::tensor) { // inside a block counted already
+        changed = false;
+        break;
+      }
       const auto it = blocks.find(e->address);
       if (const auto g = graphs.find(e->address); g != graphs.end()) {
         sub_from(dev[g->second.device].graph, g->second.bytes);

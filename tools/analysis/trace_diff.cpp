@@ -72,7 +72,7 @@ trace_diff build_trace_diff(const gmem::trace::trace& a, site_resolver& a_sites,
   };
   std::map<std::string, site_diff> by_key;
   for (const auto& x : a.live) {
-    const call_site& s = a_sites.site(a_sites.site_of(a, x.stack_id));
+    const call_site& s = a_sites.site(a_sites.site_of(a, x.stack_id, x.kind));
     site_diff& e = by_key[s.key];
     if (e.site.key.empty() && e.site.id.empty()) e.site = s;
     e.a_bytes += x.requested;
@@ -83,7 +83,7 @@ trace_diff build_trace_diff(const gmem::trace::trace& a, site_resolver& a_sites,
     }
   }
   for (const auto& x : b.live) {
-    const call_site& s = b_sites.site(b_sites.site_of(b, x.stack_id));
+    const call_site& s = b_sites.site(b_sites.site_of(b, x.stack_id, x.kind));
     site_diff& e = by_key[s.key];
     e.site = s; // B's names win: it is the newer trace
     e.b_bytes += x.requested;

@@ -88,7 +88,8 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
     for (const auto& s : leaks.cached)
       if (s.cache == c) bytes += s.bytes, count += s.count;
     out += "gmem: " + std::string(c->cache) + " holds " + format_bytes(bytes) + " in " +
-           std::to_string(count) + " allocations at exit: " + c->holds + "; " + c->advice + "\n";
+           std::to_string(count) +
+           " allocations at exit: " + cache_note(*c, leaks.observed(c), leaks.tensor_bytes) + "\n";
   }
   if (leaks.suppressed_count > 0)
     out += "gmem: suppressed: " + format_bytes(leaks.suppressed_bytes) + " in " +

@@ -45,10 +45,36 @@ private:
   std::map<std::uint32_t, py_value> cache_;
 };
 
+// With a framework's allocator observed (trace_info::observed_frameworks), its tensors are the
+// snapshot's blocks and the segments it asked the driver for are not: their space shows as
+// inactive (cached) within gmem's segments, as PyTorch's own snapshots show it.
+class observed_caches {
+public:
+  observed_caches(const gmem::trace::trace& t, symbolizer& s) : t_(t), symbols_(s) {}
+  bool is_cache(std::uint32_t stack_id, gmem::trace::alloc_kind kind) {
+    if (t_.info.observed_frameworks == 0 || kind == gmem::trace::alloc_kind::tensor) return false;
+    auto it = memo_.find(stack_id);
+    if (it == memo_.end()) {
+      const framework_cache* c =
+          framework_cache_of(all_frames(t_, stack_id, symbols_), t_.info.options);
+      const bool observed = c != nullptr && c->observed_as >= 0 &&
+                            (t_.info.observed_frameworks >> c->observed_as & 1u);
+      it = memo_.emplace(stack_id, observed).first;
+    }
+    return it->second;
+  }
+
+private:
+  const gmem::trace::trace& t_;
+  symbolizer& symbols_;
+  std::map<std::uint32_t, bool> memo_;
+};
+
 } // namespace
 
 py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool all_frames) {
   frame_cache frames(t, symbols, all_frames ? frame_view::all : frame_view::mixed);
+  observed_caches caches(t, symbols);
   py_list segments;
   // device_traces is a list indexed by device, as PyTorch's snapshots are: its length comes
   // from the device ids the exported records carry, which a trace's writer chooses. Ids past
@@ -77,7 +103,7 @@ py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool
                                [](const auto& a, std::uintptr_t v) { return a.address < v; });
     for (; it != t.live.end() && it->address - seg.base < seg.bytes; ++it) {
       const std::uint64_t off = it->address - seg.base;
-      if (it->device != seg.device || off < at) continue;
+      if (it->device != seg.device || off < at || caches.is_cache(it->stack_id, it->kind)) continue;
       const std::uint64_t size = std::min(std::max(it->rounded, it->requested), seg.bytes - off);
       gap(off);
       blocks.push_back(py_dict{{"address", it->address},
@@ -104,6 +130,17 @@ py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool
                                {"blocks", std::move(blocks)}});
   }
   std::vector<py_list> traces(static_cast<std::size_t>(std::max(max_device + 1, 1)));
+  std::map<std::uintptr_t, bool> cache_blocks; // addresses of live observed caches' blocks
+  auto exported_block = [&](const gmem::trace::event& e) {
+    if (e.kind == gmem::trace::alloc_kind::tensor) return true;
+    if (!is_pooled_kind(e.kind)) return false;
+    if (e.type == gmem::trace::event_type::alloc) {
+      if (!caches.is_cache(e.stack_id, e.kind)) return true;
+      cache_blocks[e.address] = true;
+      return false;
+    }
+    return cache_blocks.erase(e.address) == 0; // the free of a cache's block: not exported
+  };
   for (const auto& e : t.events) {
     if (e.device < 0 || e.device > max_device || !exported(e.type)) continue;
     using gmem::trace::event_type;
@@ -119,11 +156,11 @@ py_value pytorch_snapshot(const gmem::trace::trace& t, symbolizer& symbols, bool
     };
     switch (e.type) {
     case event_type::alloc:
-      if (is_pooled_kind(e.kind))
+      if (exported_block(e))
         add("alloc", e.address, std::max(e.size2, e.size), frames.get(e.stack_id));
       break;
     case event_type::free:
-      if (is_pooled_kind(e.kind)) {
+      if (exported_block(e)) {
         add("free_requested", e.address, std::max(e.size2, e.size), py_list{});
         add("free_completed", e.address, std::max(e.size2, e.size), py_list{});
       }

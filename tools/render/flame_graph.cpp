@@ -114,19 +114,20 @@ std::vector<gmem::trace::live_allocation> live_at_peak(const gmem::trace::trace&
   live_map now;
   std::uint64_t now_total = 0;
   for (const auto& a : t.live)
-    if (now.try_emplace(a.address, a).second) now_total += a.requested;
+    if (now.try_emplace(gmem::trace::live_key(a.address, a.kind), a).second)
+      now_total += a.requested;
   const auto& ev = t.events;
   // Steps the state back over `e`: afterwards it is the state just before `e`. A free re-adds
   // its allocation with what the free event knows; the allocating event, further back, fills
   // in its stack, thread and time (stack_id stays 0 until then).
   auto step_back = [](live_map& live, std::uint64_t& total, const gmem::trace::event& e) {
     if (e.type == event_type::alloc) {
-      if (auto it = live.find(e.address); it != live.end()) {
+      if (auto it = live.find(gmem::trace::live_key(e.address, e.kind)); it != live.end()) {
         total -= it->second.requested;
         live.erase(it);
       }
     } else if (e.type == event_type::free) {
-      gmem::trace::live_allocation& a = live[e.address];
+      gmem::trace::live_allocation& a = live[gmem::trace::live_key(e.address, e.kind)];
       total -= a.requested;
       a = {};
       a.address = e.address;

@@ -76,7 +76,8 @@ json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
     caches.push_back(json{{"framework", c->framework},
                           {"cache", c->cache},
                           {"holds", c->holds},
-                          {"advice", c->advice}});
+                          {"advice", c->advice},
+                          {"tensors_observed", r.observed(c)}});
   return json{{"trace", source_json(t)},
               {"process_running", r.process_alive},
               {"incomplete", r.incomplete},
@@ -94,6 +95,8 @@ json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
               {"cached_bytes", r.cached_bytes},
               {"cached_count", r.cached_count},
               {"framework_caches", caches},
+              {"tensor_bytes", r.tensor_bytes},
+              {"tensor_count", r.tensor_count},
               {"cached", cached}};
 }
 

@@ -80,8 +80,8 @@ std::string print_cached(const leak_report& r) {
       if (s.cache == c) bytes += s.bytes, count += s.count, ++n_sites;
     out += std::string(c->cache) + ": " + format_bytes(bytes) + " in " +
            plural(count, "allocation", "allocations") + " from " +
-           plural(n_sites, "call site", "call sites") + " are " + c->holds + "; " + c->advice +
-           ":\n";
+           plural(n_sites, "call site", "call sites") + " are " +
+           cache_note(*c, r.observed(c), r.tensor_bytes) + ":\n";
     for (const auto& s : r.cached)
       if (s.cache == c)
         out += "    " + format_bytes(s.bytes) + " in " +

@@ -61,7 +61,12 @@ std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const t
   f.framework_caches = false; // what holds memory, caches included: not a leak list
   const leak_report r = build_leak_report(t, symbols, f);
   out += "\nTOP CALL SITES BY LIVE BYTES (" + std::to_string(r.all_count) + " live allocations, " +
-         format_bytes(r.all_bytes) + ")\n";
+         format_bytes(r.all_bytes);
+  // Observed tensors lie inside their cache's segments, which are listed too.
+  if (r.tensor_count > 0)
+    out += "; " + format_bytes(r.tensor_bytes) + " of it in " + std::to_string(r.tensor_count) +
+           " tensors inside frameworks' caches";
+  out += ")\n";
   for (const auto& s : r.sites) {
     const std::string where = site_summary(s);
     std::snprintf(line, sizeof line, "%11s %7llu  ", format_bytes(s.bytes).c_str(),
