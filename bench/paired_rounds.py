@@ -14,6 +14,7 @@ others are compared with):
                    (trace and stacks on)
   gmem-traceoff    the same with GMEM_TRACE=0
   gmem-fanout      gmem's defaults with GMEM_CONTEXT_BARRIER=0 (every barrier a fan-out)
+  gmem-stitch      gmem's defaults with GMEM_STITCH=1 (free arena pages stitched into ranges)
   gmem-observe     gmem with nothing set (what `gmem run` gives a PyTorch program): PyTorch's
                    caching allocator kept and each tensor observed (GMEM_FRAMEWORKS=observe)
 Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
@@ -41,6 +42,7 @@ CONFIGS = {
     "gmem": (NOCACHE, True),
     "gmem-traceoff": ({**NOCACHE, "GMEM_TRACE": "0"}, True),
     "gmem-fanout": ({**NOCACHE, "GMEM_CONTEXT_BARRIER": "0"}, True),
+    "gmem-stitch": ({**NOCACHE, "GMEM_STITCH": "1"}, True),
     "gmem-observe": ({}, True),
 }
 
