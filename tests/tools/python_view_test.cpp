@@ -223,10 +223,36 @@ TEST(suppressions, parse_errors_name_the_line) {
   EXPECT_EQ(ok->entries()[0].pattern, "foo");
   EXPECT_EQ(ok->entries()[1].origin, "f:4");
   EXPECT_FALSE(suppression_list::parse("leak:a\nfoo\n", "f", &error));
-  EXPECT_EQ(error, "f:2: expected 'leak:PATTERN' (or a # comment), found 'foo'");
+  EXPECT_EQ(error,
+            "f:2: expected 'leak:PATTERN' or 'leak.KIND:PATTERN' (or a # comment), found 'foo'");
   EXPECT_FALSE(suppression_list::parse("leak:**", "f", &error));
   EXPECT_EQ(error, "f:1: empty pattern (it would suppress every leak)");
   EXPECT_FALSE(suppression_list::parse("leak:^$", "f", &error));
+}
+
+// leak.KIND:PATTERN suppresses only allocations of that kind: XLA's pinned host staging
+// buffer, allocated under JAX's pxla.py, is suppressed by default, a device array kept from
+// the same Python code is not.
+TEST(suppressions, a_kind_qualified_pattern_matches_only_that_kind) {
+  std::string error;
+  auto list = suppression_list::parse("leak.host_pinned:pxla.py\n", "f", &error);
+  ASSERT_TRUE(list) << error;
+  ASSERT_EQ(list->entries().size(), 1u);
+  EXPECT_EQ(list->entries()[0].kind, "host_pinned");
+  frame_info f;
+  f.python = true;
+  f.function = "batched_device_put";
+  f.file = "/venv/lib/python3.12/site-packages/jax/_src/interpreters/pxla.py";
+  EXPECT_NE(list->match({f}, "host_pinned"), nullptr);
+  EXPECT_EQ(list->match({f}, "vmm"), nullptr);
+  EXPECT_EQ(list->match({f}), nullptr);
+  const auto defaults = suppression_list::defaults();
+  EXPECT_NE(defaults.match({f}, "host_pinned"), nullptr);
+  EXPECT_EQ(defaults.match({f}, "device"), nullptr);
+  EXPECT_FALSE(suppression_list::parse("leak.pinned:x\n", "f", &error));
+  EXPECT_NE(error.find("f:1: unknown allocation kind 'pinned'"), std::string::npos) << error;
+  EXPECT_FALSE(suppression_list::parse("leak.device:\n", "f", &error));
+  EXPECT_EQ(error, "f:1: empty pattern (it would suppress every leak)");
 }
 
 TEST(suppressions, files_are_regular_and_small) {

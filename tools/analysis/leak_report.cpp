@@ -70,9 +70,9 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
   r.incomplete = trace.losses.live_overflow > 0;
   const std::uint64_t now = trace_now_ns(trace);
   r.observed_frameworks = trace.info.observed_frameworks;
-  // (stack id, is a tensor) -> site key (cached): a tensor's stack runs through its cache's
-  // code, but the tensor is the program's.
-  std::map<std::pair<std::uint32_t, bool>, std::string> key_of_stack;
+  // (stack id, kind) -> site key (cached): a tensor's stack runs through its cache's code, but
+  // the tensor is the program's; kind-qualified suppressions depend on the kind.
+  std::map<std::pair<std::uint32_t, gmem::trace::alloc_kind>, std::string> key_of_stack;
   std::map<std::string, leak_site> by_key;
   for (const auto& a : trace.live) {
     r.all_bytes += a.requested;
@@ -83,7 +83,7 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
     if (age < filter.min_age_ns || (filter.max_age_ns != 0 && age > filter.max_age_ns) ||
         a.time_ns < filter.min_time_ns)
       continue;
-    auto k = key_of_stack.find({a.stack_id, tensor});
+    auto k = key_of_stack.find({a.stack_id, a.kind});
     if (k == key_of_stack.end()) {
       shown_stack shown = show_stack(trace, a.stack_id, symbols, filter.view);
       std::string key = stack_key(shown);
@@ -91,14 +91,15 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
       const framework_cache* cache = nullptr;
       if (filter.suppressions != nullptr || filter.framework_caches) {
         const auto every = all_frames(trace, a.stack_id, symbols);
-        if (filter.suppressions) why = filter.suppressions->match(every);
+        if (filter.suppressions)
+          why = filter.suppressions->match(every, gmem::trace::to_string(a.kind));
         if (!why && filter.framework_caches && !tensor)
           cache = framework_cache_of(every, trace.info.options);
       }
       // One Python line may hold a leak, a workspace and a cache's segment: three sites.
       if (why) key.insert(0, "S" + why->pattern + '\x1f');
       if (cache) key.insert(0, std::string("C") + cache->cache + '\x1f');
-      k = key_of_stack.emplace(std::pair{a.stack_id, tensor}, key).first;
+      k = key_of_stack.emplace(std::pair{a.stack_id, a.kind}, key).first;
       if (auto [it, fresh] = by_key.try_emplace(key); fresh) {
         it->second.frames = std::move(shown.frames);
         it->second.python_frames = shown.python_frames;

@@ -1,5 +1,7 @@
 #include "tools/analysis/suppressions.h"
 
+#include "profiler/trace_types.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -16,7 +18,9 @@ constexpr std::size_t k_max_file_bytes = 1 << 20;
 // Then what frameworks keep for the process's life by design: PyTorch's pinned host cache
 // (CachingHostAllocator: pinned blocks freed by tensors are cached, never given back) and the
 // memory of CUDA graphs a framework keeps to replay (PyTorch's CUDAGraph, XLA's command
-// buffers). New patterns go at the end: a pattern's origin names its line.
+// buffers), and the pinned host staging buffer XLA keeps for transfers from JAX's device_put
+// (pinned host memory allocated under pxla.py; JAX's device arrays are device memory). New patterns
+// go at the end: a pattern's origin names its line.
 constexpr const char* k_default_text =
     R"(# gmem's default suppressions: library-lifetime allocations
 leak:libcublas
@@ -50,6 +54,7 @@ leak:at::cuda::CUDAGraph::
 leak:CUDAGraph::capture_end
 leak:xla::gpu::*CommandBuffer
 leak:stream_executor::gpu::*CommandBuffer
+leak.host_pinned:jax/_src/interpreters/pxla.py
 )";
 
 // Glob with `*` at position p of pattern against text from t, anchored at both ends.
@@ -111,9 +116,24 @@ suppression_list::parse(const std::string& text, const std::string& origin, std:
     const auto last = line.find_last_not_of(" \t\r");
     line = line.substr(first, last - first + 1);
     const std::string where = origin + ":" + std::to_string(line_no);
+    std::string kind;
+    if (line.rfind("leak.", 0) == 0 && line.find(':') != std::string::npos) {
+      kind = line.substr(5, line.find(':') - 5);
+      bool known = false;
+      for (std::uint8_t k = 0; k < gmem::trace::k_alloc_kind_count; ++k)
+        known = known || kind == gmem::trace::to_string(static_cast<gmem::trace::alloc_kind>(k));
+      if (!known) {
+        *error = where + ": unknown allocation kind '" + kind.substr(0, 40) +
+                 "' (kinds: device, async, host_pinned, managed, pitched, vmm, ipc, mempool, "
+                 "capture, passthrough, tensor)";
+        return std::nullopt;
+      }
+      line = "leak:" + line.substr(line.find(':') + 1);
+    }
     if (line.rfind("leak:", 0) != 0) {
-      *error =
-          where + ": expected 'leak:PATTERN' (or a # comment), found '" + line.substr(0, 80) + "'";
+      *error = where +
+               ": expected 'leak:PATTERN' or 'leak.KIND:PATTERN' (or a # comment), found '" +
+               line.substr(0, 80) + "'";
       return std::nullopt;
     }
     std::string pattern = line.substr(5);
@@ -122,7 +142,7 @@ suppression_list::parse(const std::string& text, const std::string& origin, std:
       *error = where + ": empty pattern (it would suppress every leak)";
       return std::nullopt;
     }
-    out.entries_.push_back({std::move(pattern), where});
+    out.entries_.push_back({std::move(pattern), where, std::move(kind)});
     if (end == text.size()) break;
   }
   return out;
@@ -176,11 +196,14 @@ void suppression_list::append(const suppression_list& other) {
   entries_.insert(entries_.end(), other.entries_.begin(), other.entries_.end());
 }
 
-const suppression* suppression_list::match(const std::vector<frame_info>& frames) const {
+const suppression* suppression_list::match(const std::vector<frame_info>& frames,
+                                           const std::string& kind) const {
   for (const auto& f : frames)
     for (const auto& s : entries_)
-      if (pattern_matches(s.pattern, f.function) || pattern_matches(s.pattern, f.file) ||
-          (!f.python && pattern_matches(s.pattern, f.module)))
+      if (!(s.kind.empty() || s.kind == kind))
+        continue;
+      else if (pattern_matches(s.pattern, f.function) || pattern_matches(s.pattern, f.file) ||
+               (!f.python && pattern_matches(s.pattern, f.module)))
         return &s;
   return nullptr;
 }

@@ -6,6 +6,7 @@
 //
 //   # comment
 //   leak:PATTERN
+//   leak.KIND:PATTERN      only allocations of that kind (e.g. leak.host_pinned:...)
 //
 // PATTERN matches a frame when it occurs in the frame's function name, source file or module
 // path (Python frames: function or file); `*` matches any run of characters, a leading `^`
@@ -24,6 +25,7 @@ namespace gmem::tools {
 struct suppression {
   std::string pattern;
   std::string origin; // "default" or "FILE:LINE"
+  std::string kind;   // an alloc kind's name ("host_pinned"): only allocations of it; "" = any
 };
 
 class suppression_list {
@@ -39,8 +41,10 @@ public:
   static std::optional<suppression_list> load(const std::string& path, std::string* error);
 
   void append(const suppression_list& other);
-  // The first suppression matching a frame of `frames`, or nullptr.
-  const suppression* match(const std::vector<frame_info>& frames) const;
+  // The first suppression matching a frame of `frames` (and `kind`, for a kind-qualified one),
+  // or nullptr.
+  const suppression* match(const std::vector<frame_info>& frames,
+                           const std::string& kind = {}) const;
   const std::vector<suppression>& entries() const { return entries_; }
 
 private:
