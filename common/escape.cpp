@@ -99,19 +99,26 @@ std::string escape_bidi_in_json(std::string_view json) {
 }
 
 std::string valid_utf8(std::string_view s) {
+  // Valid runs are copied whole (most strings are one run of ASCII): s[done, i) is valid and
+  // not yet in `out`.
   std::string out;
-  out.reserve(s.size());
+  std::size_t done = 0;
   for (std::size_t i = 0; i < s.size();) {
-    std::uint32_t cp = 0;
-    const std::size_t n = utf8_length(s, i, &cp);
-    if (n == 0) {
-      out += "\xef\xbf\xbd"; // U+FFFD
+    if (static_cast<unsigned char>(s[i]) < 0x80) {
       ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
+      continue;
     }
+    std::uint32_t cp = 0;
+    if (const std::size_t n = utf8_length(s, i, &cp); n != 0) {
+      i += n;
+      continue;
+    }
+    out.append(s.substr(done, i - done));
+    out += "\xef\xbf\xbd"; // U+FFFD
+    done = ++i;
   }
+  if (done == 0) return std::string(s);
+  out.append(s.substr(done));
   return out;
 }
 

@@ -1,6 +1,7 @@
 #include "tools/symbolizer.h"
 
 #include <cxxabi.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <poll.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "common/safe_file.h"
 
@@ -47,6 +49,19 @@ int refuse_find_elf(Dwfl_Module*, void**, const char*, Dwarf_Addr, char** file_n
   return -1;
 }
 
+// /usr/lib/debug/.build-id/xx/yyyy.debug for a build id of `n` bytes; -1 when there is none.
+int open_by_build_id(const unsigned char* bits, long n) {
+  if (bits == nullptr || n < 2 || n > 64) return -1;
+  std::string path = std::string(k_debug_dir) + "/.build-id/";
+  char b[3];
+  for (long i = 0; i < n; ++i) {
+    std::snprintf(b, sizeof b, "%02x", bits[i]);
+    path += b;
+    if (i == 0) path += '/';
+  }
+  return open_regular_file(path + ".debug", true, nullptr);
+}
+
 // elfutils' find_debuginfo: separate debug info from /usr/lib/debug only, opened by us. The
 // name is never handed back (libdwfl would open it itself when the descriptor is -1).
 int find_debuginfo_safely(Dwfl_Module* mod, void**, const char* modname, Dwarf_Addr,
@@ -62,17 +77,7 @@ int find_debuginfo_safely(Dwfl_Module* mod, void**, const char* modname, Dwarf_A
   const unsigned char* bits = nullptr;
   GElf_Addr vaddr = 0;
   const int n = dwfl_module_build_id(mod, &bits, &vaddr);
-  if (n >= 2 && n <= 64) {
-    std::string path = std::string(k_debug_dir) + "/.build-id/";
-    char b[3];
-    for (int i = 0; i < n; ++i) {
-      std::snprintf(b, sizeof b, "%02x", bits[i]);
-      path += b;
-      if (i == 0) path += '/';
-    }
-    const int fd = open_regular_file(path + ".debug", true, nullptr);
-    if (fd >= 0) return fd;
-  }
+  if (const int fd = open_by_build_id(bits, n); fd >= 0) return fd;
   // .gnu_debuglink: a base name, looked up under /usr/lib/debug/<module's directory>. The
   // module path has no ".." (checked before it was reported), so this stays under it.
   if (debuglink == nullptr || modname == nullptr) return -1;
@@ -82,6 +87,39 @@ int find_debuginfo_safely(Dwfl_Module* mod, void**, const char* modname, Dwarf_A
   if (slash == std::string::npos || has_dot_dot(module)) return -1;
   return open_regular_file(std::string(k_debug_dir) + module.substr(0, slash + 1) + link, true,
                            nullptr);
+}
+
+// A dwz alternate file (.gnu_debugaltlink) holds strings and DIEs that a module's DWARF
+// refers to. Unless it was handed one, libdw opens it by name itself the first time it reads
+// such an attribute (a line lookup reads the unit's directory): the build-id path, then the
+// recorded name beside the debug file, blocking and following links, so a FIFO there stalls
+// the lookup until the budget runs out. So before a module's lines are looked up, libdw gets
+// the alternate file from us, opened like every other file (by build id under
+// /usr/lib/debug, or an absolute name there); when there is none, the module's lines are not
+// looked up. Its function names need no DWARF (the symbol table). `known` caches the answer.
+bool lines_usable(Dwfl_Module* mod, std::map<Dwfl_Module*, bool>& known) {
+  auto [it, fresh] = known.try_emplace(mod, true);
+  if (!fresh) return it->second;
+  Dwarf_Addr bias = 0;
+  Dwarf* dw = dwfl_module_getdwarf(mod, &bias);
+  if (dw == nullptr) return true; // no DWARF: a line lookup reads nothing
+  const char* name = nullptr;
+  const void* id = nullptr;
+  const ssize_t n = dwelf_dwarf_gnu_debugaltlink(dw, &name, &id);
+  if (n <= 0) return true; // no alternate file named
+  int fd = open_by_build_id(static_cast<const unsigned char*>(id), n);
+  if (fd < 0 && name != nullptr) {
+    const std::string alt = name;
+    if (alt.rfind(std::string(k_debug_dir) + "/", 0) == 0 && !has_dot_dot(alt))
+      fd = open_regular_file(alt, true, nullptr);
+  }
+  Dwarf* alt = fd >= 0 ? dwarf_begin(fd, DWARF_C_READ) : nullptr;
+  if (alt == nullptr) {
+    if (fd >= 0) ::close(fd);
+    return it->second = false;
+  }
+  dwarf_setalt(dw, alt); // both live as long as the child
+  return true;
 }
 
 bool write_all(int fd, const std::string& data) {
@@ -167,6 +205,7 @@ bool read_all_blocking(int fd, void* buf, std::size_t n) {
   }
   if (dwfl != nullptr) dwfl_report_end(dwfl, nullptr, nullptr);
   if (!write_all(sock, verdicts)) ::_exit(0);
+  std::map<Dwfl_Module*, bool> lines_known;
   std::uint64_t ip = 0;
   while (read_all_blocking(sock, &ip, sizeof ip)) {
     std::string function, file;
@@ -176,7 +215,8 @@ bool read_all_blocking(int fd, void* buf, std::size_t n) {
       GElf_Off offset = 0;
       GElf_Sym sym;
       function = demangle(dwfl_module_addrinfo(mod, pc, &offset, &sym, nullptr, nullptr, nullptr));
-      if (Dwfl_Line* line = dwfl_module_getsrc(mod, pc); line != nullptr)
+      if (Dwfl_Line* line = lines_usable(mod, lines_known) ? dwfl_module_getsrc(mod, pc) : nullptr;
+          line != nullptr)
         if (const char* f = dwfl_lineinfo(line, nullptr, &lineno, nullptr, nullptr, nullptr))
           file = f;
     }

@@ -127,11 +127,12 @@ UNIT_TESTS += $(EXPORT_REPLAY)
 SAN_TESTS += $(EXPORT_REPLAY)
 FUZZ_RSS_MB ?= 2048
 EXPORT_FUZZ_BIN := build/fuzz/export_fuzz
-$(EXPORT_FUZZ_BIN): tests/fuzz/export_fuzz.cpp $(TOOLS_CORE_SRCS) $(PROFILER_READER_SRCS) \
-                    $(COMMON_SRCS) $(wildcard tools/*.h profiler/*.h common/*.h) | deps-test
-	@mkdir -p $(@D)
-	clang++ -std=c++20 -O1 -g -I. -Iinclude -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=undefined -o $@ $(filter %.cpp,$^) $(TOOLS_LIBS)
+FUZZ_TOOLS_LIB := $(FUZZ_OBJ)/libgmem_tools.a
+$(FUZZ_TOOLS_LIB): $(TOOLS_CORE_SRCS:%.cpp=$(FUZZ_OBJ)/%.o) $(PROFILER_READER_SRCS:%.cpp=$(FUZZ_OBJ)/%.o) \
+                   $(COMMON_SRCS:%.cpp=$(FUZZ_OBJ)/%.o)
+	rm -f $@ && $(AR) rcs $@ $^
+$(EXPORT_FUZZ_BIN): $(FUZZ_OBJ)/tests/fuzz/export_fuzz.o $(FUZZ_TOOLS_LIB)
+	clang++ $(FUZZ_CXXFLAGS) -o $@ $^ $(TOOLS_LIBS)
 .PHONY: fuzz-export
 fuzz: fuzz-export
 fuzz-export: $(EXPORT_FUZZ_BIN)

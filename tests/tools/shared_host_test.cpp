@@ -4,6 +4,7 @@
 // command and a second user end to end are in shared_host_e2e_test.sh.
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <link.h>
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <string>
 
@@ -130,16 +132,13 @@ TEST(shared_host, a_module_path_with_dot_dot_is_not_followed) {
 }
 
 // This test binary as a module, with its build id, the way a trace records it.
-module_range self_module() {
+// The module map's entry for `path` (the executable's has an empty path), as a trace records it.
+module_range loaded_module(const std::string& path, bool executable) {
   module_range self;
-  char path[4096];
-  const auto n = readlink("/proc/self/exe", path, sizeof path - 1);
-  if (n <= 0) return self;
-  const std::string exe(path, static_cast<std::size_t>(n));
   for (const auto& m : gmem::trace::scan_modules()) {
-    if (m.path != exe && !m.path.empty()) continue;
+    if (m.path != path && !(executable && m.path.empty())) continue;
     if (m.start == 0) continue;
-    self.path = exe;
+    self.path = path;
     self.base = m.load_bias;
     self.start = m.start;
     self.size = m.size;
@@ -151,6 +150,13 @@ module_range self_module() {
     break;
   }
   return self;
+}
+
+module_range self_module() {
+  char path[4096];
+  const auto n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n <= 0) return {};
+  return loaded_module(std::string(path, static_cast<std::size_t>(n)), true);
 }
 
 std::set<pid_t> children_of_self() {
@@ -197,6 +203,50 @@ TEST(shared_host, a_stalled_symbolizer_costs_at_most_its_budget) {
   EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(100));
   // The stopped child was killed and reaped.
   EXPECT_EQ(children_of_self().count(helper), 0u);
+}
+
+// libdw's own lookup of a dwz alternate file (.gnu_debugaltlink). A library whose DWARF keeps
+// its unit's directory in the alternate file (DW_FORM_GNU_strp_alt, as dwz writes it) and whose
+// .gnu_debugaltlink names "fifo", a FIFO beside it: at the first line lookup libdw opened that
+// FIFO by name, blocking, and the lookup cost the whole budget. libdw now gets only alternate
+// files gmem opened; without one, no lines are looked up in that module, and the function is
+// still named at once (from the symbol table).
+TEST(shared_host, a_dwz_alternate_file_is_opened_by_gmem_or_not_at_all) {
+  if (std::system("command -v cc >/dev/null 2>&1") != 0) GTEST_SKIP() << "no cc";
+  scratch s;
+  const std::string c = s.dir + "/alt.c", as = s.dir + "/alt.s", lib = s.dir + "/libalt.so";
+  std::ofstream(c) << "int gmem_altlinked(int x) { return x * 3 + 1; }\n";
+  ASSERT_EQ(std::system(("cc -O1 -g -gdwarf-4 -fPIC -S -o '" + as + "' '" + c + "'").c_str()), 0);
+  std::string text;
+  {
+    std::ifstream in(as);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  // The unit's DW_AT_comp_dir (0x1b) as DW_FORM_strp (0xe) in the abbreviations becomes
+  // DW_FORM_GNU_strp_alt (0x1f21): the same 4-byte offset, into the alternate file's strings.
+  const std::string strp = "\t.uleb128 0x1b\n\t.uleb128 0xe\n";
+  const auto at = text.find(strp);
+  if (at == std::string::npos) GTEST_SKIP() << "cc wrote no DW_AT_comp_dir as DW_FORM_strp";
+  text.replace(at, strp.size(), "\t.uleb128 0x1b\n\t.uleb128 0x1f21\n");
+  text += "\t.section\t.gnu_debugaltlink,\"\",%progbits\n\t.string\t\"fifo\"\n";
+  for (int i = 1; i <= 20; ++i) // the alternate file's build id
+    text += "\t.byte\t" + std::to_string(i) + "\n";
+  std::ofstream(as) << text;
+  ASSERT_EQ(std::system(("cc -shared -Wl,--build-id -o '" + lib + "' '" + as + "'").c_str()), 0);
+  ASSERT_EQ(mkfifo((s.dir + "/fifo").c_str(), 0600), 0);
+  void* handle = dlopen(lib.c_str(), RTLD_NOW);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  const auto fn = reinterpret_cast<std::uintptr_t>(dlsym(handle, "gmem_altlinked"));
+  ASSERT_NE(fn, 0u);
+  const module_range m = loaded_module(lib, false);
+  ASSERT_FALSE(m.build_id.empty()) << "libalt.so is not in the module map";
+  symbolizer symbols({m}, std::chrono::milliseconds(3000));
+  const auto t0 = std::chrono::steady_clock::now();
+  const frame_info& f = symbols.resolve(fn + 1);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  EXPECT_EQ(f.function, "gmem_altlinked") << f.note;
+  EXPECT_EQ(f.file, "");
+  dlclose(handle);
 }
 
 // Row 4: a trace with one marker on device 2^29 (or alloc events on device 2^20) made the

@@ -40,15 +40,17 @@ public:
       const std::string key = parent + '\x1f' + name;
       auto [it, fresh] = nodes_.try_emplace(key, std::to_string(nodes_.size() + 1));
       if (fresh) {
-        json node{{"name", name}, {"category", f->python ? "python" : "native"}};
+        json& node = table_[it->second];
+        node["name"] = name;
+        node["category"] = f->python ? "python" : "native";
         if (!parent.empty()) node["parent"] = parent;
-        table_[it->second] = node;
       }
       parent = it->second;
     }
     return leaf_.emplace(stack_id, parent).first->second;
   }
-  json table() const { return table_; }
+  // Hands the table over: called once, after the last leaf().
+  json take_table() { return std::move(table_); }
 
 private:
   const gmem::trace::trace& t_;
@@ -59,114 +61,123 @@ private:
   json table_ = json::object();
 };
 
+// One event, built field by field. An initializer list would first build each field as a
+// two-element array and then move it into the object: several allocations per field, which
+// made building the events the export's main cost.
+json event(const char* ph, int pid, int tid, std::string name, double ts) {
+  json e = json::object();
+  e["ph"] = ph;
+  e["pid"] = pid;
+  e["tid"] = tid;
+  e["name"] = std::move(name);
+  e["ts"] = ts;
+  return e;
+}
+
 } // namespace
 
 json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols, bool all_frames) {
   const frame_view view = all_frames ? frame_view::all : frame_view::mixed;
   const int pid = static_cast<int>(t.info.pid);
   json ev = json::array();
-  ev.push_back(json{{"ph", "M"},
-                    {"pid", pid},
-                    {"tid", 0},
-                    {"name", "process_name"},
-                    {"args", {{"name", "gmem: " + t.info.command_line}}}});
+  {
+    json m = json::object();
+    m["ph"] = "M";
+    m["pid"] = pid;
+    m["tid"] = 0;
+    m["name"] = "process_name";
+    m["args"]["name"] = "gmem: " + t.info.command_line;
+    ev.push_back(std::move(m));
+  }
   const timeline tl = build_timeline(t);
   for (const auto& d : tl.devices) {
     const std::string name = pool_name(d.device) + " memory";
-    for (const auto& p : d.points)
-      ev.push_back(
-          json{{"ph", "C"},
-               {"pid", pid},
-               {"tid", 0},
-               {"name", name},
-               {"ts", us(p.t_ns)},
-               {"args", {{"live", p.live}, {"reserved", p.reserved}, {"graph", p.graph}}}});
+    for (const auto& p : d.points) {
+      json c = event("C", pid, 0, name, us(p.t_ns));
+      json& args = c["args"];
+      args["live"] = p.live;
+      args["reserved"] = p.reserved;
+      args["graph"] = p.graph;
+      ev.push_back(std::move(c));
+    }
   }
-  for (const auto& s : t.samples)
-    ev.push_back(json{{"ph", "C"},
-                      {"pid", pid},
-                      {"tid", 0},
-                      {"name", pool_name(s.device) + " pool"},
-                      {"ts", us(s.time_ns)},
-                      {"args",
-                       {{"pending", s.stats.pending_bytes},
-                        {"free", s.stats.free_bytes},
-                        {"largest_free_block", s.stats.largest_free_block}}}});
+  for (const auto& s : t.samples) {
+    json c = event("C", pid, 0, pool_name(s.device) + " pool", us(s.time_ns));
+    json& args = c["args"];
+    args["pending"] = s.stats.pending_bytes;
+    args["free"] = s.stats.free_bytes;
+    args["largest_free_block"] = s.stats.largest_free_block;
+    ev.push_back(std::move(c));
+  }
   stack_frames sf(t, symbols, view);
   for (const auto& e : t.events) {
     using gmem::trace::event_type;
     const int tid = static_cast<int>(e.thread);
     switch (e.type) {
     case event_type::alloc: {
-      json a{{"ph", "i"},
-             {"s", "t"},
-             {"pid", pid},
-             {"tid", tid},
-             {"name", "alloc " + format_bytes(e.size)},
-             {"cat", "alloc"},
-             {"ts", us(e.time_ns)},
-             {"args", {{"bytes", e.size}, {"address", e.address}, {"device", e.device}}}};
-      if (const std::string leaf = sf.leaf(e.stack_id); !leaf.empty()) a["sf"] = leaf;
+      json a = event("i", pid, tid, "alloc " + format_bytes(e.size), us(e.time_ns));
+      a["s"] = "t";
+      a["cat"] = "alloc";
+      json& args = a["args"];
+      args["bytes"] = e.size;
+      args["address"] = e.address;
+      args["device"] = e.device;
+      if (std::string leaf = sf.leaf(e.stack_id); !leaf.empty()) a["sf"] = std::move(leaf);
       ev.push_back(std::move(a));
       break;
     }
-    case event_type::marker:
-      ev.push_back(json{{"ph", "i"},
-                        {"s", "p"},
-                        {"pid", pid},
-                        {"tid", tid},
-                        {"name", e.label},
-                        {"cat", "marker"},
-                        {"ts", us(e.time_ns)}});
-      break;
-    case event_type::oom: {
-      json args{{"requested", e.size}, {"device", e.device}};
-      if (e.stack_id != 0) {
-        json frames = json::array();
-        for (const auto& f : show_stack(t, e.stack_id, symbols, view).frames)
-          frames.push_back(f.file.empty() ? f.name() : f.name() + " (" + f.location() + ")");
-        args["stack"] = frames;
-      }
-      ev.push_back(json{{"ph", "i"},
-                        {"s", "p"},
-                        {"pid", pid},
-                        {"tid", tid},
-                        {"name", "OOM " + format_bytes(e.size)},
-                        {"cat", "oom"},
-                        {"ts", us(e.time_ns)},
-                        {"args", args}});
+    case event_type::marker: {
+      json m = event("i", pid, tid, e.label, us(e.time_ns));
+      m["s"] = "p";
+      m["cat"] = "marker";
+      ev.push_back(std::move(m));
       break;
     }
-    case event_type::fence:
-      ev.push_back(json{{"ph", "X"},
-                        {"pid", pid},
-                        {"tid", tid},
-                        {"name", "fence"},
-                        {"cat", "fence"},
-                        {"ts", us(e.time_ns)},
-                        {"dur", us(e.size2)},
-                        {"args", {{"released", e.size}, {"device", e.device}}}});
+    case event_type::oom: {
+      json o = event("i", pid, tid, "OOM " + format_bytes(e.size), us(e.time_ns));
+      o["s"] = "p";
+      o["cat"] = "oom";
+      json& args = o["args"];
+      args["requested"] = e.size;
+      args["device"] = e.device;
+      if (e.stack_id != 0) {
+        json& frames = args["stack"] = json::array();
+        for (const auto& f : show_stack(t, e.stack_id, symbols, view).frames)
+          frames.push_back(f.file.empty() ? f.name() : f.name() + " (" + f.location() + ")");
+      }
+      ev.push_back(std::move(o));
       break;
-    case event_type::trim:
-      ev.push_back(json{{"ph", "i"},
-                        {"s", "t"},
-                        {"pid", pid},
-                        {"tid", tid},
-                        {"name", "trim " + format_bytes(e.size)},
-                        {"cat", "trim"},
-                        {"ts", us(e.time_ns)}});
+    }
+    case event_type::fence: {
+      json x = event("X", pid, tid, "fence", us(e.time_ns));
+      x["cat"] = "fence";
+      x["dur"] = us(e.size2);
+      json& args = x["args"];
+      args["released"] = e.size;
+      args["device"] = e.device;
+      ev.push_back(std::move(x));
       break;
+    }
+    case event_type::trim: {
+      json i = event("i", pid, tid, "trim " + format_bytes(e.size), us(e.time_ns));
+      i["s"] = "t";
+      i["cat"] = "trim";
+      ev.push_back(std::move(i));
+      break;
+    }
     default:
       break;
     }
   }
-  return json{{"traceEvents", ev},
-              {"stackFrames", sf.table()},
-              {"displayTimeUnit", "ms"},
-              {"otherData",
-               {{"generator", "gmem export"},
-                {"trace", source_json(t)},
-                {"lost_events", t.losses.lost_events}}}};
+  // Moved, not copied: an initializer list would copy every event a second time.
+  json out = json::object();
+  out["traceEvents"] = std::move(ev);
+  out["stackFrames"] = sf.take_table();
+  out["displayTimeUnit"] = "ms";
+  out["otherData"] = json{{"generator", "gmem export"},
+                          {"trace", source_json(t)},
+                          {"lost_events", t.losses.lost_events}};
+  return out;
 }
 
 } // namespace gmem::tools
