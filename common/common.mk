@@ -4,7 +4,7 @@ COMMON_OBJS := $(COMMON_SRCS:%.cpp=$(BUILD)/%.o)
 COMMON_LIB  := $(BUILD)/lib/libgmem_common.a
 $(COMMON_LIB): $(COMMON_OBJS)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 LIBS_ALL += $(COMMON_LIB)
 
 COMMON_TESTS_SRCS := $(wildcard tests/common/*_test.cpp)

@@ -5,7 +5,7 @@ POOL_OBJS := $(POOL_SRCS:%.cpp=$(BUILD)/%.o)
 POOL_LIB  := $(BUILD)/lib/libgmem_pool.a
 $(POOL_LIB): $(POOL_OBJS)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 LIBS_ALL += $(POOL_LIB)
 
 POOL_TEST_SRCS := $(wildcard tests/pool/*.cpp)

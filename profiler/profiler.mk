@@ -19,10 +19,10 @@ PROFILER_UNWIND_COPY := $(BUILD)/lib/libunwind.so.8 $(BUILD)/lib/liblzma.so.5
 
 $(PROFILER_READER_LIB): $(PROFILER_READER_SRCS:%.cpp=$(BUILD)/%.o)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 $(PROFILER_LIB): $(PROFILER_READER_SRCS:%.cpp=$(BUILD)/%.o) $(PROFILER_WRITER_SRCS:%.cpp=$(BUILD)/%.o)
 	@mkdir -p $(@D)
-	$(AR) rcs $@ $^
+	rm -f $@ && $(AR) rcs $@ $^
 define profiler_bundle
 	@mkdir -p $(@D)
 	@src=$$(ls /usr/lib/*/$(@F) /usr/lib/$(@F) 2>/dev/null | head -1); \
