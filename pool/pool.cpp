@@ -175,17 +175,12 @@ void pool_impl::unlist_locked(block* b) {
   }
 }
 
-void pool_impl::carve_locked(block* b, std::size_t size) {
-  std::size_t rest = b->size - size;
-  if (b->seg->kind == segment_kind::oversize) return; // one block per oversize segment
-  std::size_t min_rest = b->seg->kind == segment_kind::small
-                             ? k_block_granule
-                             : std::max(opt_.large_split_min_bytes, k_block_granule);
-  if (rest < min_rest) return;
+block* pool_impl::split_locked(block* b, std::size_t offset) {
   block* r = blocks_.get();
-  r->address = b->address + size;
-  r->size = rest;
+  r->address = b->address + offset;
+  r->size = b->size - offset;
   r->seg = b->seg;
+  r->state = b->state;
   r->prev = b;
   r->next = b->next;
   if (b->next != nullptr)
@@ -193,9 +188,19 @@ void pool_impl::carve_locked(block* b, std::size_t size) {
   else
     b->seg->last = r;
   b->next = r;
-  b->size = size;
-  b->seg->starts.set((r->address - b->seg->base) / k_block_granule);
-  r->state = b->state;
+  b->size = offset;
+  b->seg->starts.set(b->seg->granule(r->address));
+  return r;
+}
+
+void pool_impl::carve_locked(block* b, std::size_t size) {
+  std::size_t rest = b->size - size;
+  if (b->seg->kind == segment_kind::oversize) return; // one block per oversize segment
+  std::size_t min_rest = b->seg->kind == segment_kind::small
+                             ? k_block_granule
+                             : std::max(opt_.large_split_min_bytes, k_block_granule);
+  if (rest < min_rest) return;
+  block* r = split_locked(b, size);
   // The rest keeps b's safety; its other neighbour cannot merge with it (b would have).
   if (b->state == block_state::free) {
     free_[class_of(b->seg)].insert(r);

@@ -33,24 +33,6 @@ constexpr std::uintptr_t round_down(std::uintptr_t n, std::uintptr_t to) {
 }
 } // namespace
 
-block* pool_impl::split_locked(block* b, std::size_t offset) {
-  block* r = blocks_.get();
-  r->address = b->address + offset;
-  r->size = b->size - offset;
-  r->seg = b->seg;
-  r->state = b->state;
-  r->prev = b;
-  r->next = b->next;
-  if (b->next != nullptr)
-    b->next->prev = r;
-  else
-    b->seg->last = r;
-  b->next = r;
-  b->size = offset;
-  b->seg->starts.set(b->seg->granule(r->address));
-  return r;
-}
-
 bool pool_impl::lend_pages_locked(std::size_t size, std::vector<block*>& lent) {
   struct run {
     block* b;
