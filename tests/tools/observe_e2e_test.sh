@@ -157,7 +157,7 @@ PY
 fi
 
 echo "== plain LD_PRELOAD, the documented container path"
-LD_PRELOAD=$B/lib/libgmem.so python3 "$W/prog.py" >"$W/pre.out" 2>"$W/pre.err"
+GMEM_TRACE_KEEP=none LD_PRELOAD=$B/lib/libgmem.so python3 "$W/prog.py" >"$W/pre.out" 2>"$W/pre.err"
 cat "$W/pre.err"
 has "$W/pre.err" "gmem: PyTorch 2.11: caching allocator kept" "LD_PRELOAD: the one line"
 has "$W/pre.out" "sitecustomize 1" "LD_PRELOAD: the user's sitecustomize ran"
@@ -198,7 +198,7 @@ has "$W/off.out" "PYTHONPATH $W/site/lib/site-packages:$W/user" "off: PYTHONPATH
 echo "== a bootstrap directory others can write to is refused"
 cp -r "$B/lib" "$W/lib"
 chmod o+w "$W/lib/gmem/bootstrap"
-LD_PRELOAD=$W/lib/libgmem.so python3 "$W/prog.py" >"$W/ww.out" 2>"$W/ww.err"
+GMEM_TRACE_KEEP=none LD_PRELOAD=$W/lib/libgmem.so python3 "$W/prog.py" >"$W/ww.out" 2>"$W/ww.err"
 has "$W/ww.err" "gmem: warning: Python bootstrap not used ($W/lib/gmem/bootstrap is writable by others)" "world-writable"
 hasnt "$W/ww.err" "caching allocator kept" "world-writable"
 has "$W/ww.out" "sitecustomize 1" "world-writable: the program still runs"
@@ -209,13 +209,13 @@ cat >"$W/site/lib/site-packages/jax/__init__.py" <<'EOF'
 import os
 print("jax sees", os.environ.get("XLA_PYTHON_CLIENT_ALLOCATOR"), os.environ.get("XLA_PYTHON_CLIENT_PREALLOCATE"))
 EOF
-LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax.out" 2>"$W/jax.err"
+GMEM_TRACE_KEEP=none LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax.out" 2>"$W/jax.err"
 has "$W/jax.out" "jax sees platform false" "JAX: the variables set before it runs"
 has "$W/jax.err" "gmem: JAX: XLA's arena cannot be observed per array; set XLA_PYTHON_CLIENT_ALLOCATOR=platform XLA_PYTHON_CLIENT_PREALLOCATE=false: each array comes from gmem's pool, traced with its line" "JAX: the one line"
-XLA_PYTHON_CLIENT_ALLOCATOR=bfc LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax2.out" 2>"$W/jax2.err"
+GMEM_TRACE_KEEP=none XLA_PYTHON_CLIENT_ALLOCATOR=bfc LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax2.out" 2>"$W/jax2.err"
 has "$W/jax2.out" "jax sees bfc false" "JAX: an explicit value wins"
 has "$W/jax2.err" "kept as you set them: XLA_PYTHON_CLIENT_ALLOCATOR=bfc" "JAX: says what it kept"
-GMEM_FRAMEWORKS=off LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax3.out" 2>"$W/jax3.err"
+GMEM_TRACE_KEEP=none GMEM_FRAMEWORKS=off LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import jax' >"$W/jax3.out" 2>"$W/jax3.err"
 has "$W/jax3.out" "jax sees None None" "JAX: off sets nothing"
 hasnt "$W/jax3.err" "gmem:" "JAX: off says nothing"
 
@@ -314,7 +314,7 @@ def test_keeps_a_tensor():
     kept.append(torch.empty(1 << 20))
 EOF
   (cd "$W" && PYTHONPATH=$SRC/../../python:$PYTHONPATH GMEM_BUILD=$B PYTHONDONTWRITEBYTECODE=1 \
-    "$PYT" -m pytest -p gmem.pytest_plugin -p no:cacheprovider -q --gmem test_kept.py) >"$W/pytest.out" 2>&1
+    GMEM_TRACE_KEEP=none "$PYT" -m pytest -p gmem.pytest_plugin -p no:cacheprovider -q --gmem test_kept.py) >"$W/pytest.out" 2>&1
   cat "$W/pytest.out"
   has "$W/pytest.out" "FAILED test_kept.py::test_keeps_a_tensor" "pytest: the kept tensor fails the test"
   has "$W/pytest.out" "1.00 MiB of tensors allocated by the test are still live after it" "pytest: says what"
@@ -325,7 +325,7 @@ else
 fi
 
 echo "== the attach entry refuses what it cannot trust, by name"
-LD_PRELOAD=$B/lib/libgmem.so python3 - "$B/tests/tools/fw/libc10_cuda.so" >"$W/attach.out" 2>"$W/attach.err" <<'EOF'
+GMEM_TRACE_KEEP=none LD_PRELOAD=$B/lib/libgmem.so python3 - "$B/tests/tools/fw/libc10_cuda.so" >"$W/attach.out" 2>"$W/attach.err" <<'EOF'
 import ctypes, sys
 c10 = ctypes.CDLL(sys.argv[1])
 gm = ctypes.CDLL(None)
@@ -357,7 +357,7 @@ has "$W/attach.err" "(a field outside the TraceEntry)" "attach: a field outside"
 has "$W/attach.err" "(the allocator is not PyTorch's caching allocator)" "attach: a slot that is not the library's code"
 
 echo "== a framework that is not installed: nothing said, nothing set"
-PYTHONPATH=$W/user LD_PRELOAD=$B/lib/libgmem.so python3 -c '
+GMEM_TRACE_KEEP=none PYTHONPATH=$W/user LD_PRELOAD=$B/lib/libgmem.so python3 -c '
 import os
 for m in ("jax", "torch", "cupy"):
     try:
@@ -369,7 +369,7 @@ has "$W/absent.out" "xla None" "absent JAX: nothing set"
 hasnt "$W/absent.err" "gmem:" "absent frameworks: nothing said"
 
 echo "== a program without torch imports nothing of it"
-LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import sys; print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cupy", "ctypes")))' >"$W/none.out" 2>&1
+GMEM_TRACE_KEEP=none LD_PRELOAD=$B/lib/libgmem.so python3 -c 'import sys; print(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "cupy", "ctypes")))' >"$W/none.out" 2>&1
 has "$W/none.out" "[]" "no torch, cupy or ctypes imported by the bootstrap"
 
 [ $failures -eq 0 ] && echo "observe_e2e_test: all passed"
