@@ -44,47 +44,14 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
+HOSTILE=$(cd "$(dirname "$0")/../tools" && pwd) # hostile_lib.c, hostile_loader.c
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# A library that allocates 1 MiB through the driver and never frees it (a leak site whose
-# frame is in the library), and a loader that dlopens each path it is given.
-cat >"$W/evil.c" <<'C'
-#include <dlfcn.h>
-#include <stddef.h>
-typedef int (*init_fn)(unsigned);
-typedef int (*retain_fn)(void**, int);
-typedef int (*set_fn)(void*);
-typedef int (*alloc_fn)(unsigned long long*, size_t);
-__attribute__((noinline)) int evil_alloc(void) {
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!cuda) return 2;
-  void* ctx = 0;
-  unsigned long long p = 0;
-  if (((init_fn)dlsym(cuda, "cuInit"))(0) ||
-      ((retain_fn)dlsym(cuda, "cuDevicePrimaryCtxRetain"))(&ctx, 0) ||
-      ((set_fn)dlsym(cuda, "cuCtxSetCurrent"))(ctx))
-    return 3;
-  return ((alloc_fn)dlsym(cuda, "cuMemAlloc_v2"))(&p, 1 << 20) ? 4 : 0;
-}
-C
-cat >"$W/loader.c" <<'C'
-#include <dlfcn.h>
-#include <stdio.h>
-#include <unistd.h>
-int main(int argc, char** argv) {
-  printf("pid %d\n", (int)getpid());
-  for (int i = 1; i < argc; ++i) {
-    void* lib = dlopen(argv[i], RTLD_NOW);
-    if (!lib) { fprintf(stderr, "loader: %s\n", dlerror()); return 2; }
-    int rc = ((int (*)(void))dlsym(lib, "evil_alloc"))();
-    if (rc) return rc;
-  }
-  return 0;
-}
-C
-cc -shared -fPIC -O1 -g -fno-omit-frame-pointer -Wl,--build-id -o "$W/libevil.so" "$W/evil.c" -ldl &&
-  cc -O1 -o "$W/loader" "$W/loader.c" -ldl ||
+# tests/tools/hostile_lib.c (a leak site whose frame is in the library) and its loader, which
+# dlopens each path it is given.
+cc -shared -fPIC -O1 -g -fno-omit-frame-pointer -Wl,--build-id -o "$W/libevil.so" "$HOSTILE/hostile_lib.c" -ldl &&
+  cc -O1 -o "$W/loader" "$HOSTILE/hostile_loader.c" -ldl ||
   skip "cannot compile the test's library and loader"
 # Row 1's library: stripped, so elfutils looks for separate debug info, with a debuglink to
 # "fifo" (objcopy reads a regular file of that name for the CRC; then a FIFO takes its place).

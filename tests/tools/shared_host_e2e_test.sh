@@ -49,41 +49,12 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
+HOSTILE=$(cd "$(dirname "$0")/../tools" && pwd) # hostile_lib.c, hostile_loader.c
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
-# The other user's library: allocates 1 MiB through the driver and never frees it, so root's
-# leak report symbolizes a frame in it. Its loader takes a path and reports its pid.
-cat >"$W/evil.c" <<'C'
-#include <dlfcn.h>
-#include <stdio.h>
-typedef int (*init_fn)(unsigned);
-typedef int (*retain_fn)(void**, int);
-typedef int (*set_fn)(void*);
-typedef int (*alloc_fn)(unsigned long long*, size_t);
-__attribute__((noinline)) int evil_alloc(void) {
-  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
-  if (!cuda) return 2;
-  void* ctx = 0;
-  unsigned long long p = 0;
-  if (((init_fn)dlsym(cuda, "cuInit"))(0) ||
-      ((retain_fn)dlsym(cuda, "cuDevicePrimaryCtxRetain"))(&ctx, 0) ||
-      ((set_fn)dlsym(cuda, "cuCtxSetCurrent"))(ctx))
-    return 3;
-  return ((alloc_fn)dlsym(cuda, "cuMemAlloc_v2"))(&p, 1 << 20) ? 4 : 0;
-}
-C
-cat >"$W/loader.c" <<'C'
-#include <dlfcn.h>
-#include <stdio.h>
-#include <unistd.h>
-int main(int argc, char** argv) {
-  void* lib = dlopen(argv[1], RTLD_NOW);
-  if (!lib) { fprintf(stderr, "loader: %s\n", dlerror()); return 2; }
-  printf("pid %d\n", (int)getpid());
-  return ((int (*)(void))dlsym(lib, "evil_alloc"))();
-}
-C
+# The other user's library (hostile_lib.c: 1 MiB never freed, so root's leak report symbolizes
+# a frame in it) and its loader (hostile_loader.c: reports its pid).
 cat >"$W/preload.c" <<'C'
 #include <fcntl.h>
 #include <unistd.h>
@@ -92,8 +63,8 @@ __attribute__((constructor)) static void pwn(void) {
   if (fd >= 0) close(fd);
 }
 C
-cc -shared -fPIC -O1 -g -fno-omit-frame-pointer -Wl,--build-id -o "$W/libevil.so" "$W/evil.c" -ldl &&
-  cc -O1 -o "$W/loader" "$W/loader.c" -ldl &&
+cc -shared -fPIC -O1 -g -fno-omit-frame-pointer -Wl,--build-id -o "$W/libevil.so" "$HOSTILE/hostile_lib.c" -ldl &&
+  cc -O1 -o "$W/loader" "$HOSTILE/hostile_loader.c" -ldl &&
   cc -shared -fPIC -o "$W/libpreload.so" "$W/preload.c" ||
   { echo "shared_host_e2e_test: skipped: cannot compile the attacker's programs"; exit 77; }
 chmod 755 "$W"/libevil.so "$W"/loader "$W"/libpreload.so
