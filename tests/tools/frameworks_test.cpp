@@ -273,6 +273,24 @@ TEST(frameworks, observed_tensors_are_the_leaks_and_the_cache_is_reserved_memory
             std::string::npos);
 }
 
+// A library's workspace that PyTorch's cache served (cuBLAS takes its workspace from the
+// cache) is a tensor the program does not hold: suppressed with its segment, so the cache's
+// note never counts more tensor bytes than the cache holds.
+TEST(frameworks, a_suppressed_tensor_is_not_counted_in_the_cache) {
+  auto t = pytorch_observed_trace();
+  add_live(t, 0x7f0000000000 + 45 * k_mib, 8 * k_mib, 4, 2200, alloc_kind::tensor); // libcublas
+  symbolizer symbols(module_ranges(t));
+  const auto supp = suppression_list::defaults();
+  const leak_report r = report_of(t, symbols, supp);
+  ASSERT_TRUE(r.is_valid());
+  EXPECT_EQ(r.tensor_bytes, 20 * k_mib);
+  EXPECT_EQ(r.tensor_count, 5u);
+  EXPECT_EQ(r.suppressed_bytes, (46 + 8) * k_mib);
+  ASSERT_EQ(r.sites.size(), 1u);
+  EXPECT_EQ(r.sites[0].bytes, 20 * k_mib);
+  EXPECT_NE(print_leaks(t, r, {}).find("20.0 MiB of it in live tensors"), std::string::npos);
+}
+
 TEST(frameworks, the_cudamallocasync_backend_is_not_a_cache) {
   auto t = pytorch_trace();
   t.info.options = {{"PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync"}};

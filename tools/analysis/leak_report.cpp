@@ -78,7 +78,6 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
     r.all_bytes += a.requested;
     ++r.all_count;
     const bool tensor = a.kind == gmem::trace::alloc_kind::tensor;
-    if (tensor) r.tensor_bytes += a.requested, ++r.tensor_count;
     const std::uint64_t age = now > a.time_ns ? now - a.time_ns : 0;
     if (age < filter.min_age_ns || (filter.max_age_ns != 0 && age > filter.max_age_ns) ||
         a.time_ns < filter.min_time_ns)
@@ -111,6 +110,9 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
       }
     }
     leak_site& s = by_key[k->second];
+    // The cache's tensors: what the program holds of it (a library's workspace that the cache
+    // served is suppressed with its segment, and counted in neither).
+    if (tensor && s.suppressed_by.empty()) r.tensor_bytes += a.requested, ++r.tensor_count;
     if (s.count == 0 || age > s.oldest_age_ns) s.oldest_age_ns = age;
     if (s.count == 0 || age < s.youngest_age_ns) s.youngest_age_ns = age;
     s.bytes += a.requested;

@@ -69,8 +69,10 @@ struct leak_report {
   std::uint64_t cached_bytes = 0;
   std::uint64_t cached_count = 0;
   std::vector<const framework_cache*> caches;
-  // Tensors the frameworks' allocators handed out (alloc_kind::tensor), all of them, before
-  // filtering: each is also in `sites` (the program's), inside a cache's site in `cached`.
+  // Tensors the frameworks' allocators handed out (alloc_kind::tensor) and the program holds,
+  // through the same age filters as the sites: each is also in `sites` (the program's), inside
+  // a cache's site in `cached`. Suppressed ones (a library's workspace the cache served) are
+  // not counted: their segments are suppressed too, not in `cached`.
   std::uint64_t tensor_bytes = 0;
   std::uint64_t tensor_count = 0;
   std::uint32_t observed_frameworks = 0; // trace_info's

@@ -12,6 +12,7 @@
 #include "common/units.h"
 #include "tools/analysis/leak_report.h"
 #include "tools/commands/trace_source.h"
+#include "tools/render/printers.h"
 
 namespace gmem::tools {
 
@@ -88,8 +89,8 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
     for (const auto& s : leaks.cached)
       if (s.cache == c) bytes += s.bytes, count += s.count;
     out += "gmem: " + std::string(c->cache) + " holds " + format_bytes(bytes) + " in " +
-           std::to_string(count) +
-           " allocations at exit: " + cache_note(*c, leaks.observed(c), leaks.tensor_bytes) + "\n";
+           plural(count, "allocation", "allocations") +
+           " at exit: " + cache_note(*c, leaks.observed(c), leaks.tensor_bytes) + "\n";
   }
   if (leaks.suppressed_count > 0)
     out += "gmem: suppressed: " + format_bytes(leaks.suppressed_bytes) + " in " +
