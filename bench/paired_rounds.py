@@ -18,9 +18,10 @@ others are compared with):
   gmem-observe     gmem with nothing set (what `gmem run` gives a PyTorch program): PyTorch's
                    caching allocator kept and each tensor observed (GMEM_FRAMEWORKS=observe)
 Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
-losses); at the end one summary line per configuration: mean steps/s, the per-round ratio to
-the peer (median, min, max), NVML peak (max over rounds) and whether every run printed the
-same losses as the peer.
+losses, the mean and p99 step period from timing events); at the end one summary line per
+configuration: mean steps/s, the per-round ratio to the peer (median, min, max), the mean step
+period and its p99 (median and max over rounds), NVML peak (max over rounds) and whether every
+run printed the same losses as the peer.
 """
 import argparse
 import hashlib
@@ -71,6 +72,7 @@ def run_one(name, args, workload_args, sampler):
         with open(tmp) as f:
             w = json.loads(f.readline())
         rec["steps_per_s"] = w["steps_per_s"]
+        rec["step_ms_mean"], rec["step_ms_p99"] = w.get("step_ms_mean"), w.get("step_ms_p99")
         rec["losses_md5"] = hashlib.md5(json.dumps(w["losses"]).encode()).hexdigest()[:12]
     except (OSError, ValueError, KeyError):
         rec["error"] = (p.stdout + p.stderr)[-2000:]
@@ -110,8 +112,9 @@ def main():
                 log.flush()
                 rows[n].append(rec)
                 print(json.dumps({k: rec.get(k) for k in
-                                  ("round", "config", "steps_per_s", "nvml_peak_delta_mib",
-                                   "losses_md5", "rc")}), flush=True)
+                                  ("round", "config", "steps_per_s", "step_ms_mean",
+                                   "step_ms_p99", "nvml_peak_delta_mib", "losses_md5", "rc")}),
+                  flush=True)
     peer = names[0]
     for n in names:
         sps = [x.get("steps_per_s") for x in rows[n]]
@@ -119,6 +122,8 @@ def main():
         ratios = [a["steps_per_s"] / b["steps_per_s"] for a, b in zip(rows[n], rows[peer])
                   if a.get("steps_per_s") and b.get("steps_per_s")]
         peaks = [x["nvml_peak_delta_mib"] for x in rows[n] if x.get("nvml_peak_delta_mib")]
+        means = [x["step_ms_mean"] for x in rows[n] if x.get("step_ms_mean")]
+        p99s = [x["step_ms_p99"] for x in rows[n] if x.get("step_ms_p99")]
         same = all(x.get("losses_md5") == rows[peer][0].get("losses_md5") for x in rows[n])
         print(json.dumps({
             "summary": args.workload, "config": n, "vs": peer, "runs": len(sps),
@@ -127,6 +132,9 @@ def main():
             "ratio_median": round(statistics.median(ratios), 4) if ratios else None,
             "ratio_min": round(min(ratios), 4) if ratios else None,
             "ratio_max": round(max(ratios), 4) if ratios else None,
+            "step_ms_mean": round(statistics.mean(means), 3) if means else None,
+            "step_ms_p99_median": round(statistics.median(p99s), 3) if p99s else None,
+            "step_ms_p99_max": round(max(p99s), 3) if p99s else None,
             "nvml_peak_mib_max": round(max(peaks), 1) if peaks else None,
             "nvml_peak_mib_min": round(min(peaks), 1) if peaks else None,
             "losses_identical": same}), flush=True)

@@ -88,13 +88,21 @@ def matches(key, pattern):
 
 
 class Sampler:
-    """Peak of NVML's used memory on device 0, sampled every ~1 ms on a thread."""
+    """Peak of NVML's used memory on the workload's device, sampled every ~1 ms on a thread:
+    the first device CUDA_VISIBLE_DEVICES names (an index, with CUDA_DEVICE_ORDER=PCI_BUS_ID so
+    that CUDA's and NVML's numbering agree, or a GPU-... UUID), else device 0."""
 
     def __init__(self):
         import pynvml
         pynvml.nvmlInit()
         self.nvml = pynvml
-        self.h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
+        if first.startswith("GPU-"):
+            self.h = pynvml.nvmlDeviceGetHandleByUUID(first)
+        else:
+            if first.isdigit() and os.environ.get("CUDA_DEVICE_ORDER") != "PCI_BUS_ID":
+                sys.exit("Sampler: CUDA_VISIBLE_DEVICES by index needs CUDA_DEVICE_ORDER=PCI_BUS_ID")
+            self.h = pynvml.nvmlDeviceGetHandleByIndex(int(first) if first.isdigit() else 0)
         self.peak = 0
         self.stop_flag = False
 

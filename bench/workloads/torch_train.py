@@ -258,16 +258,24 @@ def main():
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     pending = []
-    for i in range(args.warmup, args.warmup + args.steps):
+    # One timing event at each step's start (and after the last) on the current stream: the
+    # step periods as the device saw them, idle gaps included, without a synchronization.
+    marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
+    for k, i in enumerate(range(args.warmup, args.warmup + args.steps)):
+        marks[k].record()
         pending.append(run_step(i).detach())
+    marks[-1].record()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
+    step_ms = sorted(a.elapsed_time(b) for a, b in zip(marks, marks[1:]))
     losses += [float(x) for x in pending]
     free1, _ = torch.cuda.mem_get_info()
     rec = {
         "kind": "workload", "framework": "torch", "workload": args.model, "mode": args.mode,
         "steps": args.steps, "warmup": args.warmup, "seconds": elapsed,
         "steps_per_s": args.steps / elapsed, "losses": losses,
+        "step_ms_mean": sum(step_ms) / len(step_ms),
+        "step_ms_p99": step_ms[min(len(step_ms) - 1, int(0.99 * len(step_ms)))],
         "torch_max_reserved": torch.cuda.max_memory_reserved(),
         "torch_max_allocated": torch.cuda.max_memory_allocated(),
         "mem_get_info_used_delta_end": free0 - free1, "device_total": total,
