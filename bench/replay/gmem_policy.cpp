@@ -27,14 +27,15 @@ namespace {
 struct vmm_calls {
   std::size_t reserve = 0, address_free = 0, create = 0, release = 0, map = 0, unmap = 0,
               set_access = 0, mem_alloc = 0, mem_free = 0;
-  std::size_t stitches = 0, stitched_pages = 0;
+  std::size_t stitches = 0, stitched_pages = 0, unstitches = 0, unstitched_pages = 0;
   std::string text() const {
     auto n = [](const char* k, std::size_t v) { return std::string(k) + "=" + std::to_string(v); };
     return n("vmm_reserve", reserve) + " " + n("vmm_address_free", address_free) + " " +
            n("vmm_create", create) + " " + n("vmm_release", release) + " " + n("vmm_map", map) +
            " " + n("vmm_unmap", unmap) + " " + n("vmm_set_access", set_access) + " " +
            n("mem_alloc", mem_alloc) + " " + n("mem_free", mem_free) + " " +
-           n("stitches", stitches) + " " + n("stitched_pages", stitched_pages);
+           n("stitches", stitches) + " " + n("stitched_pages", stitched_pages) + " " +
+           n("unstitches", unstitches) + " " + n("unstitched_pages", unstitched_pages);
   }
 };
 
@@ -102,6 +103,8 @@ public:
   void unstitch(std::uintptr_t, std::size_t count) noexcept override {
     calls_.unmap += count;
     ++calls_.address_free;
+    ++calls_.unstitches;
+    calls_.unstitched_pages += count;
   }
   std::size_t mapped() const { return mapped_; }
   const vmm_calls& calls() const { return calls_; }

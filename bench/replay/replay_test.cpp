@@ -192,6 +192,8 @@ TEST(gmem_stitch, serves_from_free_pages_with_exact_page_accounting) {
   EXPECT_EQ(counter(*p, "vmm_map"), 8u + 8u);
   EXPECT_EQ(counter(*p, "vmm_set_access"), 4u + 2u);
   EXPECT_EQ(counter(*p, "vmm_unmap"), 4u);
+  EXPECT_EQ(counter(*p, "unstitches"), 1u);
+  EXPECT_EQ(counter(*p, "unstitched_pages"), 4u);
   EXPECT_EQ(counter(*p, "vmm_address_free"), 1u);
   EXPECT_EQ(counter(*p, "vmm_release"), 0u);
   EXPECT_EQ(counter(*p, "stitched_ranges"), 1u);
