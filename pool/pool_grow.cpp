@@ -401,6 +401,8 @@ bool pool_impl::try_wait_for_other_stream(std::size_t size, std::size_t requeste
 }
 
 std::size_t pool_impl::fence_now() {
+  // The threads' batched frees become pending first, so that this fence covers them.
+  if (cache_count_.load(std::memory_order_relaxed) != 0) flush_batches();
   std::uint64_t asked; // blocks freed so far have stamps up to here
   {
     std::lock_guard lock(mu_);
@@ -422,6 +424,11 @@ std::size_t pool_impl::fence_now() {
 std::uint64_t pool_impl::begin_fence() {
   std::lock_guard lock(mu_);
   return ++seq_;
+}
+
+std::uint64_t pool_impl::begin_external_fence() {
+  if (cache_count_.load(std::memory_order_relaxed) != 0) flush_batches();
+  return begin_fence();
 }
 
 std::size_t pool_impl::end_fence(std::uint64_t ticket, std::uint64_t duration_ns, bool barrier) {
