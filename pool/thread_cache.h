@@ -47,7 +47,9 @@
 // the pool lock, a cache's lock. The owning thread never calls into the pool while it holds
 // its cache's lock. The batch changes under the cache's lock (the owner adds to it) or under
 // the pool lock (the pool takes it; a thread other than the owner holds the cache's lock too),
-// so the owner hands its batch over holding the pool lock alone.
+// so the owner hands its batch over holding the pool lock alone. A batched block goes from the
+// batch to the pending list inside one pool-lock section, never through a local array: no
+// transit to count (cache_transit_ counts the free list's), and stats() sees it in one place.
 #pragma once
 
 #include "pool/pool.h"
