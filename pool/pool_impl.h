@@ -4,9 +4,9 @@
 // thread_cache.cpp (the per-thread caches), pool_query.cpp (find, owns, stats, reports) and
 // pool_check.cpp (is_valid).
 //
-// Lock order: caches_mutex(), mu_, a thread cache's lock (pool/thread_cache.h). Helpers named
-// *_locked need mu_ held; they never call upstream, fences or the observer, but queue that work in
-// a `deferred` that the caller runs after unlocking.
+// Lock order: fence_mu_, caches_mutex(), mu_, a thread cache's lock (pool/thread_cache.h).
+// Helpers named *_locked need mu_ held; they never call upstream, fences or the observer, but
+// queue that work in a `deferred` that the caller runs after unlocking.
 #pragma once
 
 #include "pool/address_map.h"
@@ -114,7 +114,8 @@ public:
   std::optional<block_info> find(std::uintptr_t address) const;
   bool owns(std::uintptr_t address) const;
   std::uint64_t begin_fence();
-  std::uint64_t begin_external_fence(); // the threads' batches first: the fence may cover them
+  // begin_fence(), every thread's batch taken first, under the same lock: the fence covers them.
+  std::uint64_t begin_external_fence();
   // Bytes made free; barrier: the fence was a device-side barrier (counted in stats).
   std::size_t end_fence(std::uint64_t ticket, std::uint64_t duration_ns, bool barrier = false);
   void end_stream_sync(stream_handle s, std::uint64_t ticket);
@@ -193,6 +194,7 @@ private:
   // the caller is c's owner (thread_cache.h, "Locks").
   bool take_batch_locked(thread_cache& c);
   void flush_batches();           // every cache's batch becomes pending
+  bool take_batches_locked();     // the same, under caches_mutex() and mu_; true if any
   void wait_for_cache_transits(); // every batch taken out of a table is back in the pool
   // Under caches_mutex() and mu_: the caches let go of this pool (teardown, abandon()).
   void detach_caches_locked();
@@ -299,6 +301,7 @@ private:
   // Pool-issued fence (a barrier when allowed); bytes it made free. One at a time: a thread
   // that asks while another's runs waits for it, and makes none of its own when a fence that
   // began after it asked has completed meanwhile (it covered every block freed before).
+  // Takes fence_mu_, then caches_mutex() and mu_ (the threads' batches).
   std::size_t fence_now();
   std::size_t complete_fence_locked(std::uint64_t ticket, deferred& d);
   // Stream-free blocks (of stream `only`, or of all with k_no_stream) become free for all:

@@ -264,17 +264,23 @@ bool pool_impl::take_batch_locked(thread_cache& c) {
   return true;
 }
 
-void pool_impl::flush_batches() {
+bool pool_impl::take_batches_locked() {
   bool any = false;
+  for (thread_cache* c : caches_) {
+    if (c->batch_blocks.load(std::memory_order_relaxed) == 0) continue; // a free after this
+    std::lock_guard cache_lock(c->mu);
+    any |= take_batch_locked(*c);
+  }
+  if (any) check_locked();
+  return any;
+}
+
+void pool_impl::flush_batches() {
+  bool any;
   {
     std::lock_guard guard(caches_mutex());
     std::lock_guard lock(mu_);
-    for (thread_cache* c : caches_) {
-      if (c->batch_blocks.load(std::memory_order_relaxed) == 0) continue; // a free after this
-      std::lock_guard cache_lock(c->mu);
-      any |= take_batch_locked(*c);
-    }
-    if (any) check_locked();
+    any = take_batches_locked();
   }
   if (any) drain_unstitches(); // a stitched block's range goes back
 }
