@@ -230,6 +230,117 @@ TEST(concurrent_hazard, thread_caches_never_hand_out_a_block_early) {
   EXPECT_EQ(fe.live_events(), 0u);
 }
 
+// Stream-less frees batched per thread (pool/thread_cache.h) under the races they add: blocks
+// freed by the thread they were served to and by others (through an exchange), under a limit
+// (the ladder takes every batch), with program fences whose span covers other threads' frees
+// (a fence begun before a free must not release it, though the pool may take the batch before
+// the fence ends), while another thread fences too, trims, and checks is_valid() and that the
+// stats add up exactly (live + pending + free = reserved: a batched block is pending, once).
+TEST(concurrent_hazard, batched_stream_less_frees_never_hand_out_a_block_early) {
+  fake_upstream up;
+  fake_fences fe;
+  pool_options o;
+  o.limit_bytes = 32 * k_mib;
+  hazard_table table(fe);
+  std::atomic<std::size_t> allocs{0}, handed_over{0}, program_fences{0}, checks{0};
+  std::atomic<bool> stop{false};
+  std::mutex exchange_mu;
+  std::vector<std::pair<std::uintptr_t, std::size_t>> exchange;
+  {
+    pool p(up, fe, o);
+    auto program_fence = [&](std::mt19937_64& rng) { // cuCtxSynchronize
+      const std::uint64_t ticket = p.begin_external_fence();
+      const std::uint64_t begin = fe.now(); // the program's synchronization starts
+      for (int i = 0; i < 1 + static_cast<int>(rng() % 20); ++i)
+        std::this_thread::yield(); // frees and batch hand-overs happen meanwhile
+      fe.log_external_fence(begin);
+      p.end_external_fence(ticket);
+      ++program_fences;
+    };
+    std::thread fencer([&] {
+      std::mt19937_64 rng(11);
+      while (!stop.load()) {
+        program_fence(rng);
+        if (rng() % 8 == 0) p.trim();
+        if (rng() % 4 == 0 || checks.load() == 0) {
+          EXPECT_TRUE(p.is_valid());
+          const pool_stats st = p.stats();
+          EXPECT_EQ(st.live_bytes + st.pending_bytes + st.free_bytes + st.stream_free_bytes,
+                    st.reserved_bytes);
+          ++checks;
+        }
+      }
+    });
+    std::vector<std::thread> threads;
+    for (int id = 0; id < k_threads; ++id)
+      threads.emplace_back([&, id] {
+        std::mt19937_64 rng(static_cast<std::uint64_t>(id) * 31337 + 5);
+        std::vector<std::pair<std::uintptr_t, std::size_t>> mine;
+        auto free_one = [&](std::uintptr_t a, std::size_t n) {
+          table.freeing(a, n, k_no_stream);
+          EXPECT_EQ(p.deallocate(a), pool_status::ok);
+        };
+        for (int i = 0; i < k_ops_per_thread; ++i) {
+          const unsigned k = static_cast<unsigned>(rng() % 16);
+          if (k == 15) {
+            program_fence(rng);
+          } else if (k < 2) { // free a block another thread was served
+            std::pair<std::uintptr_t, std::size_t> b{0, 0};
+            {
+              std::lock_guard lock(exchange_mu);
+              if (!exchange.empty()) {
+                b = exchange.back();
+                exchange.pop_back();
+              }
+            }
+            if (b.first != 0) free_one(b.first, b.second);
+          } else if ((k < 9 && mine.size() < 32) || mine.empty()) {
+            const std::size_t n = 1 + rng() % (rng() % 8 == 0 ? 6 * k_mib : 256 << 10);
+            const alloc_result r = p.allocate(n);
+            if (r.status != pool_status::ok) continue; // the limit may refuse it
+            table.allocated(r.address, r.size, k_no_stream);
+            ++allocs;
+            if (rng() % 6 == 0) {
+              std::lock_guard lock(exchange_mu);
+              exchange.emplace_back(r.address, r.size);
+              ++handed_over;
+            } else {
+              mine.emplace_back(r.address, r.size);
+            }
+          } else {
+            const std::size_t j = rng() % mine.size();
+            free_one(mine[j].first, mine[j].second);
+            mine[j] = mine.back();
+            mine.pop_back();
+          }
+        }
+        for (const auto& [a, n] : mine)
+          free_one(a, n);
+      });
+    for (auto& t : threads)
+      t.join();
+    stop.store(true);
+    fencer.join();
+    for (const auto& [a, n] : exchange) {
+      table.freeing(a, n, k_no_stream);
+      EXPECT_EQ(p.deallocate(a), pool_status::ok);
+    }
+    EXPECT_TRUE(p.is_valid());
+    const pool_stats s = p.stats();
+    EXPECT_EQ(s.live_bytes, 0u);
+    EXPECT_EQ(s.live_blocks, 0u);
+    EXPECT_EQ(s.total_allocs, allocs.load());
+    EXPECT_EQ(s.total_frees, allocs.load());
+    EXPECT_EQ(s.invalid_frees, 0u);
+    EXPECT_EQ(s.pending_bytes + s.free_bytes, s.reserved_bytes);
+  }
+  EXPECT_EQ(table.violations, 0u);
+  EXPECT_GT(handed_over.load(), static_cast<std::size_t>(k_threads * k_ops_per_thread / 40));
+  EXPECT_GT(program_fences.load(), static_cast<std::size_t>(k_threads * k_ops_per_thread / 40));
+  EXPECT_GT(checks.load(), 0u);
+  EXPECT_EQ(up.bad_unmaps, 0u);
+}
+
 // A pool held to one small segment (the limit stops growth), filled with blocks of k_block:
 // every allocation past that needs a block freed earlier, through a seal or a fence.
 struct full_pool : ::testing::Test {

@@ -1,13 +1,16 @@
-// The per-thread caches of stream-ordered blocks (pool/thread_cache.h): what they serve
-// without the pool's lock, what they must never serve, and how their blocks go back to the
-// pool (another thread's free, a double free, a stream being destroyed, a thread's exit, a
-// trim, growth). The races are in concurrent_hazard_test.cpp and stress_test.cpp.
+// The per-thread caches (pool/thread_cache.h): what they serve without the pool's lock, what
+// they must never serve, and how their blocks go back to the pool (another thread's free, a
+// double free, a stream being destroyed, a thread's exit, a trim, growth); the batch of
+// stream-less frees: one lock per pair, pending for the program, reused only after a fence
+// begun after the free, handed to the pool whenever it needs pending memory. The races are in
+// concurrent_hazard_test.cpp and stress_test.cpp.
 #include "pool/pool.h"
 #include "pool/thread_cache.h"
 #include "tests/pool/fakes.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 #include <random>
 #include <set>
@@ -23,6 +26,7 @@ struct thread_cache_test : ::testing::Test {
   fake_fences fe;
   pool p{up, fe, pool_options{}};
   std::uint64_t locks() const { return p.lock_contention().locks; }
+  void full_fence() { p.end_external_fence(p.begin_external_fence()); }
 };
 
 // The handed-out table: open addressing whose removal shifts entries back, checked against a
@@ -300,6 +304,294 @@ TEST_F(thread_cache_test, after_abandon_the_pool_serves_without_the_caches) {
   const alloc_result b = p.allocate(64 << 10, k_s1);
   ASSERT_EQ(b.status, pool_status::ok);
   EXPECT_EQ(p.deallocate(b.address, k_s1), pool_status::ok);
+  EXPECT_EQ(p.stats().invalid_frees, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// --- Stream-less frees: the batch ---
+
+// Another thread that allocates, frees and then waits (its batch stays put) until released.
+class batching_thread {
+public:
+  // body runs on the thread; the thread then waits for release() (or the destructor).
+  template <typename F> explicit batching_thread(F body) {
+    thread_ = std::thread([this, body] {
+      body();
+      ready_.store(true);
+      while (!release_.load())
+        std::this_thread::yield();
+    });
+    while (!ready_.load())
+      std::this_thread::yield();
+  }
+  ~batching_thread() { release(); }
+  void release() {
+    release_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+
+private:
+  std::atomic<bool> ready_{false}, release_{false};
+  std::thread thread_;
+};
+
+// A cudaMalloc/cudaFree pair takes the pool lock once: the free goes to the thread's batch
+// without it, and the next allocation hands it to the pool under its own lock. Without the
+// caches, twice.
+TEST_F(thread_cache_test, a_stream_less_pair_takes_the_pool_lock_once) {
+  auto locks_for_100_pairs = [](pool& q) {
+    const alloc_result a = q.allocate(4096);
+    EXPECT_EQ(q.deallocate(a.address), pool_status::ok);
+    const std::uint64_t fences = q.stats().fences;
+    const std::uint64_t before = q.lock_contention().locks;
+    for (int i = 0; i < 100; ++i) {
+      const alloc_result b = q.allocate(4096);
+      EXPECT_EQ(b.status, pool_status::ok);
+      EXPECT_EQ(q.deallocate(b.address), pool_status::ok);
+    }
+    const std::uint64_t locks = q.lock_contention().locks - before;
+    EXPECT_EQ(q.stats().fences, fences); // none needed: the segment has room
+    return locks;
+  };
+  EXPECT_EQ(locks_for_100_pairs(p), 100u);
+  const pool_stats s = p.stats();
+  EXPECT_EQ(s.live_blocks, 0u);
+  EXPECT_EQ(s.live_bytes, 0u);
+  EXPECT_EQ(s.pending_blocks, 101u); // the last one still batched
+  EXPECT_EQ(s.pending_bytes, 101u * 4096);
+  EXPECT_EQ(s.total_allocs, 101u);
+  EXPECT_EQ(s.total_frees, 101u);
+  EXPECT_TRUE(p.is_valid());
+  pool_options o;
+  o.thread_caches = false;
+  pool q(up, fe, o);
+  EXPECT_EQ(locks_for_100_pairs(q), 200u);
+}
+
+// Batched, a block is pending for the program (not live, not found, pending in the segment
+// report), whatever its requests were, before and after the pool takes it.
+TEST_F(thread_cache_test, a_batched_free_counts_as_pending_and_not_live) {
+  const alloc_result a = p.allocate(64 << 10, k_s1);
+  ASSERT_EQ(p.deallocate(a.address, k_s1), pool_status::ok);
+  ASSERT_EQ(p.allocate(40 << 10, k_s1).address, a.address); // the pool counts 64 KiB requested
+  const alloc_result b = p.allocate(100 << 10);
+  ASSERT_EQ(p.deallocate(a.address), pool_status::ok); // batched
+  auto check = [&](std::size_t live_blocks, std::size_t live_requested) {
+    const pool_stats s = p.stats();
+    EXPECT_EQ(s.live_blocks, live_blocks);
+    EXPECT_EQ(s.live_requested_bytes, live_requested);
+    EXPECT_EQ(s.pending_blocks, 1u);
+    EXPECT_EQ(s.pending_bytes, a.size);
+    EXPECT_EQ(s.total_frees, 2u);
+    EXPECT_FALSE(p.find(a.address).has_value());
+    EXPECT_TRUE(p.find(b.address).has_value());
+    std::size_t pending = 0;
+    p.for_each_segment([&](const segment_view& v) {
+      for (const block_view& x : v.blocks)
+        if (x.address == a.address) {
+          EXPECT_EQ(x.state, block_state::pending);
+          EXPECT_EQ(x.stream, k_no_stream);
+          ++pending;
+        }
+    });
+    EXPECT_EQ(pending, 1u);
+    EXPECT_TRUE(p.is_valid());
+  };
+  check(1, 100 << 10);
+  EXPECT_EQ(p.stats().live_bytes, b.size);
+  const alloc_result c = p.allocate(4096); // the pool takes the batch
+  check(2, (100 << 10) + 4096);
+  EXPECT_EQ(p.stats().live_bytes, b.size + c.size);
+}
+
+// The reuse-safety invariant with a batch: a fence that began before the free (here a
+// program's, ending after the pool took the batch) does not release the block; with fences
+// failing it never comes back; the next fence does.
+TEST_F(thread_cache_test, a_batched_free_is_reused_only_after_a_fence_begun_after_it) {
+  pool full(up, fe, one_segment_options());
+  const std::vector<std::uintptr_t> blocks = fill_segment(full, 64 << 10, k_no_stream);
+  const std::uint64_t ticket = full.begin_external_fence();
+  const std::uint64_t freed = fe.now();
+  ASSERT_EQ(full.deallocate(blocks[3]), pool_status::ok); // batched
+  full.trim();                                            // the pool takes the batch
+  EXPECT_EQ(full.stats().pending_blocks, 1u);
+  full.end_external_fence(ticket);
+  EXPECT_EQ(full.stats().pending_blocks, 1u);
+  fe.sync_ok = fe.barrier_ok = false;
+  EXPECT_EQ(full.allocate(64 << 10).status, pool_status::out_of_memory);
+  fe.sync_ok = fe.barrier_ok = true;
+  EXPECT_EQ(full.allocate(64 << 10).address, blocks[3]);
+  EXPECT_TRUE(fe.fenced_since(freed));
+  EXPECT_TRUE(full.is_valid());
+}
+
+// Still batched when a fence begins: the fence takes the batch first and covers it. A
+// program's fence (cuCtxSynchronize) does, so the next allocation needs no fence of its own.
+TEST_F(thread_cache_test, a_fence_begun_after_a_batched_free_covers_it) {
+  pool full(up, fe, one_segment_options());
+  const std::vector<std::uintptr_t> blocks = fill_segment(full, 64 << 10, k_no_stream);
+  ASSERT_EQ(full.deallocate(blocks[5]), pool_status::ok); // batched
+  full.end_external_fence(full.begin_external_fence());
+  const std::uint64_t fences = full.stats().fences;
+  EXPECT_EQ(full.allocate(64 << 10).address, blocks[5]);
+  EXPECT_EQ(full.stats().fences, fences);
+  EXPECT_TRUE(full.is_valid());
+}
+
+TEST_F(thread_cache_test, a_double_free_of_a_batched_block_is_invalid_from_any_thread) {
+  const alloc_result a = p.allocate(64 << 10);
+  ASSERT_EQ(p.deallocate(a.address), pool_status::ok); // batched
+  const std::uint64_t before = locks();
+  EXPECT_EQ(p.deallocate(a.address), pool_status::invalid);
+  EXPECT_EQ(p.deallocate(a.address, k_s1), pool_status::invalid);
+  EXPECT_EQ(locks(), before); // the owner's cache knows
+  std::thread([&] { EXPECT_EQ(p.deallocate(a.address), pool_status::invalid); }).join();
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.invalid_frees, 3u);
+  EXPECT_EQ(s.pending_blocks, 1u);
+  EXPECT_EQ(s.total_frees, 1u);
+  EXPECT_TRUE(p.is_valid());
+  // Once the pool has it, still invalid (pending).
+  p.allocate(4096);
+  EXPECT_EQ(p.deallocate(a.address), pool_status::invalid);
+  s = p.stats();
+  EXPECT_EQ(s.invalid_frees, 4u);
+  EXPECT_EQ(s.pending_blocks, 1u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// Another thread's batch: a free of one of its blocks is a double free; a free of one of its
+// live blocks takes the block from its table (its own later free is then the double free).
+TEST_F(thread_cache_test, a_free_of_a_block_in_another_threads_batch_is_invalid) {
+  alloc_result batched, live;
+  batching_thread b([&] {
+    batched = p.allocate(64 << 10);
+    live = p.allocate(32 << 10);
+    EXPECT_EQ(p.deallocate(batched.address), pool_status::ok);
+  });
+  EXPECT_EQ(p.deallocate(batched.address), pool_status::invalid);
+  EXPECT_EQ(p.deallocate(live.address), pool_status::ok);
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.invalid_frees, 1u);
+  EXPECT_EQ(s.live_blocks, 0u);
+  EXPECT_EQ(s.pending_blocks, 2u);
+  EXPECT_EQ(s.pending_bytes, batched.size + live.size);
+  EXPECT_TRUE(p.is_valid());
+  b.release(); // its exit hands the batch over
+  s = p.stats();
+  EXPECT_EQ(s.pending_blocks, 2u);
+  EXPECT_EQ(s.total_frees, 2u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// A thread that frees more than the batch holds: the free past a bound takes the pool lock
+// and hands the whole batch over (16 blocks; 4 MiB).
+TEST_F(thread_cache_test, the_batch_is_bounded) {
+  auto locks_per_free = [&](std::size_t bytes, int n) {
+    std::vector<std::uintptr_t> blocks;
+    for (int i = 0; i < n; ++i)
+      blocks.push_back(p.allocate(bytes).address);
+    std::vector<std::uint64_t> locked;
+    for (std::uintptr_t a : blocks) {
+      const std::uint64_t before = locks();
+      EXPECT_EQ(p.deallocate(a), pool_status::ok);
+      locked.push_back(locks() - before);
+    }
+    EXPECT_EQ(p.stats().pending_blocks, p.stats().total_frees);
+    EXPECT_TRUE(p.is_valid());
+    return locked;
+  };
+  std::vector<std::uint64_t> expected(20, 0);
+  expected[thread_cache::k_max_batch] = 1; // the 17th: the pool takes 17, the rest batch again
+  EXPECT_EQ(locks_per_free(4096, 20), expected);
+  // (the allocations took the 3 left over) 4 MiB batched; the second over the bytes
+  EXPECT_EQ(locks_per_free(thread_cache::k_max_block, 3), (std::vector<std::uint64_t>{0, 1, 0}));
+}
+
+// Growth comes after every thread's batch: B's freed block serves A's request after a fence,
+// while B keeps its batch (it neither allocates nor exits).
+TEST_F(thread_cache_test, growth_comes_after_other_threads_batches) {
+  std::vector<std::uintptr_t> blocks;
+  batching_thread b([&] {
+    for (int i = 0; i < 4; ++i)
+      blocks.push_back(p.allocate(512 << 10).address);
+    EXPECT_EQ(p.deallocate(blocks[2]), pool_status::ok);
+  });
+  ASSERT_EQ(up.maps, 1u);
+  const std::uint64_t fences = p.stats().fences;
+  EXPECT_EQ(p.allocate(512 << 10).address, blocks[2]);
+  EXPECT_EQ(up.maps, 1u);
+  EXPECT_EQ(p.stats().fences, fences + 1);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// trim and set_limit take every thread's batch: a fence that does not take batches itself
+// (begun by a stream sync) then covers B's free.
+TEST_F(thread_cache_test, trim_and_set_limit_take_other_threads_batches) {
+  for (const bool trim : {true, false}) {
+    pool full(up, fe, one_segment_options());
+    std::vector<std::uintptr_t> blocks;
+    batching_thread b([&] {
+      blocks = fill_segment(full, 64 << 10, k_no_stream);
+      EXPECT_EQ(full.deallocate(blocks[7]), pool_status::ok);
+    });
+    if (trim)
+      full.trim();
+    else
+      full.set_limit(full.options().limit_bytes);
+    full.end_external_fence(full.begin_stream_sync()); // takes no batch
+    const std::uint64_t fences = full.stats().fences;
+    EXPECT_EQ(full.allocate(64 << 10).address, blocks[7]) << (trim ? "trim" : "set_limit");
+    EXPECT_EQ(full.stats().fences, fences) << (trim ? "trim" : "set_limit");
+    EXPECT_TRUE(full.is_valid());
+  }
+}
+
+TEST_F(thread_cache_test, a_threads_exit_hands_its_batch_to_the_pool) {
+  alloc_result a, kept;
+  std::thread([&] {
+    a = p.allocate(64 << 10);
+    kept = p.allocate(32 << 10);
+    ASSERT_EQ(p.deallocate(a.address), pool_status::ok);
+  }).join();
+  pool_stats s = p.stats();
+  EXPECT_EQ(s.live_blocks, 1u);
+  EXPECT_EQ(s.live_bytes, kept.size);
+  EXPECT_EQ(s.pending_blocks, 1u);
+  EXPECT_EQ(s.pending_bytes, a.size);
+  EXPECT_EQ(s.total_frees, 1u);
+  EXPECT_TRUE(p.is_valid());
+  full_fence();
+  EXPECT_EQ(p.allocate(64 << 10).address, a.address);
+  EXPECT_EQ(p.deallocate(kept.address), pool_status::ok); // an ordinary live block now
+  EXPECT_EQ(p.stats().invalid_frees, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// The pool goes first (teardown, abandon): a thread's batch is forgotten, its thread exits
+// later without touching the pool, and after abandon() its pairs are the pool's.
+TEST(thread_cache_batch, the_pool_goes_before_a_thread_with_a_batch) {
+  fake_upstream up;
+  fake_fences fe;
+  auto q = std::make_unique<pool>(up, fe, pool_options{});
+  {
+    batching_thread b([&] {
+      const alloc_result a = q->allocate(64 << 10);
+      EXPECT_EQ(q->deallocate(a.address), pool_status::ok);
+    });
+    q.reset();
+    EXPECT_EQ(up.mapped_bytes, 0u);
+  }
+  pool p(up, fe, pool_options{});
+  batching_thread b([&] {
+    const alloc_result a = p.allocate(64 << 10);
+    EXPECT_EQ(p.deallocate(a.address), pool_status::ok);
+  });
+  p.abandon();
+  std::thread([&] {
+    const alloc_result a = p.allocate(64 << 10);
+    EXPECT_EQ(p.deallocate(a.address), pool_status::ok);
+  }).join();
   EXPECT_EQ(p.stats().invalid_frees, 0u);
   EXPECT_TRUE(p.is_valid());
 }
