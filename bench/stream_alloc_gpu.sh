@@ -2,7 +2,9 @@
 # Allocation with kernels in flight (bench/stream_alloc_bench.cu), every allocator in one run,
 # side by side with the launch floor:
 #   bench/stream_alloc_gpu.sh [OUT_DIR]      (default build/bench/stream; needs a GPU)
-# Environment: BUILD (build; a bundle's .device/build with GMEM_PREBUILT=1), GMEM_LIB ($BUILD/lib/libgmem.so), THREADS (1,4,16), SECONDS_PER
+# Environment: BUILD (build; a bundle's .device/build with GMEM_PREBUILT=1), GMEM_LIB ($BUILD/lib/libgmem.so),
+# GMEM_LIB_B (unset; another libgmem.so: one more row, gmem-sync-b, to compare two builds in the
+# same rounds), THREADS (1,4,16), SECONDS_PER
 # (1.0), SIZES (256,4M), LIVE (8), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every round's rows,
 # each with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
 # GMEM_VERBOSE=1 counters after a gmem-sync run at the last thread count), and prints, per
@@ -54,11 +56,12 @@ row() { # N: the Nth row
   5) run gmem-async LD_PRELOAD="$GMEM_LIB" GMEM_TRACE=0 -- --method cudaMallocAsync ;;
   6) run gmem-async-traced LD_PRELOAD="$GMEM_LIB" -- --method cudaMallocAsync ;;
   7) run gmem-sync LD_PRELOAD="$GMEM_LIB" GMEM_TRACE=0 -- --method cudaMalloc ;;
+  8) run gmem-sync-b LD_PRELOAD="$GMEM_LIB_B" GMEM_TRACE=0 -- --method cudaMalloc ;;
   esac
 }
 for round in $(seq "$ROUNDS"); do
-  rows="1 2 3 4 5 6 7"
-  [ $((round % 2)) = 0 ] && rows="7 6 5 4 3 2 1"
+  rows="1 2 3 4 5 6 7${GMEM_LIB_B:+ 8}"
+  [ $((round % 2)) = 0 ] && rows=$(tr ' ' '\n' <<<"$rows" | tac | tr '\n' ' ')
   before=$(wc -l <"$OUT/stream.jsonl")
   for n in $rows; do row "$n"; done
   # tag this round's lines
@@ -91,7 +94,7 @@ for (rnd, t), cells in per_round.items():
     asyn = cells.get("cudaMallocAsync", {}).get("mean_ns")
     if floor is None or asyn is None or asyn <= floor:
         continue
-    for label in ("gmem-sync", "gmem-async", "gmem-async-traced"):
+    for label in ("gmem-sync", "gmem-sync-b", "gmem-async", "gmem-async-traced"):
         if label in cells:
             shares.setdefault((t, label), []).append((cells[label]["mean_ns"] - floor) / (asyn - floor))
 for t in sorted(by):
