@@ -390,33 +390,27 @@ alloc_result pool_impl::allocate(std::size_t bytes, stream_handle s) {
     return alloc_result{0, pool_status::out_of_memory, 0};
   }
   const std::size_t size = round_up(bytes == 0 ? 1 : bytes, k_block_granule);
-  if (opt_.thread_caches && size <= thread_cache::k_max_block)
+  if (s != k_no_stream && opt_.thread_caches && size <= thread_cache::k_max_block)
     if (thread_cache* c = this_thread_cache(id_, this)) return allocate_cached(*c, size, bytes, s);
   return allocate_shared(size, bytes, s, nullptr);
 }
 
 alloc_result pool_impl::allocate_shared(std::size_t size, std::size_t requested, stream_handle s,
-                                        thread_cache* tag, thread_cache* mine) {
+                                        thread_cache* tag) {
   const unsigned cls = class_of_size(size);
-  bool batch = false;
   {
     event_handle release = 0;
     std::unique_lock lock(mu_);
-    // This thread's stream-less frees since it last held the lock become pending first: the
-    // stream-less pair takes the lock once (pool/thread_cache.h).
-    if (mine != nullptr && mine->batch_blocks.load(std::memory_order_relaxed) != 0)
-      batch = take_batch_locked(*mine);
     if (block* b = find_fit_locked(size, cls, s); b != nullptr && !fence_first_locked(size, cls)) {
       alloc_result r = take_locked(b, size, requested, s, release, tag);
       ++st_.cache_hits;
       check_locked();
       lock.unlock();
       if (release != 0) fe_.release(release);
-      if (batch) drain_unstitches(); // a batched stitched block's range
       return r;
     }
   }
-  return allocate_slow(size, requested, s, tag); // drains the unstitches first
+  return allocate_slow(size, requested, s, tag);
 }
 
 void pool_impl::make_pending_locked(block* b, std::uint64_t stamp) {
@@ -481,20 +475,16 @@ pool_status pool_impl::deallocate(std::uintptr_t address, stream_handle s) {
     if (thread_cache* c = this_thread_cache(id_, nullptr)) {
       const pool_status status = deallocate_cached(*c, address, s);
       if (status != pool_status::not_owned) return status;
-      return deallocate_shared(address, s, false, c);
     }
   return deallocate_shared(address, s, false);
 }
 
-pool_status pool_impl::deallocate_shared(std::uintptr_t address, stream_handle s, bool from_cache,
-                                         thread_cache* mine) {
+pool_status pool_impl::deallocate_shared(std::uintptr_t address, stream_handle s, bool from_cache) {
   std::unique_ptr<deferred> d; // only when the cache cap trims (rare; keeps the fast path lean)
   event_handle released[2] = {};
   pool_status status = pool_status::ok;
   {
     std::lock_guard lock(mu_);
-    if (mine != nullptr && mine->batch_blocks.load(std::memory_order_relaxed) != 0)
-      take_batch_locked(*mine);      // this thread's earlier frees go first
     block* b = live_.erase(address); // one probe; put back below on a double free (rare)
     if (b != nullptr && b->owner != nullptr && !from_cache && !untag_locked(b)) {
       live_.insert(address, b); // freed already: it waits in its owner's cache
@@ -534,7 +524,7 @@ bool pool::owns(std::uintptr_t a) const {
   return impl_->owns(a);
 }
 std::uint64_t pool::begin_external_fence() {
-  return impl_->begin_external_fence();
+  return impl_->begin_fence();
 }
 void pool::end_external_fence(std::uint64_t ticket) {
   impl_->end_fence(ticket, 0);

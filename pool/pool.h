@@ -57,9 +57,7 @@
 // Threads: every public function is thread-safe. One lock (a short spin, then a futex sleep)
 // guards the structures; upstream, fences and the observer are always called without it. In
 // front of it, each thread's cache keeps a few blocks it freed on a stream for its next
-// allocations on that stream, and batches its stream-less frees for the pool, which takes them
-// under the lock the thread's next allocation takes (pool/thread_cache.h;
-// pool_options::thread_caches).
+// allocations on that stream (pool/thread_cache.h; pool_options::thread_caches).
 // Two threads may both grow at once; the second segment stays cached. Pool fences run one at
 // a time, and threads that ask for one while another runs share the next.
 // Reuse safety (docs/design.md, "Reuse safety"): a block is never handed out while device work
@@ -125,9 +123,9 @@ struct pool_options {
   // one. Replayed on the recorded PyTorch traces, 4 makes 27-50% fewer fences than 1, with
   // peaks between -1.3% and +0.6% of 1's (docs/pool.md). 0 counts as 1.
   std::size_t fence_batch = 4;
-  // Per-thread caches in front of the pool (pool/thread_cache.h): a thread's free on a stream
-  // and its next allocation of a similar size on that stream take no shared lock; a stream-less
-  // free and the next allocation take it once.
+  // Per-thread caches of stream-ordered blocks in front of the pool (pool/thread_cache.h): a
+  // thread's free on a stream and its next allocation of a similar size on that stream take
+  // no shared lock.
   bool thread_caches = true;
   // Arena only: a large request that no free block fits, while the arena's wholly free pages
   // add up to it, is served from those pages mapped into a fresh range of address space

@@ -8,9 +8,8 @@
 namespace gmem {
 
 bool pool_impl::is_valid() const {
-  std::lock_guard guard(caches_mutex());
   std::lock_guard lock(mu_);
-  return is_valid_locked() && caches_valid_locked();
+  return is_valid_locked();
 }
 
 // Invariants:

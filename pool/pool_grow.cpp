@@ -410,9 +410,7 @@ std::size_t pool_impl::fence_now() {
   // PyTorch's 32 streams) share the next one instead of making one each.
   std::lock_guard fence_lock(fence_mu_);
   if (last_fence_ticket_ > asked) return 0;
-  // Only the thread that fences takes the threads' batches (they become pending, covered by
-  // this fence): those that share its fence need not.
-  std::uint64_t ticket = begin_external_fence();
+  std::uint64_t ticket = begin_fence();
   std::uint64_t start = now_ns();
   const bool barrier = opt_.barriers && fe_.barrier();
   if (!barrier && !fe_.synchronize()) return 0;
@@ -424,20 +422,6 @@ std::size_t pool_impl::fence_now() {
 std::uint64_t pool_impl::begin_fence() {
   std::lock_guard lock(mu_);
   return ++seq_;
-}
-
-std::uint64_t pool_impl::begin_external_fence() {
-  if (cache_count_.load(std::memory_order_relaxed) == 0) return begin_fence();
-  std::uint64_t ticket;
-  bool any;
-  {
-    std::lock_guard guard(caches_mutex());
-    std::lock_guard lock(mu_);
-    any = take_batches_locked(); // stamped before the ticket: covered
-    ticket = ++seq_;
-  }
-  if (any) drain_unstitches();
-  return ticket;
 }
 
 std::size_t pool_impl::end_fence(std::uint64_t ticket, std::uint64_t duration_ns, bool barrier) {

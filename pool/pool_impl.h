@@ -4,9 +4,8 @@
 // thread_cache.cpp (the per-thread caches), pool_query.cpp (find, owns, stats, reports) and
 // pool_check.cpp (is_valid).
 //
-// Lock order: fence_mu_, caches_mutex(), mu_, a thread cache's lock (pool/thread_cache.h).
-// Helpers named *_locked need mu_ held; they never call upstream, fences or the observer, but
-// queue that work in a `deferred` that the caller runs after unlocking.
+// Lock order: mu_ only. Helpers named *_locked need mu_ held; they never call upstream, fences
+// or the observer, but queue that work in a `deferred` that the caller runs after unlocking.
 #pragma once
 
 #include "pool/address_map.h"
@@ -114,8 +113,6 @@ public:
   std::optional<block_info> find(std::uintptr_t address) const;
   bool owns(std::uintptr_t address) const;
   std::uint64_t begin_fence();
-  // begin_fence(), every thread's batch taken first, under the same lock: the fence covers them.
-  std::uint64_t begin_external_fence();
   // Bytes made free; barrier: the fence was a device-side barrier (counted in stats).
   std::size_t end_fence(std::uint64_t ticket, std::uint64_t duration_ns, bool barrier = false);
   void end_stream_sync(stream_handle s, std::uint64_t ticket);
@@ -157,10 +154,9 @@ private:
     carve_locked(b, size);
     return make_live_locked(b, requested, s, release, tag);
   }
-  // The pool's allocation, b tagged with `tag` (may be nullptr) when served. mine: the
-  // calling thread's cache (or nullptr), whose batch the pool takes first, under the same lock.
+  // The pool's allocation, b tagged with `tag` (may be nullptr) when served.
   alloc_result allocate_shared(std::size_t size, std::size_t requested, stream_handle s,
-                               thread_cache* tag, thread_cache* mine = nullptr);
+                               thread_cache* tag);
   // The pool's free of a block that is no longer live for the program (erased from live_,
   // untagged): pending, stream-free on s, or free (reuse_safety off). Events that lost their
   // last reference land in `released`; a trim the cache cap needs is queued in **d (created;
@@ -168,14 +164,12 @@ private:
   // (counted); else a cached block going back (counted when the cache kept it).
   void release_block_locked(block* b, stream_handle s, event_handle (&released)[2],
                             std::unique_ptr<deferred>* d, bool program_free);
-  pool_status deallocate_shared(std::uintptr_t address, stream_handle s, bool from_cache,
-                                thread_cache* mine = nullptr);
+  pool_status deallocate_shared(std::uintptr_t address, stream_handle s, bool from_cache);
   // b is tagged: its owner's table lets go of it. false: b is not live for the program
-  // (free in the cache, batched, or on its way back to the pool): a double free.
+  // (free in the cache, or on its way back to the pool): a double free.
   bool untag_locked(block* b);
-  // b sits free in its owner's cache: stream_free (its free list; the stream it was freed on
-  // in *stream) or pending (its batch); live otherwise.
-  block_state cached_state_locked(const block* b, stream_handle* stream = nullptr) const;
+  // b sits free in its owner's cache: true, and the stream it was freed on in *stream.
+  bool cached_free_locked(const block* b, stream_handle* stream = nullptr) const;
   alloc_result allocate_cached(thread_cache& c, std::size_t size, std::size_t requested,
                                stream_handle s);
   // The owner's free on stream s: kept in c, or returned to the pool; not_owned: c does not
@@ -187,28 +181,18 @@ private:
   };
   // Blocks taken out of a cache's table go back to the pool (their tags are still set).
   void return_to_pool(const cached_free* blocks, std::size_t n);
-  // Every cache's free entries (of stream `only`; all with k_no_stream, and the batches too)
-  // go back to the pool.
+  // Every cache's free entries (of stream `only`; all with k_no_stream) go back to the pool.
   void flush_caches(stream_handle only);
-  // c's batch becomes pending, stamped now; true if it held any. Under mu_, and c.mu unless
-  // the caller is c's owner (thread_cache.h, "Locks").
-  bool take_batch_locked(thread_cache& c);
-  void flush_batches();           // every cache's batch becomes pending
-  bool take_batches_locked();     // the same, under caches_mutex() and mu_; true if any
   void wait_for_cache_transits(); // every batch taken out of a table is back in the pool
   // Under caches_mutex() and mu_: the caches let go of this pool (teardown, abandon()).
   void detach_caches_locked();
   struct cache_totals {
-    std::size_t free_bytes = 0, free_blocks = 0, batch_bytes = 0, batch_blocks = 0;
-    std::size_t hits = 0, hit_bytes = 0, frees = 0, invalid = 0;
+    std::size_t free_bytes = 0, free_blocks = 0, hits = 0, hit_bytes = 0, frees = 0, invalid = 0;
     std::int64_t requested_excess = 0;
     void add_history(const thread_cache& c); // what it served and kept (exited threads)
     void add(const thread_cache& c);         // and what it holds now
   };
-  cache_totals cache_totals_locked() const; // under caches_mutex() (takes each cache's lock)
-  // Under caches_mutex() and mu_: every entry of a cache's table, free list and batch is a
-  // live block of this pool tagged with that cache, and the batch's counters add up.
-  bool caches_valid_locked() const;
+  cache_totals cache_totals_now() const;
   void insert_free_locked(block* b); // free for all, merging with neighbours
   // b (unlisted), freed at `stamp` (<= seq_), waits for a fence begun after that.
   void make_pending_locked(block* b, std::uint64_t stamp);
@@ -301,7 +285,6 @@ private:
   // Pool-issued fence (a barrier when allowed); bytes it made free. One at a time: a thread
   // that asks while another's runs waits for it, and makes none of its own when a fence that
   // began after it asked has completed meanwhile (it covered every block freed before).
-  // Takes fence_mu_, then caches_mutex() and mu_ (the threads' batches).
   std::size_t fence_now();
   std::size_t complete_fence_locked(std::uint64_t ticket, deferred& d);
   // Stream-free blocks (of stream `only`, or of all with k_no_stream) become free for all:

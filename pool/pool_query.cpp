@@ -25,17 +25,13 @@ std::optional<block_info> pool_impl::find(std::uintptr_t address) const {
   if (seg == nullptr) return std::nullopt;
   std::size_t i = seg->starts.find_prev(seg->granule(address));
   block* b = live_.find(seg->base + i * k_block_granule);
-  if (b == nullptr || address - b->address >= b->size ||
-      cached_state_locked(b) != block_state::live)
-    return std::nullopt;
+  if (b == nullptr || address - b->address >= b->size || cached_free_locked(b)) return std::nullopt;
   return block_info{b->address, b->size, b->requested, seg->base, seg->size, b->stream};
 }
 
 pool_stats pool_impl::stats() const {
   pool_stats s;
-  cache_totals c;
   {
-    std::lock_guard guard(caches_mutex());
     std::lock_guard lock(mu_);
     s = st_;
     s.free_bytes = 0;
@@ -46,17 +42,14 @@ pool_stats pool_impl::stats() const {
       if (block* b = index.largest(); b != nullptr && b->size > largest) largest = b->size;
     s.largest_free_block = largest;
     s.limit_bytes = opt_.limit_bytes;
-    // Under the pool lock, which a block moving between a batch and the pool holds.
-    c = cache_totals_locked();
   }
   // The pool counts the blocks of the threads' caches live; free ones are stream-free for the
-  // program, batched ones pending. A block on its way from a cache's free list to the pool
-  // (evicted, flushed) counts as live until the pool has it (never below zero).
+  // program. Read after the pool's counters: a block moving meanwhile may be off by one
+  // block until the next read (never below zero).
+  const cache_totals c = cache_totals_now();
   auto minus = [](std::size_t a, std::size_t b) { return a > b ? a - b : 0; };
-  s.live_bytes = minus(s.live_bytes, c.free_bytes + c.batch_bytes);
-  s.live_blocks = minus(s.live_blocks, c.free_blocks + c.batch_blocks);
-  s.pending_bytes += c.batch_bytes;
-  s.pending_blocks += c.batch_blocks;
+  s.live_bytes = minus(s.live_bytes, c.free_bytes);
+  s.live_blocks = minus(s.live_blocks, c.free_blocks);
   s.live_requested_bytes =
       c.requested_excess >= 0
           ? minus(s.live_requested_bytes, static_cast<std::size_t>(c.requested_excess))
@@ -88,10 +81,9 @@ void pool_impl::for_each_segment(const std::function<void(const segment_view&)>&
       v.kind = seg->kind;
       v.stitched = seg->stitched;
       for (const block* b = seg->first; b != nullptr; b = b->next) {
-        stream_handle freed_on = k_no_stream;
-        if (const block_state cached = cached_state_locked(b, &freed_on);
-            cached != b->state) { // free in a thread's cache, or batched
-          v.blocks.push_back(block_view{b->address, b->size, 0, cached, freed_on});
+        if (stream_handle freed_on; cached_free_locked(b, &freed_on)) { // in a thread's cache
+          v.blocks.push_back(
+              block_view{b->address, b->size, 0, block_state::stream_free, freed_on});
           continue;
         }
         v.blocks.push_back(block_view{b->address, b->size, b->requested, b->state,

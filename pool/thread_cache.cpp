@@ -1,6 +1,6 @@
-// The per-thread caches (pool/thread_cache.h): the thread-local slots that find a thread's
-// cache, the cache's fast paths, and how blocks go back to the pool (evictions, batches,
-// flushes, a thread's exit, the pool's teardown).
+// The per-thread caches of stream-ordered blocks (pool/thread_cache.h): the thread-local
+// slots that find a thread's cache, the cache's fast paths, and how blocks go back to the pool
+// (evictions, flushes, a thread's exit, the pool's teardown).
 #include "pool/pool_impl.h"
 
 #include <algorithm>
@@ -11,7 +11,7 @@ namespace gmem {
 
 namespace {
 
-// A thread's caches, one per pool it allocated from (pool ids are never 0 or reused).
+// A thread's caches, one per pool it used on a stream (pool ids are never 0 or reused).
 struct cache_slot {
   std::uint64_t pool_id;
   thread_cache* cache;
@@ -19,7 +19,7 @@ struct cache_slot {
 constexpr int k_thread_slots = 8;
 thread_local cache_slot t_slots[k_thread_slots] __attribute__((tls_model("initial-exec")));
 // One past the last slot this thread ever filled: a lookup looks at no more (none at all on a
-// thread that never allocated from a pool with caches).
+// thread that never allocated on a stream, which is every free of a cudaMalloc-only thread).
 thread_local int t_slot_end __attribute__((tls_model("initial-exec"))) = 0;
 
 pthread_key_t g_exit_key;
@@ -38,9 +38,7 @@ void on_thread_exit(void*) {
   }
 }
 
-// Kept out of this_thread_cache (which every allocation and free calls): inlined, its
-// registers would make the lookup save and restore six of them each time.
-__attribute__((noinline)) thread_cache* register_slow(std::uint64_t pool_id, pool_impl* pool) {
+thread_cache* register_slow(std::uint64_t pool_id, pool_impl* pool) {
   std::call_once(g_exit_key_once, [] { pthread_key_create(&g_exit_key, &on_thread_exit); });
   std::lock_guard guard(caches_mutex());
   cache_slot* room = nullptr;
@@ -95,7 +93,6 @@ void pool_impl::thread_exited(thread_cache* c) {
   {
     std::lock_guard lock(mu_);
     std::lock_guard cache_lock(c->mu);
-    take_batch_locked(*c);
     while (c->free_count_locked() != 0) { // back to the pool, freed on their stream
       const thread_cache::cached f = c->take_free_locked(0);
       block* b = live_.find(f.address);
@@ -134,7 +131,6 @@ void pool_impl::detach_caches_locked() {
     retired_caches_.add_history(*c);
     while (c->free_count_locked() != 0)
       c->take_free_locked(0);
-    c->clear_batch();
     for (unsigned i = 0; i < thread_cache::k_slots; ++i)
       c->table[i] = thread_cache::handed{};
     c->handed_count.store(0, std::memory_order_relaxed);
@@ -146,8 +142,7 @@ void pool_impl::detach_caches_locked() {
 
 alloc_result pool_impl::allocate_cached(thread_cache& c, std::size_t size, std::size_t requested,
                                         stream_handle s) {
-  // (A stream-less request takes no cached block: each was freed on a stream.)
-  if (s != k_no_stream && c.free_blocks.load(std::memory_order_relaxed) != 0) {
+  if (c.free_blocks.load(std::memory_order_relaxed) != 0) {
     std::lock_guard lock(c.mu);
     // Best fit among the blocks freed on s: of the request's segment class (small requests
     // stay out of the arena), at most twice its size.
@@ -172,10 +167,10 @@ alloc_result pool_impl::allocate_cached(thread_cache& c, std::size_t size, std::
     }
   }
   // The pool's, tagged with c when its table has room (only this thread adds to it) and the
-  // pool has not let go of c (abandon()). The pool takes c's batch under the same lock.
+  // pool has not let go of c (abandon()).
   const bool tag = c.handed_count.load(std::memory_order_relaxed) < thread_cache::k_max_handed &&
                    c.pool.load(std::memory_order_relaxed) == this;
-  const alloc_result r = allocate_shared(size, requested, s, tag ? &c : nullptr, &c);
+  const alloc_result r = allocate_shared(size, requested, s, tag ? &c : nullptr);
   if (tag && r.status == pool_status::ok) {
     std::lock_guard lock(c.mu);
     if (c.pool.load(std::memory_order_relaxed) == this)
@@ -193,23 +188,15 @@ pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address
     if (c.pool.load(std::memory_order_relaxed) != this) return pool_status::not_owned;
     const int i = c.find_locked(address);
     if (i < 0) {
-      if (c.find_free_locked(address) < 0 && !c.in_batch(address)) return pool_status::not_owned;
+      if (c.find_free_locked(address) < 0) return pool_status::not_owned;
       thread_cache::bump(c.invalid, 1); // freed twice
       return pool_status::invalid;
     }
     const thread_cache::handed h = c.remove_locked(static_cast<unsigned>(i));
-    // Stream-less: pending until a fence, the pool's business. Batched, the pool takes it
-    // under the lock this thread's next allocation takes; past the batch's bounds, at once
-    // (with the batch). Out of the table first, so that a racing free of the same block is a
-    // double free.
-    if (s == k_no_stream) {
-      if (c.batch_fits(h.size)) {
-        c.push_batch_locked(thread_cache::batched{h.address, h.size, h.pool_requested});
-        thread_cache::bump(c.frees, 1);
-        return pool_status::ok;
-      }
-      pending = true;
-    } else {
+    // Stream-less: pending until a fence, the pool's business (out of the table first, so
+    // that a racing free of the same block is a double free).
+    pending = s == k_no_stream;
+    if (!pending) {
       c.push_free_locked(thread_cache::cached{h.address, h.size, h.pool_requested, s});
       thread_cache::bump(c.frees, 1);
       // Over a bound: the oldest blocks go back to the pool, as many as take the cache under
@@ -223,7 +210,7 @@ pool_status pool_impl::deallocate_cached(thread_cache& c, std::uintptr_t address
       if (n != 0) cache_transit_.fetch_add(1, std::memory_order_relaxed); // see flush_caches
     }
   }
-  if (pending) return deallocate_shared(address, s, true, &c);
+  if (pending) return deallocate_shared(address, s, true);
   if (n != 0) {
     return_to_pool(out, n);
     cache_transit_.fetch_sub(1, std::memory_order_release);
@@ -241,48 +228,13 @@ bool pool_impl::untag_locked(block* b) {
   return true;
 }
 
-block_state pool_impl::cached_state_locked(const block* b, stream_handle* stream) const {
-  if (b->state != block_state::live || b->owner == nullptr) return b->state;
+bool pool_impl::cached_free_locked(const block* b, stream_handle* stream) const {
+  if (b->state != block_state::live || b->owner == nullptr) return false;
   std::lock_guard cache_lock(b->owner->mu);
-  if (b->owner->in_batch(b->address)) return block_state::pending;
   const int k = b->owner->find_free_locked(b->address);
-  if (k < 0) return block_state::live;
+  if (k < 0) return false;
   if (stream != nullptr) *stream = b->owner->free_list[k].stream;
-  return block_state::stream_free;
-}
-
-bool pool_impl::take_batch_locked(thread_cache& c) {
-  const unsigned n = c.batch_count();
-  if (n == 0 || c.pool.load(std::memory_order_relaxed) != this) return false;
-  for (unsigned k = 0; k < n; ++k) {
-    block* b = live_.erase(c.batch[k].address);
-    event_handle released[2] = {}; // none: a stream-less free releases no event
-    // Stamped now (seq_), not at its free: only a fence begun after this covers it.
-    if (b != nullptr) release_block_locked(b, k_no_stream, released, nullptr, false);
-  }
-  c.clear_batch();
   return true;
-}
-
-bool pool_impl::take_batches_locked() {
-  bool any = false;
-  for (thread_cache* c : caches_) {
-    if (c->batch_blocks.load(std::memory_order_relaxed) == 0) continue; // a free after this
-    std::lock_guard cache_lock(c->mu);
-    any |= take_batch_locked(*c);
-  }
-  if (any) check_locked();
-  return any;
-}
-
-void pool_impl::flush_batches() {
-  bool any;
-  {
-    std::lock_guard guard(caches_mutex());
-    std::lock_guard lock(mu_);
-    any = take_batches_locked();
-  }
-  if (any) drain_unstitches(); // a stitched block's range goes back
 }
 
 void pool_impl::return_to_pool(const cached_free* blocks, std::size_t n) {
@@ -327,7 +279,6 @@ void pool_impl::flush_caches(stream_handle only) {
   // Out of every table and still tagged: a free racing with this one is a double free.
   if (!out.empty()) return_to_pool(out.data(), out.size());
   cache_transit_.fetch_sub(1, std::memory_order_release);
-  if (only == k_no_stream) flush_batches();
 }
 
 void pool_impl::wait_for_cache_transits() {
@@ -348,53 +299,15 @@ void pool_impl::cache_totals::add(const thread_cache& c) {
   add_history(c);
   free_bytes += c.free_bytes.load(std::memory_order_relaxed);
   free_blocks += c.free_blocks.load(std::memory_order_relaxed);
-  batch_bytes += c.batch_bytes.load(std::memory_order_relaxed);
-  batch_blocks += c.batch_blocks.load(std::memory_order_relaxed);
   requested_excess += c.requested_excess.load(std::memory_order_relaxed);
 }
 
-pool_impl::cache_totals pool_impl::cache_totals_locked() const {
+pool_impl::cache_totals pool_impl::cache_totals_now() const {
+  std::lock_guard guard(caches_mutex());
   cache_totals t = retired_caches_;
-  for (thread_cache* c : caches_) {
-    std::lock_guard cache_lock(c->mu); // its counters as one
+  for (const thread_cache* c : caches_)
     t.add(*c);
-  }
   return t;
-}
-
-bool pool_impl::caches_valid_locked() const {
-  for (thread_cache* c : caches_) {
-    std::lock_guard cache_lock(c->mu);
-    auto tagged = [&](std::uintptr_t address, std::size_t size) {
-      const block* b = live_.find(address);
-      return b != nullptr && b->owner == c && b->size == size;
-    };
-    unsigned handed = 0;
-    for (const thread_cache::handed& h : c->table) {
-      if (h.address == 0) continue;
-      ++handed;
-      if (!tagged(h.address, h.size)) return false;
-    }
-    if (handed != c->handed_count.load(std::memory_order_relaxed)) return false;
-    for (unsigned k = 0; k < c->free_count_locked(); ++k)
-      if (!tagged(c->free_list[k].address, c->free_list[k].size) ||
-          c->find_locked(c->free_list[k].address) >= 0)
-        return false;
-    std::size_t bytes = 0;
-    for (unsigned k = 0; k < c->batch_count(); ++k) {
-      const thread_cache::batched& f = c->batch[k];
-      if (!tagged(f.address, f.size) || c->find_locked(f.address) >= 0 ||
-          c->find_free_locked(f.address) >= 0 ||
-          live_.find(f.address)->requested != f.pool_requested)
-        return false;
-      bytes += f.size;
-    }
-    if (c->batch_count() > thread_cache::k_max_batch ||
-        bytes != c->batch_bytes.load(std::memory_order_relaxed) ||
-        bytes > thread_cache::k_max_batch_bytes)
-      return false;
-  }
-  return true;
 }
 
 } // namespace gmem

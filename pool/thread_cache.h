@@ -1,55 +1,36 @@
-// Per-thread caches in front of the shared pool: blocks a thread freed on a stream, for its
-// next allocations on that stream, and a batch of its stream-less frees, for the pool.
+// Per-thread caches in front of the shared pool, for stream-ordered allocations.
 //
 // A thread that frees a block on stream s and then asks for a similar size on s (the cycle of
-// every stream-ordered loop) gets the block back from its own cache, without the pool's lock;
-// a thread that frees a block without a stream (cudaFree) and allocates again (the cycle of
-// every cudaMalloc loop) hands the free to the pool under the lock its allocation takes anyway.
-// Either way a pair takes the pool lock at most once: at 16 threads it was taken twice per pair
-// and most of those took it contended (GMEM_VERBOSE pool_lock line; docs/pool.md, "Threads").
+// every stream-ordered loop) gets the block back from its own cache, without the pool's lock:
+// at 16 threads the lock was taken twice per pair and most of those took it contended
+// (GMEM_VERBOSE pool_lock line; docs/pool.md, "Threads").
 //
-// Ownership. A block served to a thread by the pool (on a stream, or without one, of at most
-// k_max_block bytes) is "tagged" with the thread's cache (block::owner, under the pool lock)
-// and entered in the cache's table of blocks handed out. The pool still counts it live while
-// the thread holds it and while it sits free in the cache (its free list or its batch); the
-// cache's counters say how much of that is free, and stats() subtracts it.
+// Ownership. A block served to a thread by the pool on a stream is "tagged" with the thread's
+// cache (block::owner, under the pool lock) and entered in the cache's table of blocks handed
+// out. The pool still counts it live while the thread holds it and while it sits free in the
+// cache; the cache's counters say how much of that is free, and stats() subtracts it.
 //   - A free on a stream by the owning thread finds the block in its table, takes it out and
 //     keeps it in its free list, with the freeing stream.
 //   - An allocation on stream s by the owning thread takes a free block of stream s, of the
 //     request's segment class, at least the request and at most twice it (best fit); it goes
 //     back into the table.
-//   - A stream-less free by the owning thread takes the block out of its table into its batch
-//     (at most k_max_batch blocks and k_max_batch_bytes; a free past a bound goes to the pool
-//     at once, with the batch). The batch goes to the pool's pending list under the pool lock:
-//     the owner's next allocation (or pool free) hands it over first thing, and anyone who
-//     needs pending memory in the pool takes it (pool_impl::flush_batches): a pool fence before
-//     it takes its ticket, a program fence (cuCtxSynchronize), growth, trim, set_limit, the
-//     thread's exit. A batched block is never reused: it is not free anywhere.
-//   - Any other free of a tagged block (another thread's, or a stream-less one past the
-//     batch's bounds) goes through the pool, which takes the block out of its owner's table
-//     under the cache's lock and then frees it as usual. A tagged block that is not in its
-//     owner's table (free in the cache, batched, or on its way back to the pool) is not the
-//     program's: freeing it is a double free.
+//   - Any other free of a tagged block (another thread's, or a stream-less one) goes through
+//     the pool, which takes the block out of its owner's table under the cache's lock and then
+//     frees it as usual. A tagged block that is not in its owner's table (free in the cache, or
+//     on its way back to the pool) is not the program's: freeing it is a double free.
 // Reuse safety: a cached block freed on stream s serves only stream s (stream order makes that
 // safe at once, as for the pool's own stream-free blocks). A stream about to be destroyed has
 // its entries returned to the pool first (pool::stream_destroying), so a new stream that gets
-// the same handle never receives them. A batched block becomes pending when the pool takes it,
-// stamped then: only a fence that begins after that, so after the free, releases it (a fence
-// that began while it sat in the batch never covers it; it waits for the next).
+// the same handle never receives them.
 // Bounds: at most k_max_free free blocks and k_max_free_bytes per cache, blocks of at most
 // k_max_block bytes; beyond that the oldest go back to the pool, as many as take the cache under
-// them, under one lock. The pool takes every cache's free blocks and batches back before it
-// grows, and on trim and set_limit, so the caches hold memory only while the pool has what it
-// needs. A thread's exit returns its free and batched blocks and leaves its live ones to the
-// pool.
+// them, under one lock. The pool takes every cache's free blocks back before it grows, and on
+// trim and set_limit, so the caches hold memory only while the pool has what it needs. A
+// thread's exit returns its free blocks and leaves its live ones to the pool.
 //
 // Locks, outermost first: caches_mutex() (registration, thread exit, pool teardown, flushes),
 // the pool lock, a cache's lock. The owning thread never calls into the pool while it holds
-// its cache's lock. The batch changes under the cache's lock (the owner adds to it) or under
-// the pool lock (the pool takes it; a thread other than the owner holds the cache's lock too),
-// so the owner hands its batch over holding the pool lock alone. A batched block goes from the
-// batch to the pending list inside one pool-lock section, never through a local array: no
-// transit to count (cache_transit_ counts the free list's), and stats() sees it in one place.
+// its cache's lock.
 #pragma once
 
 #include "pool/pool.h"
@@ -70,8 +51,6 @@ struct thread_cache {
   static constexpr unsigned k_max_free = 16;   // free blocks kept
   static constexpr std::size_t k_max_free_bytes = std::size_t{8} << 20;
   static constexpr std::size_t k_max_block = std::size_t{4} << 20;
-  static constexpr unsigned k_max_batch = 16; // stream-less frees not yet the pool's
-  static constexpr std::size_t k_max_batch_bytes = std::size_t{4} << 20;
 
   // A block the program holds (address 0: empty slot).
   struct handed {
@@ -87,12 +66,6 @@ struct thread_cache {
     std::size_t pool_requested = 0;
     stream_handle stream = k_no_stream;
   };
-  // A block freed without a stream, for the pool's pending list.
-  struct batched {
-    std::uintptr_t address = 0;
-    std::size_t size = 0;
-    std::size_t pool_requested = 0;
-  };
 
   spin_lock mu; // the owner takes it on every call; others rarely
   // The pool served; nullptr once the pool is gone (its teardown or abandon()). Changed
@@ -104,22 +77,18 @@ struct thread_cache {
   // reads is never below the count.
   std::atomic<unsigned> handed_count{0};
   cached free_list[k_max_free + 1]; // oldest first; free_blocks entries
-  batched batch[k_max_batch];       // batch_blocks entries (see "Locks" above)
 
-  // What stats() adds to the pool's view; written under mu (the batch's: see "Locks").
+  // What stats() adds to the pool's view; written under mu, read without it.
   // The free list's length and bytes. The owner reads free_blocks without mu too: only the
   // owner adds blocks, so 0 means none.
   std::atomic<std::size_t> free_bytes{0};
   std::atomic<std::size_t> free_blocks{0};
-  // The batch's length and bytes (pending for the program).
-  std::atomic<std::size_t> batch_bytes{0};
-  std::atomic<std::size_t> batch_blocks{0};
   std::atomic<std::size_t> hits{0};      // allocations served from the cache
   std::atomic<std::size_t> hit_bytes{0}; // their rounded bytes
-  std::atomic<std::size_t> frees{0};     // frees kept in the cache or its batch
+  std::atomic<std::size_t> frees{0};     // frees kept in the cache
   std::atomic<std::size_t> invalid{0};   // double frees it recognized
-  // Sum over its blocks of pool_requested - requested (free and batched ones: pool_requested):
-  // the pool's live_requested_bytes counts pool_requested for every block of the cache.
+  // Sum over its blocks of pool_requested - requested (free ones: pool_requested): the pool's
+  // live_requested_bytes counts pool_requested for every block of the cache.
   std::atomic<std::int64_t> requested_excess{0};
 
   static unsigned home(std::uintptr_t address) {
@@ -183,32 +152,6 @@ struct thread_cache {
     for (unsigned k = 0; k < free_count_locked(); ++k)
       if (free_list[k].address == address) return static_cast<int>(k);
     return -1;
-  }
-  unsigned batch_count() const {
-    return static_cast<unsigned>(batch_blocks.load(std::memory_order_relaxed));
-  }
-  // Room for a block of `size` in the batch.
-  bool batch_fits(std::size_t size) const {
-    return batch_count() < k_max_batch &&
-           batch_bytes.load(std::memory_order_relaxed) + size <= k_max_batch_bytes;
-  }
-  void push_batch_locked(const batched& f) {
-    batch[batch_count()] = f;
-    bump(batch_blocks, 1);
-    bump(batch_bytes, f.size);
-    add_excess(static_cast<std::int64_t>(f.pool_requested));
-  }
-  // Empties the batch (its blocks are the pool's now).
-  void clear_batch() {
-    for (unsigned k = 0; k < batch_count(); ++k)
-      add_excess(-static_cast<std::int64_t>(batch[k].pool_requested));
-    batch_blocks.store(0, std::memory_order_relaxed);
-    batch_bytes.store(0, std::memory_order_relaxed);
-  }
-  bool in_batch(std::uintptr_t address) const {
-    for (unsigned k = 0; k < batch_count(); ++k)
-      if (batch[k].address == address) return true;
-    return false;
   }
   void add_excess(std::int64_t v) {
     requested_excess.store(requested_excess.load(std::memory_order_relaxed) + v,
