@@ -38,7 +38,9 @@ void on_thread_exit(void*) {
   }
 }
 
-thread_cache* register_slow(std::uint64_t pool_id, pool_impl* pool) {
+// Kept out of this_thread_cache (which every allocation and free calls): inlined, its
+// registers would make the lookup save and restore six of them each time.
+__attribute__((noinline)) thread_cache* register_slow(std::uint64_t pool_id, pool_impl* pool) {
   std::call_once(g_exit_key_once, [] { pthread_key_create(&g_exit_key, &on_thread_exit); });
   std::lock_guard guard(caches_mutex());
   cache_slot* room = nullptr;
