@@ -1,12 +1,16 @@
 """A Python program for tests/python/held_to_exit_test.sh (no GPU: the fake driver through
-ctypes, under the shim). Three 1 MiB buffers, each freed by its owner's __del__:
+ctypes, under the shim). Four 1 MiB buffers, each freed by its owner's __del__:
 - KEPT: held by a module global until the end: the interpreter's shutdown frees it, so the
   program still held it when its code ended (reported as a leak, "held to exit");
 - DROPPED: released by the program (del) before its end: not a leak;
-- AT_EXIT: freed by an atexit handler, which is the program's own code: not a leak."""
+- AT_EXIT: freed by an atexit handler, which is the program's own code: not a leak;
+- CYCLE: owned by an object in a reference cycle that the program dropped (as a
+  DistributedDataParallel module and its hooks are): garbage the program no longer holds, which
+  only a collection frees (none runs before the end here): not a leak."""
 
 import atexit
 import ctypes
+import gc
 import sys
 
 cuda = ctypes.CDLL("libcuda.so.1")
@@ -39,6 +43,18 @@ kept = Buffer(1 << 20)  # KEPT
 dropped = Buffer(1 << 20)  # DROPPED
 at_exit = Buffer(1 << 20)  # AT_EXIT
 del dropped
+
+
+class Node:
+    def __init__(self):
+        self.buffer = Buffer(1 << 20)  # CYCLE
+        self.me = self
+
+
+gc.disable()  # no collection before the end, whatever the allocation counts
+cycle = Node()
+del cycle
+gc.enable()
 
 
 def release():
