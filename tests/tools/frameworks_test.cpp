@@ -393,6 +393,14 @@ TEST(frameworks, default_suppressions_cover_what_frameworks_keep_by_design) {
   EXPECT_TRUE(suppressed(native("at::cuda::CUDAGraph::replay()", "libtorch_cuda.so")));
   EXPECT_TRUE(
       suppressed(native("stream_executor::gpu::GpuCommandBuffer::Submit()", "xla_cuda_plugin.so")));
+  // What torch.distributed keeps until the process ends: DDP's buckets, a barrier's tensor.
+  const std::string torch_py = "/venv/lib/python3.12/site-packages/torch/";
+  EXPECT_TRUE(suppressed(python("DistributedDataParallel._pre_forward",
+                                torch_py + "nn/parallel/distributed.py", 1598)));
+  EXPECT_TRUE(suppressed(python("barrier", torch_py + "distributed/distributed_c10d.py", 4810)));
+  // ... not the model's own tensors that DDP's forward runs.
+  EXPECT_FALSE(suppressed(
+      python("DistributedDataParallel.forward", torch_py + "nn/parallel/distributed.py", 1650)));
   // Not the program's own allocations, nor PyTorch's device cache (named, not suppressed).
   EXPECT_FALSE(suppressed(native("make_buffer(unsigned long)", "/app/prog")));
   EXPECT_FALSE(

@@ -19,8 +19,12 @@ constexpr std::size_t k_max_file_bytes = 1 << 20;
 // (CachingHostAllocator: pinned blocks freed by tensors are cached, never given back) and the
 // memory of CUDA graphs a framework keeps to replay (PyTorch's CUDAGraph, XLA's command
 // buffers), and the pinned host staging buffer XLA keeps for transfers from JAX's device_put
-// (pinned host memory allocated under pxla.py; JAX's device arrays are device memory). New patterns
-// go at the end: a pattern's origin names its line.
+// (pinned host memory allocated under pxla.py; JAX's device arrays are device memory); then
+// what PyTorch's distributed code keeps past the program's last reference until the process
+// ends: DistributedDataParallel's gradient buckets (made by its reducer when the first forward
+// rebuilds them, under _pre_forward) and the tensors torch.distributed's collectives make for
+// themselves (a barrier's), held after destroy_process_group and after a garbage collection.
+// New patterns go at the end: a pattern's origin names its line.
 constexpr const char* k_default_text =
     R"(# gmem's default suppressions: library-lifetime allocations
 leak:libcublas
@@ -55,6 +59,8 @@ leak:CUDAGraph::capture_end
 leak:xla::gpu::*CommandBuffer
 leak:stream_executor::gpu::*CommandBuffer
 leak.host_pinned:jax/_src/interpreters/pxla.py
+leak:DistributedDataParallel._pre_forward
+leak:torch/distributed/distributed_c10d.py
 )";
 
 // Glob with `*` at position p of pattern against text from t, anchored at both ends.
