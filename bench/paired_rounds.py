@@ -78,7 +78,8 @@ def run_one(name, args, workload_args, sampler):
         rec["error"] = (p.stdout + p.stderr)[-2000:]
     rec["nvml_peak_delta_mib"] = (peak - base) / 2**20 if sampler else None
     rec["gmem_lines"] = [line for line in p.stderr.splitlines()
-                         if line.startswith(("gmem: barriers", "gmem: pool device=0 kind=device"))]
+                         if line.startswith(("gmem: barriers", "gmem: pool device=0 kind=device",
+                                             "gmem: vmm device=0", "gmem: host_time device=0"))]
     return rec
 
 
