@@ -9,25 +9,15 @@
 #   that line, for every rank.
 source "$(dirname "$0")/python_lib.sh"
 need_module torch
-GMEM=$build/bin/gmem
-[ -x "$GMEM" ] || { echo "no $GMEM: run make first"; exit 1; }
+traced_runs
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)
 [ "${gpus:-0}" -ge 2 ] || { echo "skipped: DDP needs two GPUs, this machine has ${gpus:-0}"; exit 77; }
 export GMEM_TRACE=1 PYTHONUNBUFFERED=1 CUBLAS_WORKSPACE_CONFIG=:4096:8 OMP_NUM_THREADS=1
 unset GMEM_FRAMEWORKS PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF
 PROG=$here/ddp_check.py
 KEEP=$(grep -n "# KEEP" "$PROG" | cut -d: -f1)
-W=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # The launcher's own trace (it is a Python process under the shim too).
-launcher() { PIDS+=("$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$1" | head -1)"); }
+launcher() { PIDS+=("$(pid_of "$1")"); }
 ddp() { timeout 300 "$@" "$PY" -m torch.distributed.run --standalone --nproc_per_node 2 "$PROG"; }
 
 ddp env >"$W/native.out" 2>"$W/native.err" || { cat "$W/native.err"; echo "FAIL: DDP without gmem"; exit 1; }

@@ -13,23 +13,13 @@
 # - where a compiler and PyTorch's headers are there, scripts/torch_layout.cpp derives the
 #   layout row of the PyTorch installed and it must equal the bootstrap's row.
 source "$(dirname "$0")/python_lib.sh"
-GMEM=$build/bin/gmem
-[ -x "$GMEM" ] || { echo "no $GMEM: run make first"; exit 1; }
+traced_runs
 export GMEM_TRACE=1 PYTHONUNBUFFERED=1
 unset GMEM_FRAMEWORKS PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF \
   XLA_PYTHON_CLIENT_ALLOCATOR XLA_PYTHON_CLIENT_PREALLOCATE
 PROG=$here/frameworks_check.py
 KEEP=$(grep -n "# KEEP" "$PROG" | cut -d: -f1 | tr '\n' ' ')
-W=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-failures=0 ran=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-pid_of() { sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$1" | head -1; }
+ran=0
 
 # clean NAME "FW [ARGS]" [gmem run args...]: the loop frees everything: no LEAKS, gmem leaks
 # exits 0.

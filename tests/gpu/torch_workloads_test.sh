@@ -5,27 +5,17 @@
 # exits 0 (cuBLAS's and cuDNN's workspaces suppressed, PyTorch's cache reported as reserved).
 source "$(dirname "$0")/python_lib.sh"
 need_module torch
-GMEM=$build/bin/gmem
-[ -x "$GMEM" ] || { echo "no $GMEM: run make first"; exit 1; }
+traced_runs
 "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null || { echo "skipped: no GPU for PyTorch"; exit 77; }
 export GMEM_TRACE=1 PYTHONUNBUFFERED=1
 unset GMEM_FRAMEWORKS PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF
-W=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 for w in "gpt --steps 12" "smallconv --steps 60" "decode --steps 300"; do
   name=${w%% *}
   # shellcheck disable=SC2086 # w carries the workload's arguments
   timeout 300 "$GMEM" run -- "$PY" "$root/bench/workloads/torch_train.py" --model $w \
     >"$W/$name.out" 2>"$W/$name.err" || { fail "$name failed: $(tail -5 "$W/$name.err")"; continue; }
   grep "^gmem: " "$W/$name.err"
-  pid=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/$name.err" | head -1)
+  pid=$(pid_of "$W/$name.err")
   [ -n "$pid" ] || { fail "$name: no pid in the summary"; continue; }
   PIDS+=("$pid")
   grep -q "LEAKS" "$W/$name.err" && fail "$name: the exit summary reports leaks"
