@@ -122,7 +122,7 @@ has "$W/run.out" "child $W/site/lib/site-packages:$W/user" "PYTHONPATH is the us
 
 echo "== at exit: the tensors kept to the end, the cache apart"
 has "$W/run.err" "gmem: LEAKS: 20.0 MiB in 5 allocations from 1 call sites were never freed" "summary"
-has "$W/run.err" "gmem: PyTorch's caching allocator holds 64.0 MiB in 1 allocations at exit: memory it keeps for reuse, not leaks; 20.0 MiB of it in live tensors" "summary: the cache"
+has "$W/run.err" "gmem: PyTorch's caching allocator holds 64.0 MiB in 1 allocation at exit: memory it keeps for reuse, not leaks; 20.0 MiB of it in live tensors" "summary: the cache"
 if [ -n "$PID" ]; then
   "$GMEM" leaks "$PID" >"$W/exit.txt"
   has "$W/exit.txt" "#1 20.0 MiB in 5 allocations" "exit leaks"
@@ -151,7 +151,7 @@ print("export pytorch: 5 active tensors, 25 allocs")
 PY
   "$GMEM" export "$PID" --format chrome -o "$W/trace.json" 2>/dev/null || fail "export chrome"
   "$GMEM" report "$PID" -o "$W/report.html" 2>/dev/null || fail "gmem report"
-  has "$W/report.html" "holds 64.0 MiB in 1 allocations, not counted above: memory it keeps for reuse, not leaks; 20.0 MiB of it in live tensors" "report: the cache"
+  has "$W/report.html" "holds 64.0 MiB in 1 allocation, not counted above: memory it keeps for reuse, not leaks; 20.0 MiB of it in live tensors" "report: the cache"
   timeout 10 "$GMEM" top "$PID" >"$W/top.txt" 2>&1 </dev/null
   has "$W/top.txt" "20.0 MiB of it in 5 tensors inside frameworks' caches" "top: the tensors within the live bytes"
 fi
@@ -176,7 +176,7 @@ FAKE_TORCH_VERSION=2.99.1 "$GMEM" run -- python3 "$W/prog.py" >/dev/null 2>"$W/v
 cat "$W/ver.err"
 P=$(pid_of "$W/ver.err"); [ -n "$P" ] && PIDS+=("$P")
 has "$W/ver.err" "gmem: PyTorch 2.99: per-tensor observation not available (gmem knows the allocator of PyTorch 2.11)" "unknown version"
-has "$W/ver.err" "gmem: PyTorch's caching allocator holds 64.0 MiB in 1 allocations at exit: its cached segments, not your tensors" "unknown version: today's recognition"
+has "$W/ver.err" "gmem: PyTorch's caching allocator holds 64.0 MiB in 1 allocation at exit: its cached segments, not your tensors" "unknown version: today's recognition"
 hasnt "$W/ver.err" "LEAKS" "unknown version"
 
 echo "== another backend, explicit values"

@@ -10,6 +10,7 @@
 #include "tools/analysis/leak_report.h"
 #include "tools/analysis/timeline.h"
 #include "tools/render/flame_graph.h"
+#include "tools/render/printers.h"
 #include "tools/render/svg_charts.h"
 
 namespace gmem::tools {
@@ -227,8 +228,9 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
     for (const auto& s : lr.cached)
       if (s.cache == c) bytes += s.bytes, count += s.count;
     h += "<p class=\"note\">" + html_escape(c->cache) + " holds " + format_bytes(bytes) + " in " +
-         std::to_string(count) + " allocations, not counted above: " +
-         html_escape(cache_note(*c, lr.observed(c), lr.tensor_bytes)) + " (see gmem leaks).</p>\n";
+         plural(count, "allocation", "allocations") +
+         ", not counted above: " + html_escape(cache_note(*c, lr.observed(c), lr.tensor_bytes)) +
+         " (see gmem leaks).</p>\n";
   }
   if (!lr.suppressed.empty())
     h += "<p class=\"note\">Suppressed (library-lifetime allocations, not leaks): " +
