@@ -12,17 +12,12 @@ for f in "$GMEM" "$SVC" "$LEAK" "$B/lib/libgmem.so" "$B/tests/fake_cuda/libcuda.
   [ -e "$f" ] || { echo "missing $f (make builds it)"; exit 1; }
 done
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-W=$(mktemp -d)
-PIDS=() JOB=
-cleanup() {
+JOB=
+before_cleanup() {
   touch "$W/stop"
   [ -n "$JOB" ] && { kill "$JOB" 2>/dev/null; wait "$JOB" 2>/dev/null; }
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
 }
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../traced_runs.sh"
 expect_rc() { [ "$1" = "$2" ] || fail "$3: exit status $2, expected $1"; }
 
 echo "== --help"

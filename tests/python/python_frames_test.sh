@@ -18,15 +18,7 @@ for f in "$GMEM" "$B/lib/libgmem.so" "$B/tests/fake_cuda/libcuda.so.1"; do
 done
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export FAKE_CUDA_TOTAL_BYTES=512M PYTHONDONTWRITEBYTECODE=1
-W=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../traced_runs.sh"
 line_of() { grep -n -- "$1" "$PROG" | head -1 | cut -d: -f1; }
 LEAK_A=$(line_of "# LEAK-A")
 LEAK_B=$(line_of "# LEAK-B")

@@ -15,15 +15,7 @@ done
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 unset GMEM_FRAMEWORKS PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF \
   XLA_PYTHON_CLIENT_ALLOCATOR XLA_PYTHON_CLIENT_PREALLOCATE
-W=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../traced_runs.sh"
 
 SHOW='echo "P=${PYTORCH_NO_CUDA_MEMORY_CACHING-unset} A=${XLA_PYTHON_CLIENT_ALLOCATOR-unset} R=${XLA_PYTHON_CLIENT_PREALLOCATE-unset}"'
 TAIL='(CUDA graphs and torch.compile(mode="reduce-overhead") need PyTorch'"'"'s cache: --frameworks observe)'

@@ -10,15 +10,7 @@ for f in "$GMEM" "$LEAK" "$B/lib/libgmem.so" "$B/tests/fake_cuda/libcuda.so.1"; 
   [ -e "$f" ] || { echo "missing $f (make builds it)"; exit 1; }
 done
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-W=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../traced_runs.sh"
 expect_rc() { # expected actual what
   [ "$1" = "$2" ] || fail "$3: exit status $2, expected $1"
 }

@@ -24,15 +24,7 @@ command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 unset GMEM_FRAMEWORKS PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF \
   FAKE_TORCH_VERSION FAKE_TORCH_BACKEND PYTHONPATH PYTHONSTARTUP LD_PRELOAD
-W=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
-}
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../traced_runs.sh"
 has() { grep -qF -- "$2" "$1" || fail "$3: no '$2' in $1: $(cat "$1")"; }
 hasnt() { grep -qF -- "$2" "$1" && fail "$3: '$2' in $1: $(cat "$1")"; }
 
@@ -89,7 +81,6 @@ if len(sys.argv) > 1:
         time.sleep(0.02)
 EOF
 
-pid_of() { sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$1"; }
 
 echo "== gmem run -- python3 prog.py: while running"
 "$GMEM" run -- python3 "$W/prog.py" "$W/ready" >"$W/run.out" 2>"$W/run.err" &
