@@ -294,8 +294,8 @@ def _collect_at_exit():
     program: a garbage collection while the program's code may still free, before the
     interpreter's shutdown begins. Frees made once it has begun keep their allocations, marked
     held to exit (docs/interpose.md, "At exit"); objects in reference cycles the program
-    dropped (a DistributedDataParallel module and its hooks) are garbage it no longer holds,
-    which without this would only be freed by the shutdown's own collection. A program that
+    dropped are garbage it no longer holds, which without this would only be freed by the
+    shutdown's own collection. A program that
     turned the collector off keeps it off."""
     import atexit
     import gc

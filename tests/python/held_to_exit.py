@@ -4,9 +4,8 @@ ctypes, under the shim). Four 1 MiB buffers, each freed by its owner's __del__:
   program still held it when its code ended (reported as a leak, "held to exit");
 - DROPPED: released by the program (del) before its end: not a leak;
 - AT_EXIT: freed by an atexit handler, which is the program's own code: not a leak;
-- CYCLE: owned by an object in a reference cycle that the program dropped (as a
-  DistributedDataParallel module and its hooks are): garbage the program no longer holds, which
-  only a collection frees (none runs before the end here): not a leak."""
+- CYCLE: owned by an object in a reference cycle that the program dropped: garbage the program
+  no longer holds, which only a collection frees (none runs before the end here): not a leak."""
 
 import atexit
 import ctypes
