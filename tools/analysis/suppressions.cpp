@@ -22,9 +22,10 @@ constexpr std::size_t k_max_file_bytes = 1 << 20;
 // (pinned host memory allocated under pxla.py; JAX's device arrays are device memory); then
 // what PyTorch's distributed code keeps past the program's last reference until the process
 // ends: DistributedDataParallel's gradient buckets (made by its reducer when a forward rebuilds
-// them in the order the first backward used, under _pre_forward) and the tensors torch.distributed's collectives make for
-// themselves (a barrier's), held after destroy_process_group and after a garbage collection.
-// New patterns go at the end: a pattern's origin names its line.
+// them in the order the first backward used, under _pre_forward) and the tensors
+// torch.distributed's collectives make for themselves (a barrier's), held after
+// destroy_process_group and after a garbage collection. New patterns go at the end: a pattern's
+// origin names its line.
 constexpr const char* k_default_text =
     R"(# gmem's default suppressions: library-lifetime allocations
 leak:libcublas
