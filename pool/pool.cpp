@@ -11,9 +11,6 @@
 namespace gmem {
 
 namespace {
-constexpr std::size_t round_up(std::size_t n, std::size_t to) {
-  return (n + to - 1) / to * to;
-}
 std::uint64_t next_pool_id() {
   static std::atomic<std::uint64_t> last{0};
   return last.fetch_add(1, std::memory_order_relaxed) + 1;

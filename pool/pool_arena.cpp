@@ -16,15 +16,6 @@
 
 namespace gmem {
 
-namespace {
-constexpr std::uintptr_t round_up(std::uintptr_t n, std::uintptr_t to) {
-  return (n + to - 1) / to * to;
-}
-constexpr std::uintptr_t round_down(std::uintptr_t n, std::uintptr_t to) {
-  return n / to * to;
-}
-} // namespace
-
 std::size_t pool_impl::arena_growth_locked(std::size_t size, std::uintptr_t& at) const {
   std::size_t tail = 0; // the free block at the tip's end, which the new pages extend
   at = 0;

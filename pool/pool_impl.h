@@ -24,6 +24,14 @@
 
 namespace gmem {
 
+// n rounded up / down to a multiple of `to` (sizes and addresses alike).
+constexpr std::size_t round_up(std::size_t n, std::size_t to) {
+  return (n + to - 1) / to * to;
+}
+constexpr std::size_t round_down(std::size_t n, std::size_t to) {
+  return n / to * to;
+}
+
 // Upstream, fence and observer calls collected under the lock, made after unlocking.
 struct deferred {
   std::vector<std::pair<std::uintptr_t, std::size_t>> unmaps; // upstream::unmap calls

@@ -7,12 +7,6 @@
 
 namespace gmem {
 
-namespace {
-constexpr std::size_t round_up(std::size_t n, std::size_t to) {
-  return (n + to - 1) / to * to;
-}
-} // namespace
-
 void pool_impl::update_oversize_locked() {
   if (page_ != 0) { // the arena serves them all: never a segment of their own
     oversize_now_.store(SIZE_MAX, std::memory_order_relaxed);

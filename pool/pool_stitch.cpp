@@ -24,15 +24,6 @@
 
 namespace gmem {
 
-namespace {
-constexpr std::uintptr_t round_up(std::uintptr_t n, std::uintptr_t to) {
-  return (n + to - 1) / to * to;
-}
-constexpr std::uintptr_t round_down(std::uintptr_t n, std::uintptr_t to) {
-  return n / to * to;
-}
-} // namespace
-
 bool pool_impl::lend_pages_locked(std::size_t size, std::vector<block*>& lent) {
   struct run {
     block* b;
