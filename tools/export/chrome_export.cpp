@@ -74,6 +74,14 @@ json event(const char* ph, int pid, int tid, std::string name, double ts) {
   return e;
 }
 
+// An instant event of category `cat` with its scope ("t" thread, "p" process).
+json instant(int pid, int tid, std::string name, double ts, const char* scope, const char* cat) {
+  json e = event("i", pid, tid, std::move(name), ts);
+  e["s"] = scope;
+  e["cat"] = cat;
+  return e;
+}
+
 } // namespace
 
 json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols, bool all_frames) {
@@ -115,9 +123,7 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols, bool all_fra
     const int tid = static_cast<int>(e.thread);
     switch (e.type) {
     case event_type::alloc: {
-      json a = event("i", pid, tid, "alloc " + format_bytes(e.size), us(e.time_ns));
-      a["s"] = "t";
-      a["cat"] = "alloc";
+      json a = instant(pid, tid, "alloc " + format_bytes(e.size), us(e.time_ns), "t", "alloc");
       json& args = a["args"];
       args["bytes"] = e.size;
       args["address"] = e.address;
@@ -127,16 +133,11 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols, bool all_fra
       break;
     }
     case event_type::marker: {
-      json m = event("i", pid, tid, e.label, us(e.time_ns));
-      m["s"] = "p";
-      m["cat"] = "marker";
-      ev.push_back(std::move(m));
+      ev.push_back(instant(pid, tid, e.label, us(e.time_ns), "p", "marker"));
       break;
     }
     case event_type::oom: {
-      json o = event("i", pid, tid, "OOM " + format_bytes(e.size), us(e.time_ns));
-      o["s"] = "p";
-      o["cat"] = "oom";
+      json o = instant(pid, tid, "OOM " + format_bytes(e.size), us(e.time_ns), "p", "oom");
       json& args = o["args"];
       args["requested"] = e.size;
       args["device"] = e.device;
@@ -159,10 +160,7 @@ json chrome_trace(const gmem::trace::trace& t, symbolizer& symbols, bool all_fra
       break;
     }
     case event_type::trim: {
-      json i = event("i", pid, tid, "trim " + format_bytes(e.size), us(e.time_ns));
-      i["s"] = "t";
-      i["cat"] = "trim";
-      ev.push_back(std::move(i));
+      ev.push_back(instant(pid, tid, "trim " + format_bytes(e.size), us(e.time_ns), "t", "trim"));
       break;
     }
     default:
