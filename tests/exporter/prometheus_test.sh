@@ -24,18 +24,13 @@ if [ ! -x "$B/bin/gmem-exporter" ]; then
   exit 77
 fi
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-W=$(mktemp -d)
-JOBS=() SVC_PIDS=()
-cleanup() {
+JOBS=()
+before_cleanup() {
   touch "$W/stop"
   for p in "${JOBS[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${JOBS[@]}"; do wait "$p" 2>/dev/null; done
-  for p in "${SVC_PIDS[@]}"; do "$GMEM" clean --force "$p" >/dev/null 2>&1; done
-  rm -rf "$W"
 }
-trap cleanup EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+source "$(dirname "$0")/../traced_runs.sh"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 echo "== rules and dashboard"
@@ -67,7 +62,7 @@ LEAK=$SVC_PID
 start_service stable
 STABLE=$SVC_PID
 [ -n "$LEAK" ] && [ -n "$STABLE" ] || { fail "services did not start"; cat "$W"/*.err; exit 1; }
-SVC_PIDS+=("$LEAK" "$STABLE")
+PIDS+=("$LEAK" "$STABLE")
 echo "leak pid $LEAK, stable pid $STABLE"
 
 echo "== gmem exporter"
