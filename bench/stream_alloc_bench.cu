@@ -4,10 +4,12 @@
 // Each thread has a non-blocking stream of its own and keeps `live` blocks; one op frees its
 // oldest block, allocates a new one of a log-uniform random size and launches a fill and a
 // check kernel on it (the check counts words that are not what this op's fill wrote). The
-// floor is the same program on blocks of the largest size allocated up front: no allocation
-// in the loop, so an allocator's cost is its time per op above the floor's.
+// floor is the same program on blocks of the largest size allocated up front, its kernels
+// covering the size drawn: no allocation in the loop, so an allocator's cost is its time per
+// op above the floor's.
 // Run under LD_PRELOAD=libgmem.so (with --method cudaMallocAsync or cudaMalloc) for gmem.
-// Prints mean and p99 host time per op and ops per ms of all threads together; exit 3 when a
+// Prints mean and p99 host time per op and ops per ms of all threads together, and the mean
+// and p99 of the op's free and allocation calls alone (the rest is the two launches); exit 3 when a
 // check kernel saw another op's data (a block handed out while old work could still touch
 // it), so the run doubles as a multi-thread reuse-hazard test.
 #include "alloc_harness.h"
@@ -53,7 +55,7 @@ struct thread_state {
   cudaStream_t stream = nullptr;
   std::vector<std::pair<void*, std::size_t>> ring; // (block, bytes), oldest at `next`
   std::size_t next = 0;
-  std::vector<std::uint32_t> samples;
+  std::vector<std::uint32_t> samples, free_samples, alloc_samples; // per op: all, free, alloc
   bool ok = true;
 };
 
@@ -109,18 +111,31 @@ public:
     auto& slot = t.ring[t.next];
     t.next = (t.next + 1) % t.ring.size();
     if (c_.m != method::floor) {
+      const std::uint64_t t0 = gmem_bench::now_ns();
       if (!release(t, slot.first)) return false;
+      const std::uint64_t t1 = gmem_bench::now_ns();
       slot = {allocate(t, bytes), bytes};
       if (slot.first == nullptr) return false;
+      t.free_samples.push_back(clamp32(t1 - t0));
+      t.alloc_samples.push_back(clamp32(gmem_bench::now_ns() - t1));
     }
-    const std::size_t words = std::max<std::size_t>(1, slot.second / sizeof(unsigned));
+    // The floor's kernels cover the size drawn, as an allocator's do: the same device work.
+    const std::size_t kernel_bytes = c_.m == method::floor ? bytes : slot.second;
+    const std::size_t words = std::max<std::size_t>(1, kernel_bytes / sizeof(unsigned));
     const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((words + 255) / 256, 512));
     auto* w = static_cast<unsigned*>(slot.first);
     fill<<<grid, 256, 0, t.stream>>>(w, words, tag);
     check<<<grid, 256, 0, t.stream>>>(w, words, tag, bad_);
     return ok(cudaGetLastError(), "kernel launch");
   }
-  gmem_bench::cell_result run(int threads, double& ops_per_ms) {
+  static std::uint32_t clamp32(std::uint64_t ns) {
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(ns, UINT32_MAX));
+  }
+  // The op's free and allocation calls alone, over all threads: mean and p99 (0 for the floor).
+  struct split {
+    double free_mean = 0, free_p99 = 0, alloc_mean = 0, alloc_p99 = 0;
+  };
+  gmem_bench::cell_result run(int threads, double& ops_per_ms, split& calls) {
     std::vector<thread_state> ts(static_cast<std::size_t>(threads));
     const auto budget = static_cast<std::uint64_t>(c_.seconds * 1e9);
     std::atomic<std::uint64_t> total_ops{0}, first{UINT64_MAX}, last{0};
@@ -143,6 +158,8 @@ public:
         t.ok = op(t, draw(), ++tag);
       t.ok = t.ok && ok(cudaStreamSynchronize(t.stream), "warm-up sync");
       t.samples.reserve(200000);
+      t.free_samples.clear();
+      t.alloc_samples.clear();
       const std::uint64_t start = gmem_bench::now_ns(), end = start + budget;
       std::uint64_t now = start;
       while (t.ok && now < end && t.samples.size() < 2000000) {
@@ -150,8 +167,7 @@ public:
         const std::uint64_t t0 = gmem_bench::now_ns();
         t.ok = op(t, bytes, ++tag);
         now = gmem_bench::now_ns();
-        t.samples.push_back(
-            static_cast<std::uint32_t>(std::min<std::uint64_t>(now - t0, UINT32_MAX)));
+        t.samples.push_back(clamp32(now - t0));
       }
       t.ok = t.ok && ok(cudaStreamSynchronize(t.stream), "stream sync");
       const std::uint64_t done = gmem_bench::now_ns();
@@ -168,10 +184,18 @@ public:
       cudaStreamDestroy(t.stream);
       return t.ok;
     });
-    std::vector<std::vector<std::uint32_t>> samples;
-    for (auto& t : ts)
+    std::vector<std::vector<std::uint32_t>> samples, frees, allocs;
+    for (auto& t : ts) {
       samples.push_back(std::move(t.samples));
+      frees.push_back(std::move(t.free_samples));
+      allocs.push_back(std::move(t.alloc_samples));
+    }
     gmem_bench::cell_result r = gmem_bench::summarize(samples);
+    if (c_.m != method::floor) {
+      const gmem_bench::cell_result f = gmem_bench::summarize(frees),
+                                    a = gmem_bench::summarize(allocs);
+      calls = {f.mean_ns, f.p99_ns, a.mean_ns, a.p99_ns};
+    }
     r.test = "stream";
     r.threads = threads;
     r.failed = !all_ok;
@@ -263,20 +287,27 @@ int main(int argc, char** argv) {
   bool failed = false;
   for (int threads : c.threads) {
     double per_ms = 0;
-    const gmem_bench::cell_result cell = r.run(threads, per_ms);
+    runner::split calls;
+    const gmem_bench::cell_result cell = r.run(threads, per_ms, calls);
     failed = failed || cell.failed;
     std::printf("%-22s stream %2d thr  mean %8.0f ns/op  p99 %9.0f ns  %8.1f ops/ms all threads  "
                 "(%zu ops%s)\n",
                 c.label.c_str(), threads, cell.mean_ns, cell.p99_ns, per_ms, cell.samples,
                 cell.failed ? ", FAILED" : "");
+    if (c.m != method::floor)
+      std::printf("%-22s   free mean %8.0f p99 %9.0f ns   alloc mean %8.0f p99 %9.0f ns\n",
+                  c.label.c_str(), calls.free_mean, calls.free_p99, calls.alloc_mean,
+                  calls.alloc_p99);
     std::fflush(stdout);
     if (FILE* f = c.json.empty() ? nullptr : std::fopen(c.json.c_str(), "a")) {
       std::fprintf(f,
                    "{\"kind\":\"stream_alloc\",\"label\":\"%s\",\"threads\":%d,\"samples\":%zu,"
                    "\"mean_ns\":%.1f,\"median_ns\":%.1f,\"p99_ns\":%.1f,\"ops_per_ms\":%.2f,"
-                   "\"failed\":%s}\n",
+                   "\"free_mean_ns\":%.1f,\"free_p99_ns\":%.1f,\"alloc_mean_ns\":%.1f,"
+                   "\"alloc_p99_ns\":%.1f,\"failed\":%s}\n",
                    c.label.c_str(), threads, cell.samples, cell.mean_ns, cell.median_ns,
-                   cell.p99_ns, per_ms, cell.failed ? "true" : "false");
+                   cell.p99_ns, per_ms, calls.free_mean, calls.free_p99, calls.alloc_mean,
+                   calls.alloc_p99, cell.failed ? "true" : "false");
       std::fclose(f);
     }
   }

@@ -44,6 +44,8 @@ wait
 nv tests/gpu/capture_fence.cu -o "$DEST/tests/gpu/capture_fence" &
 nv -I. bench/probes/barrier_cost.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/bench/barrier_cost" &
 wait
+nv -I. bench/probes/contended_barrier.cu -L"${CUDA_HOME:-/usr/local/cuda}/lib64/stubs" -lcuda -o "$DEST/bench/contended_barrier" &
+wait
 nv tests/gpu/thirdparty_mix.cu -o "$DEST/tests/gpu/thirdparty_mix" &
 nv tests/gpu/thirdparty_mix.cu -cudart shared -o "$DEST/tests/gpu/thirdparty_mix_shared" &
 wait
