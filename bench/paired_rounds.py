@@ -14,6 +14,7 @@ others are compared with):
                    (trace and stacks on)
   gmem-traceoff    the same with GMEM_TRACE=0
   gmem-fanout      gmem's defaults with GMEM_CONTEXT_BARRIER=0 (every barrier a fan-out)
+  gmem-nomarks     gmem's defaults with GMEM_FENCE_MARKS=0 (every fence a barrier)
   gmem-stitch      gmem's defaults with GMEM_STITCH=1 (free arena pages stitched into ranges)
   gmem-observe     gmem with nothing set (what `gmem run` gives a PyTorch program): PyTorch's
                    caching allocator kept and each tensor observed (GMEM_FRAMEWORKS=observe)
@@ -43,6 +44,7 @@ CONFIGS = {
     "gmem": (NOCACHE, True),
     "gmem-traceoff": ({**NOCACHE, "GMEM_TRACE": "0"}, True),
     "gmem-fanout": ({**NOCACHE, "GMEM_CONTEXT_BARRIER": "0"}, True),
+    "gmem-nomarks": ({**NOCACHE, "GMEM_FENCE_MARKS": "0"}, True),
     "gmem-stitch": ({**NOCACHE, "GMEM_STITCH": "1"}, True),
     "gmem-observe": ({}, True),
 }
@@ -79,7 +81,8 @@ def run_one(name, args, workload_args, sampler):
     rec["nvml_peak_delta_mib"] = (peak - base) / 2**20 if sampler else None
     rec["gmem_lines"] = [line for line in p.stderr.splitlines()
                          if line.startswith(("gmem: barriers", "gmem: pool device=0 kind=device",
-                                             "gmem: vmm device=0", "gmem: host_time device=0"))]
+                                             "gmem: vmm device=0", "gmem: host_time device=0",
+                                             "gmem: slow_path device=0"))]
     return rec
 
 

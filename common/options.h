@@ -61,6 +61,10 @@
     "1 = a device-side barrier is one context barrier (cuCtxRecordEvent + cuCtxWaitEvent, "        \
     "drivers of CUDA 12.5 and later) while no graph capture is open; 0 = events on every "         \
     "non-blocking stream instead (diagnosis only: slower)")                                        \
+  X(fence_marks, "GMEM_FENCE_MARKS", flag, diagnosis, "1", "",                                     \
+    "1 = while threads contend for fences, a pool first asks whether a context event it "          \
+    "recorded earlier (cuCtxRecordEvent alone) has completed and, if so, reuses the blocks "       \
+    "freed before it with no barrier; 0 = every fence is a barrier (diagnosis only)")              \
   X(vmm, "GMEM_VMM", flag, tune, "0", "",                                                          \
     "1 = segments outside the arena (small requests; every request with GMEM_ARENA=0) are "        \
     "virtual-memory mappings, given back without waiting for the device; 0 = "                     \

@@ -61,6 +61,7 @@ pool_options device_pool_options(const real_driver& real, int device) {
   }
   p.reuse_safety = o.reuse_safety;
   p.barriers = o.barriers; // device memory: only device work touches it
+  p.marks = o.fence_marks;
   return p;
 }
 

@@ -26,6 +26,11 @@ public:
   // can touch. false = not possible now (a stream is capturing a graph, say, or no driver
   // support): the pool falls back to synchronize(). Used only with pool_options::barriers.
   virtual bool barrier() noexcept { return false; }
+  // A mark: an event that completes once all work issued so far, on every stream, has finished
+  // (cuCtxRecordEvent alone); later work is not ordered and the host does not wait. 0 = not
+  // possible now (a capture may be open, no driver support). query() and release() take it
+  // like record()'s events. Used only with pool_options::marks.
+  virtual event_handle mark() noexcept { return 0; }
   // An event recorded on `s` now (cuEventRecord). 0 on failure: the pool then keeps the block
   // pending until a full fence.
   virtual event_handle record(stream_handle s) noexcept = 0;

@@ -27,6 +27,7 @@ pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool
       round_up(std::max(opt_.segment_granule_bytes, k_block_granule), k_block_granule);
   opt_.small_max_bytes = std::min(opt_.small_max_bytes, opt_.small_segment_bytes);
   opt_.fence_batch = std::max<std::size_t>(opt_.fence_batch, 1);
+  opt_.marks = opt_.marks && opt_.barriers; // marks stand in for barriers (device memory)
   if (opt_.arena) page_ = up_.arena_page();
   if (!opt_.reuse_safety) opt_.thread_caches = false; // every free serves any stream at once
   update_oversize_locked();                           // nothing shared yet: no lock needed
@@ -82,6 +83,7 @@ pool_impl::~pool_impl() {
     up_.unstitch(c.base, c.pages);
   for (event_handle e : unstitch_events_)
     fe_.release(e);
+  if (mark_.ev != 0) fe_.release(mark_.ev);
   for (auto& [base, seg] : segments_) // stitched ranges first: they map arena pages
     if (seg->stitched) up_.unstitch(base, seg->stitched_pages);
   for (auto& [base, seg] : segments_)
@@ -91,6 +93,8 @@ pool_impl::~pool_impl() {
 // Forgets every segment and block without unmapping or releasing events (the context is gone,
 // or the process exits).
 void pool_impl::abandon() {
+  std::lock_guard mark_lock(mark_mu_);
+  mark_.ev = 0; // it dies with the context
   std::lock_guard guard(caches_mutex());
   std::lock_guard lock(mu_);
   detach_caches_locked();
@@ -552,6 +556,9 @@ pool_stats pool::stats() const {
 }
 spin_mutex::contention pool::lock_contention() const {
   return impl_->lock_contention();
+}
+pool::slow_path_counters pool::slow_path() const {
+  return impl_->slow_path();
 }
 void pool::reset_peaks() {
   impl_->reset_peaks();

@@ -31,7 +31,9 @@
 //      taken at most once per request; after one that changed something, 2 is tried again.
 //      (a) seal other streams; blocks whose event completed become free for all; a stream may
 //      take another stream's block through a dependency (fences::wait);
-//      (b) fence, when pending and stream-free blocks could cover the request; a fence is
+//      (b) while threads contend for fences (marks), the mark an earlier slow allocation
+//      recorded, if complete, frees what was freed before it, and a new mark is recorded;
+//      then fence, when pending and stream-free blocks could cover the request; a fence is
 //      ~1 us and, with barriers, the host does not wait. In the arena a fence comes first,
 //      before any free block is taken, once the pending blocks alone could cover four such
 //      requests (fence_batch): they merge with their free neighbours, and large free ranges
@@ -112,6 +114,13 @@ struct pool_options {
   // by the GPU, not by a host-blocking synchronize. Only for memory that nothing but device
   // work touches (device memory; not pinned host memory, which the CPU reads directly).
   bool barriers = false;
+  // With barriers, while threads contend for fences (a fence was asked for while another
+  // thread's ran, within the last 256 fence calls): each slow allocation that finds blocks
+  // waiting for a fence records a mark (fences::mark), and the next one first asks whether it
+  // completed: if so, the blocks freed before it are safe for all with no barrier. Under many
+  // launching threads a barrier costs ~90 us and the threads that need one queue behind it
+  // (docs/pool.md, "Marks before barriers").
+  bool marks = false;
   // Requests above small_max_bytes are served from one arena (upstream::extend) that grows
   // where it ends, so free space merges across growths and segments are never reshaped;
   // free arena pages go back to the upstream only on trim, the limit, max_cached_bytes and
@@ -240,6 +249,16 @@ public:
 
   pool_stats stats() const;
   spin_mutex::contention lock_contention() const; // the pool lock's, for GMEM_VERBOSE
+  // Where allocations that missed every free block spent their host time (GMEM_VERBOSE).
+  struct slow_path_counters {
+    std::uint64_t walks = 0, walk_ns = 0; // allocate's slow path: calls, host time in all
+    // fence_now(): calls; of them, those that waited for another thread's fence and made none
+    // (shared); host time waiting for the fence lock (wait_ns) and making fences (fence_ns)
+    std::uint64_t fence_calls = 0, fences_shared = 0, fence_wait_ns = 0, fence_ns = 0;
+    // marks recorded (pool_options::marks); of them, those found complete and used as fences
+    std::uint64_t marks = 0, marks_used = 0;
+  };
+  slow_path_counters slow_path() const;
   void reset_peaks();
   // Calls f once per segment, in address order, with a snapshot taken under the lock; f runs
   // without the lock and may call the pool.

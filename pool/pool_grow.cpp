@@ -35,12 +35,22 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
                                       thread_cache* tag) {
   slow_walk w{size, requested, s, tag, class_of_size(size)};
   alloc_result out;
+  const std::uint64_t start = now_ns();
+  struct timed { // counts the walk however it returns
+    slow_path_atomics& c;
+    std::uint64_t start;
+    ~timed() {
+      c.walks.fetch_add(1, std::memory_order_relaxed);
+      c.walk_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
+    }
+  } timed_walk{slow_, start};
   drain_unstitches();
   for (;;) {
     std::unique_lock lock(mu_);
     step st = take_fit(w, lock, out);                                // 2
     if (st == step::down) st = seal_other_streams(w, lock);          // 3a
     if (st == step::down) st = depend_on_other_stream(w, lock, out); // 3a
+    if (st == step::down) st = use_mark(w, lock);                    // 3b
     if (st == step::down) st = fence_for_request(w, lock);           // 3b
     if (st == step::down) st = seal_own_stream(w, lock);             // 3c
     if (st == step::down) st = flush_thread_caches(w, lock);         // 3c
@@ -58,7 +68,7 @@ alloc_result pool_impl::allocate_slow(std::size_t size, std::size_t requested, s
 pool_impl::step pool_impl::take_fit(slow_walk& w, std::unique_lock<spin_mutex>& lock,
                                     alloc_result& out) {
   block* b = find_fit_locked(w.size, w.cls, w.s);
-  if (b == nullptr || (!w.taken(rung::fence) && fence_first_locked(w.size, w.cls)))
+  if (b == nullptr || (!w.taken(rung::fence) && !w.marked && fence_first_locked(w.size, w.cls)))
     return step::down;
   deferred d;
   event_handle release = 0;
@@ -91,6 +101,23 @@ pool_impl::step pool_impl::depend_on_other_stream(slow_walk& w, std::unique_lock
   w.take(rung::depend);
   lock.unlock();
   return try_wait_for_other_stream(w.size, w.requested, w.s, out, w.tag) ? step::done : step::again;
+}
+
+// 3b. The mark an earlier slow allocation recorded, once complete, is a fence that cost one
+// query: no barrier ordering every stream. A new mark serves the next slow allocation.
+// Only while fences are contended: one thread's fences leave no blocks a mark could release
+// before the barrier that the request needs anyway (PyTorch's fast-step convnet: every slow
+// allocation went on to a barrier, marks or not).
+pool_impl::step pool_impl::use_mark(slow_walk& w, std::unique_lock<spin_mutex>& lock) {
+  if (w.taken(rung::mark) || !opt_.marks ||
+      (st_.pending_bytes == 0 && st_.stream_free_bytes == 0) ||
+      slow_.fence_calls.load(std::memory_order_relaxed) >=
+          marks_until_.load(std::memory_order_relaxed))
+    return step::down;
+  w.take(rung::mark);
+  lock.unlock();
+  if (harvest_mark() != 0) w.marked = true;
+  return step::again;
 }
 
 // 3b. A fence, when what it would release could cover the request: cheaper than growing (about
@@ -405,15 +432,72 @@ std::size_t pool_impl::fence_now() {
   }
   // Threads that need a fence while one runs (a barrier orders every stream: ~50 us with
   // PyTorch's 32 streams) share the next one instead of making one each.
-  std::lock_guard fence_lock(fence_mu_);
-  if (last_fence_ticket_ > asked) return 0;
-  std::uint64_t ticket = begin_fence();
+  const std::uint64_t asked_at = now_ns();
+  std::unique_lock fence_lock(fence_mu_, std::try_to_lock);
+  const std::uint64_t calls = slow_.fence_calls.fetch_add(1, std::memory_order_relaxed);
+  if (!fence_lock.owns_lock()) {
+    // Another thread's fence runs: slow allocations use marks for the next k_marked_fences
+    // fence calls (pool_options::marks).
+    if (opt_.marks) marks_until_.store(calls + k_marked_fences, std::memory_order_relaxed);
+    fence_lock.lock();
+  }
   std::uint64_t start = now_ns();
+  slow_.fence_wait_ns.fetch_add(start - asked_at, std::memory_order_relaxed);
+  if (last_fence_ticket_.load(std::memory_order_acquire) > asked) {
+    slow_.fences_shared.fetch_add(1, std::memory_order_relaxed);
+    return 0;
+  }
+  std::uint64_t ticket = begin_fence();
   const bool barrier = opt_.barriers && fe_.barrier();
   if (!barrier && !fe_.synchronize()) return 0;
-  const std::size_t released = end_fence(ticket, now_ns() - start, barrier);
-  last_fence_ticket_ = ticket;
+  const std::uint64_t took = now_ns() - start;
+  slow_.fence_ns.fetch_add(took, std::memory_order_relaxed);
+  const std::size_t released = end_fence(ticket, took, barrier);
+  note_fence_ticket(ticket);
   return released;
+}
+
+void pool_impl::note_fence_ticket(std::uint64_t ticket) {
+  std::uint64_t last = last_fence_ticket_.load(std::memory_order_relaxed);
+  while (last < ticket &&
+         !last_fence_ticket_.compare_exchange_weak(last, ticket, std::memory_order_release)) {
+  }
+}
+
+std::size_t pool_impl::harvest_mark() {
+  std::lock_guard mark_lock(mark_mu_);
+  std::size_t released = 0;
+  if (mark_.ev != 0) {
+    const std::uint64_t start = now_ns();
+    if (!fe_.query(mark_.ev)) return 0; // still running: it stays the one to ask next time
+    fe_.release(mark_.ev);
+    mark_.ev = 0;
+    released = end_fence(mark_.ticket, now_ns() - start);
+    note_fence_ticket(mark_.ticket);
+    slow_.marks_used.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Blocks freed from here on have stamps at or above the ticket, so the mark covers only
+  // those freed before it.
+  const std::uint64_t ticket = begin_fence();
+  if (const event_handle e = fe_.mark(); e != 0) {
+    mark_.ev = e;
+    mark_.ticket = ticket;
+    slow_.marks.fetch_add(1, std::memory_order_relaxed);
+  }
+  return released;
+}
+
+pool::slow_path_counters pool_impl::slow_path() const {
+  pool::slow_path_counters c;
+  c.walks = slow_.walks.load(std::memory_order_relaxed);
+  c.walk_ns = slow_.walk_ns.load(std::memory_order_relaxed);
+  c.fence_calls = slow_.fence_calls.load(std::memory_order_relaxed);
+  c.fences_shared = slow_.fences_shared.load(std::memory_order_relaxed);
+  c.fence_wait_ns = slow_.fence_wait_ns.load(std::memory_order_relaxed);
+  c.fence_ns = slow_.fence_ns.load(std::memory_order_relaxed);
+  c.marks = slow_.marks.load(std::memory_order_relaxed);
+  c.marks_used = slow_.marks_used.load(std::memory_order_relaxed);
+  return c;
 }
 
 std::uint64_t pool_impl::begin_fence() {

@@ -130,6 +130,7 @@ public:
   void abandon();
   pool_stats stats() const;
   spin_mutex::contention lock_contention() const { return mu_.contention_stats(); }
+  pool::slow_path_counters slow_path() const;
   void reset_peaks();
   void for_each_segment(const std::function<void(const segment_view&)>& f) const;
   bool is_valid() const;
@@ -248,6 +249,7 @@ private:
   enum class rung : unsigned {
     seal_others,    // 3a: seal other streams, query events
     depend,         // 3a: a dependency on another stream's block
+    mark,           // 3b: the last mark, if complete, as a fence; a new mark
     fence,          // 3b, or 3d when 3b did not fence
     seal_own,       // 3c: seal the request's own stream
     flush,          // 3c: the threads' caches give their free blocks back
@@ -265,6 +267,7 @@ private:
     bool grown = false;     // 3c extended the arena for this request: its fit is no cache hit
     bool blocked = false;   // 3c: growing would cross the limit
     bool topped_up = false; // 3c: the arena grew by what stitching lacked (once per request)
+    bool marked = false;    // 3b: a complete mark released blocks (the arena's batch, too)
     bool taken(rung r) const { return (taken_steps >> static_cast<unsigned>(r) & 1u) != 0; }
     void take(rung r) { taken_steps |= 1u << static_cast<unsigned>(r); }
   };
@@ -273,6 +276,7 @@ private:
   step take_fit(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
   step seal_other_streams(slow_walk& w, std::unique_lock<spin_mutex>& lock);
   step depend_on_other_stream(slow_walk& w, std::unique_lock<spin_mutex>& lock, alloc_result& out);
+  step use_mark(slow_walk& w, std::unique_lock<spin_mutex>& lock);
   step fence_for_request(slow_walk& w, std::unique_lock<spin_mutex>& lock);
   step seal_own_stream(slow_walk& w, std::unique_lock<spin_mutex>& lock);
   step flush_thread_caches(slow_walk& w, std::unique_lock<spin_mutex>& lock);
@@ -294,6 +298,11 @@ private:
   // that asks while another's runs waits for it, and makes none of its own when a fence that
   // began after it asked has completed meanwhile (it covered every block freed before).
   std::size_t fence_now();
+  // The last mark, if complete, completes as a fence (bytes it made free); a new mark is
+  // recorded unless the last one is still running.
+  std::size_t harvest_mark();
+  // A fence that began at `ticket` completed: fence_now() callers that asked before it share it.
+  void note_fence_ticket(std::uint64_t ticket);
   std::size_t complete_fence_locked(std::uint64_t ticket, deferred& d);
   // Stream-free blocks (of stream `only`, or of all with k_no_stream) become free for all:
   // those freed before `ticket`, or with complete_only, those whose event completed.
@@ -364,8 +373,21 @@ private:
   pool_options opt_;
   pool_observer* obs_;
 
-  std::mutex fence_mu_;                 // serializes fence_now()
-  std::uint64_t last_fence_ticket_ = 0; // of fence_now()'s last fence; guarded by fence_mu_
+  std::mutex fence_mu_;                             // serializes fence_now()'s fences
+  std::atomic<std::uint64_t> last_fence_ticket_{0}; // the latest completed fence's or mark's
+  // Marks are used while fence_calls is below marks_until_: set to k_marked_fences calls past
+  // the last fence call that found another thread's fence running.
+  static constexpr std::uint64_t k_marked_fences = 256;
+  std::atomic<std::uint64_t> marks_until_{0};
+  std::mutex mark_mu_; // guards mark_ and its driver calls
+  struct {
+    event_handle ev = 0;      // the outstanding mark (0: none)
+    std::uint64_t ticket = 0; // blocks freed before it have stamps below this
+  } mark_;
+  struct slow_path_atomics { // pool::slow_path_counters, relaxed
+    std::atomic<std::uint64_t> walks{0}, walk_ns{0}, fence_calls{0}, fences_shared{0},
+        fence_wait_ns{0}, fence_ns{0}, marks{0}, marks_used{0};
+  } slow_;
   mutable spin_mutex mu_;
   // Everything below is guarded by mu_.
   std::map<std::uintptr_t, std::unique_ptr<segment>> segments_; // by base

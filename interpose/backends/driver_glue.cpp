@@ -36,24 +36,51 @@ bool driver_fences::barrier() noexcept {
 event_handle driver_fences::record(stream_handle s) noexcept {
   if (link_.dropped.load(std::memory_order_acquire)) return 0;
   if (!captures().none() && stream_capturing(*link_.real, to_stream(s), false)) return 0;
-  CUevent e = nullptr;
-  {
-    std::lock_guard lock(mu_);
-    if (!spare_.empty()) {
-      e = spare_.back();
-      spare_.pop_back();
-    }
-  }
   ctx_scope scope(link_);
-  if (e == nullptr && link_.real->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) != CUDA_SUCCESS) {
-    return 0;
-  }
+  CUevent e = take_event();
+  if (e == nullptr) return 0;
   records_.fetch_add(1, std::memory_order_relaxed);
   if (link_.real->cuEventRecord(e, to_stream(s)) != CUDA_SUCCESS) {
     (void)link_.real->cuEventDestroy_v2(e);
     return 0;
   }
   return reinterpret_cast<event_handle>(e);
+}
+
+// The registry checks for captures under the lock capture begins take, as for barriers.
+event_handle driver_fences::mark() noexcept {
+  if (link_.dropped.load(std::memory_order_acquire)) return 0;
+  ctx_scope scope(link_); // the mark checks that link_.ctx is current
+  CUevent e = take_event();
+  if (e == nullptr) return 0;
+  records_.fetch_add(1, std::memory_order_relaxed);
+  if (!streams().mark(*link_.real, link_.ctx, e)) {
+    give_back(e); // never recorded
+    return 0;
+  }
+  return reinterpret_cast<event_handle>(e);
+}
+
+CUevent driver_fences::take_event() noexcept {
+  {
+    std::lock_guard lock(mu_);
+    if (!spare_.empty()) {
+      CUevent e = spare_.back();
+      spare_.pop_back();
+      return e;
+    }
+  }
+  CUevent e = nullptr;
+  return link_.real->cuEventCreate(&e, CU_EVENT_DISABLE_TIMING) == CUDA_SUCCESS ? e : nullptr;
+}
+
+void driver_fences::give_back(CUevent e) noexcept {
+  std::lock_guard lock(mu_);
+  if (spare_.size() < 64) {
+    spare_.push_back(e);
+    return;
+  }
+  (void)link_.real->cuEventDestroy_v2(e);
 }
 
 bool driver_fences::query(event_handle e) noexcept {
@@ -74,12 +101,7 @@ void driver_fences::release(event_handle e) noexcept {
   if (link_.dropped.load(std::memory_order_acquire) || e == 0) return;
   // A released event may still be pending on its stream; re-recording it later is fine (the
   // query then refers to the new recording).
-  std::lock_guard lock(mu_);
-  if (spare_.size() < 64) {
-    spare_.push_back(reinterpret_cast<CUevent>(e));
-    return;
-  }
-  (void)link_.real->cuEventDestroy_v2(reinterpret_cast<CUevent>(e));
+  give_back(reinterpret_cast<CUevent>(e));
 }
 
 void trace_observer::on_segment_map(std::uintptr_t base, std::size_t bytes) noexcept {

@@ -78,6 +78,7 @@ public:
   explicit driver_fences(context_link& link) : link_(link) {}
   bool synchronize() noexcept override;
   bool barrier() noexcept override;
+  event_handle mark() noexcept override;
   event_handle record(stream_handle s) noexcept override;
   bool query(event_handle e) noexcept override;
   bool wait(stream_handle s, event_handle e) noexcept override;
@@ -92,6 +93,8 @@ public:
   }
 
 private:
+  CUevent take_event() noexcept;      // a spare one, or a new one (nullptr: failed); ctx current
+  void give_back(CUevent e) noexcept; // to the spares, or destroyed
   std::atomic<unsigned long long> records_{0}, queries_{0}, waits_{0};
   context_link& link_;
   std::mutex mu_;              // guards spare_

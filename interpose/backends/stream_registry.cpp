@@ -100,14 +100,26 @@ bool stream_registry::barrier(const real_driver& real, CUcontext ctx) noexcept {
   return made;
 }
 
+bool stream_registry::mark(const real_driver& real, CUcontext ctx, CUevent e) noexcept {
+  CUcontext current = nullptr;
+  if (real.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current != ctx) return false;
+  std::lock_guard lock(mu_);
+  return context_record_locked(real, ctx, e);
+}
+
 bool stream_registry::context_barrier_locked(const real_driver& real, context_streams& c) noexcept {
+  return make_event(real, c.whole) && context_record_locked(real, c.ctx, c.whole) &&
+         real.cuCtxWaitEvent(c.ctx, c.whole) == CUDA_SUCCESS;
+}
+
+bool stream_registry::context_record_locked(const real_driver& real, CUcontext ctx,
+                                            CUevent e) noexcept {
   // The count is read under mu_, which every counted begin takes after counting itself: no
   // capture can begin between this check and the record.
   if (real.cuCtxRecordEvent == nullptr || !shim_options().context_barrier || !captures().none())
     return false;
-  if (!make_event(real, c.whole)) return false;
-  const CUresult r = real.cuCtxRecordEvent(c.ctx, c.whole);
-  if (r == CUDA_SUCCESS) return real.cuCtxWaitEvent(c.ctx, c.whole) == CUDA_SUCCESS;
+  const CUresult r = real.cuCtxRecordEvent(ctx, e);
+  if (r == CUDA_SUCCESS) return true;
   if (r >= CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED && r <= CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD) {
     // A capture the count did not see, which the driver has now invalidated: never again
     // trust the count, and say so once (the program will see its capture fail).

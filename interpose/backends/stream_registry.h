@@ -87,6 +87,10 @@ public:
   // The barrier above for `ctx`, which must be current. false: not made (capture, a driver
   // error); the caller synchronizes instead.
   bool barrier(const real_driver& real, CUcontext ctx) noexcept;
+  // The context barrier's first half alone (fences::mark): `e` records all work of `ctx`
+  // (current) issued so far; later work is not ordered. false: not made (no context barrier in
+  // the driver or GMEM_CONTEXT_BARRIER=0, a capture may be open, a driver error).
+  bool mark(const real_driver& real, CUcontext ctx, CUevent e) noexcept;
   // May a stream of `ctx` (current) be capturing a graph? While the capture count is trusted:
   // whether any counted capture is open in the process. Once it is not (an unhooked begin was
   // handed out): whether the driver says the legacy stream or a registered stream captures.
@@ -122,6 +126,8 @@ private:
   void registered_locked(const real_driver& real, CUcontext ctx, CUstream s);
   void forget_locked(const real_driver& real, CUstream s);
   bool context_barrier_locked(const real_driver& real, context_streams& c) noexcept;
+  // cuCtxRecordEvent(ctx, e) when no capture can be open; a capture error turns the count off.
+  bool context_record_locked(const real_driver& real, CUcontext ctx, CUevent e) noexcept;
   bool fan_out_locked(const real_driver& real, context_streams& c) noexcept;
 
   std::mutex mu_;

@@ -82,14 +82,23 @@ private:
   std::map<std::uintptr_t, freed> hazards_;
 };
 
+// Segments, the arena, and the arena with barriers and marks (pool_options::marks): slow
+// barriers make the threads contend for fences, so marks are recorded and used.
 TEST(concurrent_hazard, seals_waits_and_fences_never_hand_out_a_block_early) {
-  for (const bool arena : {false, true}) {
+  for (const int variant : {0, 1, 2}) {
+    const bool arena = variant != 0, marks = variant == 2;
     fake_upstream up;
     up.page = arena ? 2 * k_mib : 0;
     fake_fences fe;
     fe.record_yields = 20; // frees on the shared stream race with seals in flight
+    if (marks)
+      fe.before_barrier = [] {
+        for (int i = 0; i < 50; ++i)
+          std::this_thread::yield();
+      };
     pool_options o;
     o.arena = arena;
+    o.barriers = o.marks = marks;
     o.limit_bytes = 96 * k_mib; // blocks keep moving between streams
     hazard_table table(fe);
     std::atomic<std::size_t> allocs{0};
@@ -135,8 +144,11 @@ TEST(concurrent_hazard, seals_waits_and_fences_never_hand_out_a_block_early) {
       completer.stop();
       EXPECT_TRUE(p.is_valid());
       EXPECT_EQ(p.stats().live_bytes, 0u);
+      if (marks) {
+        EXPECT_GT(p.slow_path().marks, 0u);
+      }
     }
-    EXPECT_EQ(table.violations, 0u) << (arena ? "arena" : "segments");
+    EXPECT_EQ(table.violations, 0u) << (marks ? "marks" : arena ? "arena" : "segments");
     EXPECT_GT(allocs.load(), static_cast<std::size_t>(k_threads * k_ops_per_thread / 4));
     EXPECT_GT(fe.waits.size(), 0u); // blocks did move between streams through dependencies
     EXPECT_EQ(fe.bad_releases, 0u);

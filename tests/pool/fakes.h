@@ -219,6 +219,7 @@ public:
   // A barrier orders all later work after all earlier work, like a fence, but the host did
   // not wait: events recorded before it stay incomplete.
   bool barrier() noexcept override {
+    if (before_barrier) before_barrier(); // a test may hold the caller here
     std::lock_guard lock(mu_);
     ++barriers;
     if (!barrier_ok) return false;
@@ -226,6 +227,17 @@ public:
     fence_log.push_back({begin, ++clock});
     latest_fence_begin_ = begin;
     return true;
+  }
+  // A mark: an event on the pseudo-stream k_all_streams, complete once the test completes it
+  // (or a full fence). A completed mark recorded after a free makes the block safe.
+  event_handle mark() noexcept override {
+    std::lock_guard lock(mu_);
+    ++marks;
+    if (!mark_ok) return 0;
+    event_handle id = ++next_event_;
+    events[id] = event_state{k_all_streams, ++clock, auto_complete};
+    if (!auto_complete) incomplete_.insert(id);
+    return id;
   }
   event_handle record(stream_handle s) noexcept override {
     if (before_record) before_record(s); // a test may hold the caller here
@@ -267,6 +279,7 @@ public:
   // Test controls.
   std::function<void()> before_synchronize;         // set before the pool runs; called without mu_
   std::function<void(stream_handle)> before_record; // likewise
+  std::function<void()> before_barrier;             // likewise
   void complete(event_handle e) {
     std::lock_guard lock(mu_);
     // Events on one stream complete in order (as the driver's do): earlier ones too.
@@ -290,10 +303,14 @@ public:
     std::lock_guard lock(mu_);
     return ++clock;
   }
-  // Did a fence or a barrier start after `t`? (Work issued after it follows all work before.)
+  // Did a fence or a barrier start after `t`, or a mark recorded after `t` complete? (Work
+  // issued after the first follows all work before; the second means that work is done.)
   bool fenced_since(std::uint64_t t) {
     std::lock_guard lock(mu_);
-    return latest_fence_begin_locked() > t;
+    if (latest_fence_begin_locked() > t) return true;
+    for (const auto& [id, e] : events)
+      if (e.stream == k_all_streams && e.recorded_at > t && e.complete) return true;
+    return false;
   }
   bool waited(stream_handle s, event_handle e) {
     std::lock_guard lock(mu_);
@@ -355,12 +372,15 @@ public:
     bool complete = false;
     bool released = false;
   };
-  bool sync_ok = true, record_ok = true, wait_ok = true, auto_complete = false, barrier_ok = true;
+  static constexpr stream_handle k_all_streams = ~stream_handle{0} - 1; // marks' pseudo-stream
+  bool sync_ok = true, record_ok = true, wait_ok = true, auto_complete = false, barrier_ok = true,
+       mark_ok = true;
   std::atomic<int> record_yields{0};
   std::map<event_handle, event_state> events;
   std::set<std::pair<stream_handle, event_handle>> waits;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> fence_log;
-  std::size_t syncs = 0, barriers = 0, queries = 0, releases = 0, bad_releases = 0, bad_uses = 0;
+  std::size_t syncs = 0, barriers = 0, marks = 0, queries = 0, releases = 0, bad_releases = 0,
+              bad_uses = 0;
   std::uint64_t clock = 0;
 
   // A completed fence the program made itself (the test logs it like the pool's own).
