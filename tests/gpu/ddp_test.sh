@@ -59,7 +59,8 @@ for pid in $(sed -n 's/^rank [0-9] pid \([0-9]*\) .*/\1/p' "$W/keep.out"); do
   grep -q "12.0 MiB in 3 allocations" "$W/first" || fail "keep: rank pid $pid: #1 is not the 3 kept tensors"
   grep -Eq "#0 .* at ddp_check.py:$KEEP \(python\)" "$W/first" ||
     fail "keep: rank pid $pid: #0 of #1 is not the KEEP line"
-  grep -q "^#2 " "$W/keep.$pid.leaks" && fail "keep: rank pid $pid: more than one site reported"
+  grep -q "^#2 " "$W/keep.$pid.leaks" &&
+    fail "keep: rank pid $pid: more than one site reported: $(sed -n '/^#2 /,$p' "$W/keep.$pid.leaks" | head -30)"
 done
 [ $n = 2 ] || fail "keep: $n ranks reported, not 2"
 [ $failures = 0 ] && echo "ok: keep: exactly the kept tensors on both ranks, by their line"

@@ -398,6 +398,8 @@ TEST(frameworks, default_suppressions_cover_what_frameworks_keep_by_design) {
   EXPECT_TRUE(suppressed(python("DistributedDataParallel._pre_forward",
                                 torch_py + "nn/parallel/distributed.py", 1598)));
   EXPECT_TRUE(suppressed(python("barrier", torch_py + "distributed/distributed_c10d.py", 4810)));
+  EXPECT_TRUE(suppressed(
+      python("DistributedDataParallel.__init__", torch_py + "nn/parallel/distributed.py", 850)));
   // ... not the model's own tensors that DDP's forward runs.
   EXPECT_FALSE(suppressed(
       python("DistributedDataParallel.forward", torch_py + "nn/parallel/distributed.py", 1650)));
