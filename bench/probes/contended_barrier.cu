@@ -7,9 +7,11 @@
 //   record+query the same, then cuEventQuery on later ops until it completes: how long after a
 //                record the work before it is done (what a fence that only records would wait)
 // With `vmm` the threads' blocks are pages of one virtual-memory range (cuMemCreate of 16 MiB
-// pages mapped back to back, as gmem's arena), else cudaMalloc's.
+// pages mapped back to back, as gmem's arena), with `vmm-fd` the same pages exportable as file
+// descriptors (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as gmem's arena asks for IPC), else
+// cudaMalloc's.
 // Build: nvcc -O2 -arch=sm_90 -o contended_barrier bench/probes/contended_barrier.cu -lcuda
-//   ./contended_barrier [threads 16] [every 42] [seconds 0.5] [vmm|malloc]
+//   ./contended_barrier [threads 16] [every 42] [seconds 0.5] [vmm|vmm-fd|malloc]
 // Prints one JSON line per mode: per-op mean and p99 host ns, ops per ms of all threads, and the
 // barrier calls' mean and p99 host ns.
 #include "probe_common.cuh"
@@ -77,7 +79,8 @@ int main(int argc, char** argv) {
   const int threads = argc > 1 ? std::atoi(argv[1]) : 16;
   const int every = argc > 2 ? std::atoi(argv[2]) : 42;
   const double seconds = argc > 3 ? std::atof(argv[3]) : 0.5;
-  const bool vmm = argc > 4 && std::string(argv[4]) == "vmm";
+  const std::string memory = argc > 4 ? argv[4] : "malloc";
+  const bool vmm = memory == "vmm" || memory == "vmm-fd";
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   if (cudaFree(nullptr) != cudaSuccess) return 1;
   ctx_event_fn ctx_record = nullptr, ctx_wait = nullptr;
@@ -104,6 +107,7 @@ int main(int argc, char** argv) {
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = 0;
+    if (memory == "vmm-fd") prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     check(cuMemAddressReserve(&range, total, page, 0, 0), "cuMemAddressReserve");
     for (std::size_t off = 0; off < total; off += page) {
       CUmemGenericAllocationHandle h = 0;
@@ -115,7 +119,9 @@ int main(int argc, char** argv) {
     access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
     check(cuMemSetAccess(range, total, &access, 1), "cuMemSetAccess");
   }
-  std::printf("# blocks from %s\n", vmm ? "one VMM range (16 MiB pages)" : "cudaMalloc");
+  std::printf("# blocks from %s\n", memory == "vmm-fd" ? "one VMM range (16 MiB pages, fd handles)"
+                                    : vmm              ? "one VMM range (16 MiB pages)"
+                                                       : "cudaMalloc");
 
   for (const char* mode : {"none", "record+wait", "record", "record+query", "none"}) {
     const std::string m = mode;
