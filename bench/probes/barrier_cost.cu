@@ -129,14 +129,8 @@ int main(int argc, char** argv) {
     out.print(n);
   };
 
-  // Asked of cuGetProcAddress at 12050, as the shim does.
-  using ctx_event_fn = CUresult (*)(CUcontext, CUevent);
-  ctx_event_fn ctx_record = nullptr, ctx_wait = nullptr;
-  CUdriverProcAddressQueryResult q{};
-  (void)cuGetProcAddress("cuCtxRecordEvent", reinterpret_cast<void**>(&ctx_record), 12050,
-                         CU_GET_PROC_ADDRESS_DEFAULT, &q);
-  (void)cuGetProcAddress("cuCtxWaitEvent", reinterpret_cast<void**>(&ctx_wait), 12050,
-                         CU_GET_PROC_ADDRESS_DEFAULT, &q);
+  const probe::context_event_calls calls;
+  const probe::ctx_event_fn ctx_record = calls.record, ctx_wait = calls.wait;
   CUcontext ctx = nullptr;
   check(cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   if (ctx_record != nullptr && ctx_wait != nullptr) {

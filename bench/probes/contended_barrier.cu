@@ -56,8 +56,6 @@ double now_ns() {
       .count();
 }
 
-using ctx_event_fn = CUresult (*)(CUcontext, CUevent);
-
 struct stats {
   std::vector<double> ns;
   double mean() const {
@@ -83,13 +81,9 @@ int main(int argc, char** argv) {
   const bool vmm = memory == "vmm" || memory == "vmm-fd";
   std::setvbuf(stdout, nullptr, _IONBF, 0);
   if (cudaFree(nullptr) != cudaSuccess) return 1;
-  ctx_event_fn ctx_record = nullptr, ctx_wait = nullptr;
-  CUdriverProcAddressQueryResult q{};
-  (void)cuGetProcAddress("cuCtxRecordEvent", reinterpret_cast<void**>(&ctx_record), 12050,
-                         CU_GET_PROC_ADDRESS_DEFAULT, &q);
-  (void)cuGetProcAddress("cuCtxWaitEvent", reinterpret_cast<void**>(&ctx_wait), 12050,
-                         CU_GET_PROC_ADDRESS_DEFAULT, &q);
-  if (ctx_record == nullptr || ctx_wait == nullptr) {
+  const probe::context_event_calls calls;
+  const probe::ctx_event_fn ctx_record = calls.record, ctx_wait = calls.wait;
+  if (ctx_record == nullptr) {
     std::printf("# no context barrier in this driver\n");
     return 0;
   }

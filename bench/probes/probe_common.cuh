@@ -27,4 +27,19 @@ inline void check(CUresult r, const char* what) {
   }
 }
 
+// The context barrier's two calls (CUDA 12.5 drivers), asked of cuGetProcAddress at 12050 as
+// the shim does; both nullptr when the driver has none.
+using ctx_event_fn = CUresult (*)(CUcontext, CUevent);
+struct context_event_calls {
+  ctx_event_fn record = nullptr, wait = nullptr;
+  context_event_calls() {
+    CUdriverProcAddressQueryResult q{};
+    (void)cuGetProcAddress("cuCtxRecordEvent", reinterpret_cast<void**>(&record), 12050,
+                           CU_GET_PROC_ADDRESS_DEFAULT, &q);
+    (void)cuGetProcAddress("cuCtxWaitEvent", reinterpret_cast<void**>(&wait), 12050,
+                           CU_GET_PROC_ADDRESS_DEFAULT, &q);
+    if (record == nullptr || wait == nullptr) record = wait = nullptr;
+  }
+};
+
 } // namespace probe
