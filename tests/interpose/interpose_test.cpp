@@ -169,6 +169,21 @@ TEST_P(route_test, reuse_is_safe_across_threads_and_streams) {
   EXPECT_GT(r.value("gmem: events ", "records"), 0u) << r.child.output;
   EXPECT_GT(r.value("gmem: events ", "waits"), 0u) << r.child.output;
   EXPECT_LE(r.value("gmem: events ", "waits"), r.counter("stream_waits")) << r.child.output;
+  // The threads contend for fences, so marks (cuCtxRecordEvent alone; on the fake driver
+  // complete once every stream has passed it) were recorded and stood in for barriers.
+  const std::uint64_t marks = r.value("gmem: slow_path ", "marks");
+  EXPECT_NE(marks, ~std::uint64_t{0}) << r.child.output;
+  EXPECT_GT(marks, 0u) << r.child.output;
+}
+
+// GMEM_FENCE_MARKS=0: every fence is a barrier, contended or not.
+TEST(shim, fence_marks_can_be_turned_off) {
+  const probe_run r =
+      run_probe("dlsym", "hazard_threads", {{"GMEM_LIMIT", "64M"}, {"GMEM_FENCE_MARKS", "0"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("hazard_threads corrupted=0")) << r.child.output;
+  EXPECT_EQ(r.value("gmem: slow_path ", "marks"), 0u) << r.child.output;
+  EXPECT_GT(r.pool_stat("device", "barriers"), 0u) << r.child.output;
 }
 
 TEST(shim, thread_hazard_test_fails_without_reuse_safety) {
