@@ -54,7 +54,8 @@ void print_counters() {
     const pool::slow_path_counters sp = e.device_pool->slow_path();
     std::fprintf(stderr,
                  "gmem: slow_path device=%d walks=%llu walk_ns=%llu fence_calls=%llu "
-                 "fences_shared=%llu fence_wait_ns=%llu fence_ns=%llu marks=%llu marks_used=%llu\n",
+                 "fences_shared=%llu fence_wait_ns=%llu fence_ns=%llu marks=%llu marks_used=%llu "
+                 "marks_refused=%llu\n",
                  e.device(), static_cast<unsigned long long>(sp.walks),
                  static_cast<unsigned long long>(sp.walk_ns),
                  static_cast<unsigned long long>(sp.fence_calls),
@@ -62,7 +63,8 @@ void print_counters() {
                  static_cast<unsigned long long>(sp.fence_wait_ns),
                  static_cast<unsigned long long>(sp.fence_ns),
                  static_cast<unsigned long long>(sp.marks),
-                 static_cast<unsigned long long>(sp.marks_used));
+                 static_cast<unsigned long long>(sp.marks_used),
+                 static_cast<unsigned long long>(sp.marks_refused));
     const driver_fences::counters ev = e.fences->stats();
     std::fprintf(stderr, "gmem: events device=%d records=%llu queries=%llu waits=%llu\n",
                  e.device(), ev.records, ev.queries, ev.waits);

@@ -255,8 +255,9 @@ public:
     // fence_now(): calls; of them, those that waited for another thread's fence and made none
     // (shared); host time waiting for the fence lock (wait_ns) and making fences (fence_ns)
     std::uint64_t fence_calls = 0, fences_shared = 0, fence_wait_ns = 0, fence_ns = 0;
-    // marks recorded (pool_options::marks); of them, those found complete and used as fences
-    std::uint64_t marks = 0, marks_used = 0;
+    // marks recorded (pool_options::marks); of them, those found complete and used as fences;
+    // marks asked for and refused (a capture may be open, no driver support)
+    std::uint64_t marks = 0, marks_used = 0, marks_refused = 0;
   };
   slow_path_counters slow_path() const;
   void reset_peaks();

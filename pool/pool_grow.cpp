@@ -483,6 +483,8 @@ std::size_t pool_impl::harvest_mark() {
     mark_.ev = e;
     mark_.ticket = ticket;
     slow_.marks.fetch_add(1, std::memory_order_relaxed);
+  } else {
+    slow_.marks_refused.fetch_add(1, std::memory_order_relaxed);
   }
   return released;
 }
@@ -497,6 +499,7 @@ pool::slow_path_counters pool_impl::slow_path() const {
   c.fence_ns = slow_.fence_ns.load(std::memory_order_relaxed);
   c.marks = slow_.marks.load(std::memory_order_relaxed);
   c.marks_used = slow_.marks_used.load(std::memory_order_relaxed);
+  c.marks_refused = slow_.marks_refused.load(std::memory_order_relaxed);
   return c;
 }
 

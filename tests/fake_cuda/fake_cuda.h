@@ -9,7 +9,9 @@
 // Environment: FAKE_CUDA_TOTAL_BYTES (device size, default 1G), FAKE_CUDA_DEVICES (default 1),
 // FAKE_CUDA_DRIVER_VERSION (what cuDriverGetVersion reports, default CUDA_VERSION; cuGetProcAddress
 // hands out nothing newer: 12040 hides the context barrier), FAKE_CUDA_CONTEXT_BARRIER=noop
-// (cuCtxRecordEvent / cuCtxWaitEvent succeed and do nothing),
+// (cuCtxRecordEvent / cuCtxWaitEvent succeed and do nothing), FAKE_CUDA_CAPTURE_QUERY_US
+// (each cuStreamIsCapturing sleeps that long: a fence that checks streams for captures takes
+// time, so threads meet in it),
 // FAKE_CUDA_FD_EXPORT (fake_vmm.cpp), FAKE_CUDA_REPORT=1 (print the counters to stderr at exit, one
 // "fake_cuda: name=value" line).
 #pragma once

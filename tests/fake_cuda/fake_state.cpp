@@ -42,6 +42,7 @@ state* make_state() {
   if (const char* v = std::getenv("FAKE_CUDA_DRIVER_VERSION")) s->driver_version = std::atoi(v);
   if (const char* b = std::getenv("FAKE_CUDA_CONTEXT_BARRIER"))
     s->context_barrier_noop = std::strcmp(b, "noop") == 0;
+  if (const char* q = std::getenv("FAKE_CUDA_CAPTURE_QUERY_US")) s->capture_query_us = std::atoi(q);
   if (s->device_count < 1) s->device_count = 1;
   const auto devices = static_cast<std::size_t>(s->device_count);
   s->used_bytes.assign(devices, 0);

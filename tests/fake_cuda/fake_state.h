@@ -151,6 +151,7 @@ struct state {
   std::uint64_t next_buffer_id = 1;
   int driver_version = CUDA_VERSION; // FAKE_CUDA_DRIVER_VERSION
   bool context_barrier_noop = false; // FAKE_CUDA_CONTEXT_BARRIER=noop
+  int capture_query_us = 0;          // FAKE_CUDA_CAPTURE_QUERY_US: each capture query sleeps
   counters count;
 };
 

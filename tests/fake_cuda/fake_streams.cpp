@@ -60,6 +60,8 @@ FAKE_API CUresult cuStreamQuery(CUstream s) {
 }
 FAKE_API CUresult cuStreamIsCapturing(CUstream s, CUstreamCaptureStatus* status) {
   fake::get().count.capture_queries++;
+  if (const int us = fake::get().capture_query_us; us > 0) // a slow driver call (tests' races)
+    std::this_thread::sleep_for(std::chrono::microseconds(us));
   fake::stream* st = fake::resolve_stream(s);
   if (st == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   *status = !st->capturing    ? CU_STREAM_CAPTURE_STATUS_NONE

@@ -176,6 +176,24 @@ TEST_P(route_test, reuse_is_safe_across_threads_and_streams) {
   EXPECT_GT(marks, 0u) << r.child.output;
 }
 
+// The same eight threads while a graph capture stays open on another stream: the pool makes
+// no fence and records no mark (either would invalidate the capture; the fake driver does as
+// the real one), though it asks for marks; the capture ends, and blocks are still never early.
+// Each capture query of the fake sleeps 50 us, so the fences (which check every stream for a
+// capture) take long enough for the threads to meet in them and turn marks on.
+TEST(shim, marks_wait_while_a_capture_is_open) {
+  const probe_run r =
+      run_probe("dlsym", "hazard_threads_capture", {{"FAKE_CUDA_CAPTURE_QUERY_US", "50"}});
+  EXPECT_PROBE_OK(r);
+  EXPECT_TRUE(r.has("hazard_threads capture_ended=1")) << r.child.output;
+  EXPECT_TRUE(r.has("hazard_threads corrupted=0")) << r.child.output;
+  EXPECT_EQ(r.value("gmem: slow_path ", "marks"), 0u) << r.child.output;
+  const std::uint64_t refused = r.value("gmem: slow_path ", "marks_refused");
+  EXPECT_NE(refused, ~std::uint64_t{0}) << r.child.output;
+  EXPECT_GT(refused, 0u) << r.child.output;
+  EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
+}
+
 // GMEM_FENCE_MARKS=0: every fence is a barrier, contended or not.
 TEST(shim, fence_marks_can_be_turned_off) {
   const probe_run r =

@@ -39,7 +39,7 @@ void scenario_async_no_context();
 void scenario_host();
 int scenario_hazard(bool async); // 3 = corrupted
 void scenario_stress();
-int scenario_hazard_threads(); // probe_threads.cpp; 3 = corrupted
+int scenario_hazard_threads(bool capture); // probe_threads.cpp; 3 = corrupted
 void scenario_capture(bool form_10000);
 void scenario_ipc();
 void scenario_stream_destroy();

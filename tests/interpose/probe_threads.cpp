@@ -18,11 +18,18 @@ namespace probe {
 // (the kernel still sleeping: "fire") or waits for its stream and checks that every byte is
 // still its own stamp ("check"): a block handed out while another stream's fired kernel was
 // pending is overwritten after the stamp. Returns 3 when a check saw another op's byte.
-int scenario_hazard_threads() {
+// `capture`: a relaxed graph capture stays open on a stream of its own all along (the pool may
+// then neither fence nor mark: either would invalidate it); prints whether it ended.
+int scenario_hazard_threads(bool capture) {
   constexpr int k_threads = 8, k_ops = 300;
   std::atomic<int> corrupted{0}, errors{0};
   CUcontext ctx = nullptr;
   CHECK_CU(g.primary_retain(&ctx, 0));
+  CUstream capturing = nullptr;
+  if (capture) {
+    CHECK_CU(g.stream_create(&capturing, CU_STREAM_NON_BLOCKING));
+    CHECK_CU(g.stream_begin_capture(capturing, CU_STREAM_CAPTURE_MODE_RELAXED));
+  }
   std::vector<std::thread> threads;
   for (int t = 0; t < k_threads; ++t) {
     threads.emplace_back([t, ctx, &corrupted, &errors] {
@@ -63,6 +70,11 @@ int scenario_hazard_threads() {
   for (auto& th : threads)
     th.join();
   CHECK(errors == 0, "%d errors", errors.load());
+  if (capture) {
+    CUgraph graph = nullptr;
+    std::printf("hazard_threads capture_ended=%d\n",
+                g.stream_end_capture(capturing, &graph) == CUDA_SUCCESS ? 1 : 0);
+  }
   std::printf("hazard_threads corrupted=%d\n", corrupted.load());
   return corrupted != 0 ? 3 : 0;
 }

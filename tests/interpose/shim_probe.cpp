@@ -243,7 +243,9 @@ int main(int argc, char** argv) {
   else if (s == "stress")
     scenario_stress();
   else if (s == "hazard_threads")
-    rc = scenario_hazard_threads();
+    rc = scenario_hazard_threads(false);
+  else if (s == "hazard_threads_capture")
+    rc = scenario_hazard_threads(true);
   else if (s == "fork")
     scenario_fork();
   else if (s == "exit_threads")

@@ -129,6 +129,7 @@ TEST_F(marks_test, a_mark_the_driver_refuses_leaves_the_fence_to_a_barrier) {
   EXPECT_EQ(fe.barriers, barriers + 1);
   EXPECT_TRUE(fe.fenced_since(freed));
   EXPECT_EQ(p.slow_path().marks, 0u);
+  EXPECT_EQ(p.slow_path().marks_refused, 1u);
 }
 
 } // namespace
