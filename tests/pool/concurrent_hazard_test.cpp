@@ -263,28 +263,23 @@ struct full_pool : ::testing::Test {
 // synchronize. B and C free and ask meanwhile; once A's fence ends, one more fence serves both.
 TEST_F(full_pool, threads_waiting_for_a_fence_share_the_next_one) {
   fill();
-  std::atomic<int> syncs{0};
-  std::atomic<bool> release_first{false};
-  fe.before_synchronize = [&] {
-    if (syncs.fetch_add(1) == 0)
-      while (!release_first.load())
-        std::this_thread::yield();
-  };
+  first_call_gate gate;
+  fe.before_synchronize = [&] { gate.pass(); };
   ASSERT_EQ(p.deallocate(blocks[0]), pool_status::ok); // pending
   std::uintptr_t got[3] = {};
   std::thread a([&] { got[0] = p.allocate(k_block).address; });
-  while (syncs.load() == 0) // A is inside its fence
+  while (gate.calls() == 0) // A is inside its fence
     std::this_thread::yield();
   ASSERT_EQ(p.deallocate(blocks[1]), pool_status::ok); // freed after A's fence began
   ASSERT_EQ(p.deallocate(blocks[2]), pool_status::ok);
   std::thread b([&] { got[1] = p.allocate(k_block).address; });
   std::thread c([&] { got[2] = p.allocate(k_block).address; });
   std::this_thread::sleep_for(std::chrono::milliseconds(200)); // B and C wait for A's fence
-  release_first.store(true);
+  gate.open();
   a.join();
   b.join();
   c.join();
-  EXPECT_EQ(syncs.load(), 2); // A's, and one for B and C
+  EXPECT_EQ(gate.calls(), 2); // A's, and one for B and C
   for (std::uintptr_t x : got)
     EXPECT_NE(x, 0u);
   EXPECT_EQ(p.stats().reserved_bytes, p.options().small_segment_bytes);

@@ -398,6 +398,23 @@ private:
   std::uint64_t latest_fence_begin_ = 0;
 };
 
+// Holds the first caller of a fake's hook (before_barrier, before_synchronize) until open():
+// `fe.before_barrier = [&] { gate.pass(); }`; calls() counts every caller.
+class first_call_gate {
+public:
+  void pass() {
+    if (calls_.fetch_add(1) == 0)
+      while (!open_.load())
+        std::this_thread::yield();
+  }
+  void open() { open_.store(true); }
+  int calls() const { return calls_.load(); }
+
+private:
+  std::atomic<int> calls_{0};
+  std::atomic<bool> open_{false};
+};
+
 // Completes random recorded events until `done`, as the GPU would (hazard tests).
 class event_completer {
 public:

@@ -32,23 +32,18 @@ struct marks_test : ::testing::Test {
   // Two threads fence at once: A's barrier is held while B asks for a fence, which turns marks
   // on. Uses blocks[0] and blocks[1]; both threads get a block back.
   void contend() {
-    std::atomic<int> barriers{0};
-    std::atomic<bool> release{false};
-    fe.before_barrier = [&] {
-      if (barriers.fetch_add(1) == 0)
-        while (!release.load())
-          std::this_thread::yield();
-    };
+    first_call_gate gate;
+    fe.before_barrier = [&] { gate.pass(); };
     ASSERT_EQ(p.deallocate(blocks[0]), pool_status::ok);
     std::uintptr_t got[2] = {};
     std::thread a([&] { got[0] = p.allocate(k_block).address; });
-    while (barriers.load() == 0) // A is inside its barrier
+    while (gate.calls() == 0) // A is inside its barrier
       std::this_thread::yield();
     ASSERT_EQ(p.deallocate(blocks[1]), pool_status::ok);
     std::thread b([&] { got[1] = p.allocate(k_block).address; });
     while (p.slow_path().fence_calls < 2) // B asked while A's barrier runs
       std::this_thread::yield();
-    release.store(true);
+    gate.open();
     a.join();
     b.join();
     fe.before_barrier = nullptr;
