@@ -72,6 +72,29 @@ inline std::uint64_t now_ns() {
                                         .count());
 }
 
+// Where several threads are timed, their timed phases start together: each thread sets itself
+// up (streams, first blocks, warm-up), then calls arrive(), which returns once every thread
+// has arrived, with the time the last one did. Without it a thread whose setup waits for the
+// driver starts timing late, while faster threads are already timing or done, and the per-op
+// times are those of fewer threads at once (at 16 threads launching kernels, 0.5 s loops were
+// seen spread over 1.5 s). Every thread of the run must call arrive() once, also one whose
+// setup failed.
+class start_gate {
+public:
+  explicit start_gate(int threads) : waiting_(threads) {}
+  std::uint64_t arrive() {
+    if (waiting_.fetch_sub(1) == 1) start_.store(now_ns());
+    std::uint64_t start = 0;
+    while ((start = start_.load()) == 0)
+      std::this_thread::yield();
+    return start;
+  }
+
+private:
+  std::atomic<int> waiting_;
+  std::atomic<std::uint64_t> start_{0};
+};
+
 // Runs body(thread_index) on n threads that start together; returns false if any failed.
 template <class F> bool run_threads(int n, F body) {
   std::atomic<int> ready{0};
@@ -111,6 +134,7 @@ inline cell_result run_pair(allocator_under_test& a, const harness_options& o, s
   std::vector<std::vector<std::uint32_t>> samples(static_cast<std::size_t>(threads));
   const auto budget_ns = static_cast<std::uint64_t>(o.seconds_per_cell * 1e9);
   std::atomic<std::uint64_t> pairs{0};
+  start_gate gate(threads);
   bool ok = run_threads(threads, [&](int t) {
     a.thread_begin(t);
     auto& out = samples[static_cast<std::size_t>(t)];
@@ -121,7 +145,7 @@ inline cell_result run_pair(allocator_under_test& a, const harness_options& o, s
       good = p != nullptr && a.deallocate(p, size, t);
     }
     pairs.fetch_add(static_cast<std::uint64_t>(o.warmup));
-    const std::uint64_t end = now_ns() + budget_ns;
+    const std::uint64_t end = gate.arrive() + budget_ns;
     while (good && out.size() < o.max_samples_per_thread) {
       const std::uint64_t t0 = now_ns();
       void* p = a.allocate(size, t);
@@ -148,6 +172,7 @@ inline cell_result run_random(allocator_under_test& a, const harness_options& o,
   const auto budget_ns = static_cast<std::uint64_t>(o.seconds_per_cell * 1e9);
   const std::size_t per_thread = std::max<std::size_t>(1, o.live_blocks / std::size_t(threads));
   std::atomic<std::uint64_t> random_steps{0};
+  start_gate gate(threads);
   bool ok = run_threads(threads, [&](int t) {
     a.thread_begin(t);
     std::mt19937_64 rng(0x9e3779b97f4a7c15ull + static_cast<std::uint64_t>(t));
@@ -186,7 +211,7 @@ inline cell_result run_random(allocator_under_test& a, const harness_options& o,
     };
     for (int i = 0; i < o.warmup * 10 && good; ++i)
       step(false);
-    const std::uint64_t end = now_ns() + budget_ns;
+    const std::uint64_t end = gate.arrive() + budget_ns;
     while (good && out.size() < o.max_samples_per_thread && now_ns() < end)
       step(true);
     for (auto& b : live)

@@ -1,12 +1,21 @@
 // Allocation cost with kernels in flight, against the launch floor (docs/design.md "Anchors").
 //   stream_alloc_bench --method floor|cudaMallocAsync|cudaMalloc|cub [--threads 1,4,16]
-//                      [--seconds 1] [--live 8] [--random-sizes 256,4M] [--label X] [--json F]
+//                      [--seconds 1] [--live 8] [--random-sizes 256,4M] [--inflight 0]
+//                      [--label X] [--json F]
 // Each thread has a non-blocking stream of its own and keeps `live` blocks; one op frees its
 // oldest block, allocates a new one of a log-uniform random size and launches a fill and a
 // check kernel on it (the check counts words that are not what this op's fill wrote). The
 // floor is the same program on blocks of the largest size allocated up front, its kernels
 // covering the size drawn: no allocation in the loop, so an allocator's cost is its time per
 // op above the floor's.
+// --inflight N bounds each thread's ops in flight, as a program that waits for its results
+// does: before its launches an op waits for the event recorded after the op N earlier (the
+// wait is part of the op's time). With 0 (the default) a thread launches as fast as its host
+// allows, and where the device is the bottleneck the floor's host runs ahead of it into the
+// launch queue: its time per op is then the host's, not the device's. The drain (the last
+// stream synchronization after the timed loop) is printed for that reason.
+// Every thread sets itself up (its stream, first blocks and a warm-up) before the threads'
+// timed phases start together (gmem_bench::start_gate) and end at one deadline.
 // Run under LD_PRELOAD=libgmem.so (with --method cudaMallocAsync or cudaMalloc) for gmem.
 // Prints mean and p99 host time per op and ops per ms of all threads together, and the mean
 // and p99 of the op's free and allocation calls alone (the rest is the two launches); exit 3 when a
@@ -48,6 +57,7 @@ struct config {
   std::vector<int> threads{1, 4, 16};
   double seconds = 1.0;
   std::size_t live = 8, min_bytes = 256, max_bytes = std::size_t{4} << 20;
+  std::size_t inflight = 0; // ops in flight per thread; 0 = unbounded
   std::string json;
 };
 
@@ -56,6 +66,9 @@ struct thread_state {
   std::vector<std::pair<void*, std::size_t>> ring; // (block, bytes), oldest at `next`
   std::size_t next = 0;
   std::vector<std::uint32_t> samples, free_samples, alloc_samples; // per op: all, free, alloc
+  std::vector<cudaEvent_t> done; // --inflight: the event after each of the last N ops
+  std::size_t ops = 0;
+  std::uint64_t drain_ns = 0; // the final stream synchronization after the timed loop
   bool ok = true;
 };
 
@@ -108,6 +121,9 @@ public:
   }
   // One op: [free the oldest, allocate a new size,] fill, check.
   bool op(thread_state& t, std::size_t bytes, unsigned tag) {
+    cudaEvent_t* done = t.done.empty() ? nullptr : &t.done[t.ops % t.done.size()];
+    ++t.ops;
+    if (done != nullptr && !ok(cudaEventSynchronize(*done), "cudaEventSynchronize")) return false;
     auto& slot = t.ring[t.next];
     t.next = (t.next + 1) % t.ring.size();
     if (c_.m != method::floor) {
@@ -126,6 +142,7 @@ public:
     auto* w = static_cast<unsigned*>(slot.first);
     fill<<<grid, 256, 0, t.stream>>>(w, words, tag);
     check<<<grid, 256, 0, t.stream>>>(w, words, tag, bad_);
+    if (done != nullptr && !ok(cudaEventRecord(*done, t.stream), "cudaEventRecord")) return false;
     return ok(cudaGetLastError(), "kernel launch");
   }
   static std::uint32_t clamp32(std::uint64_t ns) {
@@ -134,33 +151,44 @@ public:
   // The op's free and allocation calls alone, over all threads: mean and p99 (0 for the floor).
   struct split {
     double free_mean = 0, free_p99 = 0, alloc_mean = 0, alloc_p99 = 0;
+    double drain_ms = 0; // the longest drain of any thread
   };
   gmem_bench::cell_result run(int threads, double& ops_per_ms, split& calls) {
     std::vector<thread_state> ts(static_cast<std::size_t>(threads));
     const auto budget = static_cast<std::uint64_t>(c_.seconds * 1e9);
     std::atomic<std::uint64_t> total_ops{0}, first{UINT64_MAX}, last{0};
+    gmem_bench::start_gate gate(threads);
     const bool all_ok = gmem_bench::run_threads(threads, [&](int i) {
       thread_state& t = ts[static_cast<std::size_t>(i)];
-      if (!ok(cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking), "stream create"))
-        return false;
       std::mt19937_64 rng(0x51ed2701u + static_cast<std::uint64_t>(i));
       std::uniform_real_distribution<double> u(std::log(double(c_.min_bytes)),
                                                std::log(double(c_.max_bytes)));
       auto draw = [&] { return static_cast<std::size_t>(std::exp(u(rng))); };
-      t.ring.resize(c_.live);
-      for (auto& b : t.ring) {
-        b.second = c_.m == method::floor ? c_.max_bytes : draw();
-        b.first = allocate(t, b.second); // the floor's blocks: up front, largest size
-        if (b.first == nullptr) return false;
-      }
       unsigned tag = static_cast<unsigned>(i) << 24;
-      for (int w = 0; w < 50 && t.ok; ++w)
-        t.ok = op(t, draw(), ++tag);
-      t.ok = t.ok && ok(cudaStreamSynchronize(t.stream), "warm-up sync");
+      auto set_up = [&] { // the stream, the events, the first blocks, a warm-up
+        if (!ok(cudaStreamCreateWithFlags(&t.stream, cudaStreamNonBlocking), "stream create"))
+          return false;
+        t.done.resize(c_.inflight);
+        for (auto& e : t.done) // recorded once, so the first N ops' waits return at once
+          if (!ok(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event create") ||
+              !ok(cudaEventRecord(e, t.stream), "cudaEventRecord"))
+            return false;
+        t.ring.resize(c_.live);
+        for (auto& b : t.ring) {
+          b.second = c_.m == method::floor ? c_.max_bytes : draw();
+          b.first = allocate(t, b.second); // the floor's blocks: up front, largest size
+          if (b.first == nullptr) return false;
+        }
+        bool good = true;
+        for (int w = 0; w < 50 && good; ++w)
+          good = op(t, draw(), ++tag);
+        return good && ok(cudaStreamSynchronize(t.stream), "warm-up sync");
+      };
+      t.ok = set_up();
       t.samples.reserve(200000);
       t.free_samples.clear();
       t.alloc_samples.clear();
-      const std::uint64_t start = gmem_bench::now_ns(), end = start + budget;
+      const std::uint64_t start = gate.arrive(), end = start + budget;
       std::uint64_t now = start;
       while (t.ok && now < end && t.samples.size() < 2000000) {
         const std::size_t bytes = draw();
@@ -169,8 +197,10 @@ public:
         now = gmem_bench::now_ns();
         t.samples.push_back(clamp32(now - t0));
       }
+      const std::uint64_t loop_end = gmem_bench::now_ns();
       t.ok = t.ok && ok(cudaStreamSynchronize(t.stream), "stream sync");
       const std::uint64_t done = gmem_bench::now_ns();
+      t.drain_ns = done - loop_end;
       total_ops.fetch_add(t.samples.size());
       std::uint64_t f = first.load();
       while (start < f && !first.compare_exchange_weak(f, start)) {
@@ -180,12 +210,15 @@ public:
       }
       for (auto& b : t.ring)
         if (b.first != nullptr) t.ok = release(t, b.first) && t.ok;
-      t.ok = ok(cudaStreamSynchronize(t.stream), "stream sync") && t.ok;
-      cudaStreamDestroy(t.stream);
+      if (t.stream != nullptr) t.ok = ok(cudaStreamSynchronize(t.stream), "stream sync") && t.ok;
+      for (auto e : t.done)
+        if (e != nullptr) cudaEventDestroy(e);
+      if (t.stream != nullptr) cudaStreamDestroy(t.stream);
       return t.ok;
     });
     std::vector<std::vector<std::uint32_t>> samples, frees, allocs;
     for (auto& t : ts) {
+      calls.drain_ms = std::max(calls.drain_ms, double(t.drain_ns) / 1e6);
       samples.push_back(std::move(t.samples));
       frees.push_back(std::move(t.free_samples));
       allocs.push_back(std::move(t.alloc_samples));
@@ -194,7 +227,10 @@ public:
     if (c_.m != method::floor) {
       const gmem_bench::cell_result f = gmem_bench::summarize(frees),
                                     a = gmem_bench::summarize(allocs);
-      calls = {f.mean_ns, f.p99_ns, a.mean_ns, a.p99_ns};
+      calls.free_mean = f.mean_ns;
+      calls.free_p99 = f.p99_ns;
+      calls.alloc_mean = a.mean_ns;
+      calls.alloc_p99 = a.p99_ns;
     }
     r.test = "stream";
     r.threads = threads;
@@ -252,6 +288,8 @@ bool parse(config& c, int argc, char** argv) {
       }
       c.min_bytes = s[0];
       c.max_bytes = s[1];
+    } else if (a == "--inflight") {
+      c.inflight = std::strtoull(v, nullptr, 10);
     } else if (a == "--label") {
       c.label = v;
     } else if (a == "--json") {
@@ -291,9 +329,9 @@ int main(int argc, char** argv) {
     const gmem_bench::cell_result cell = r.run(threads, per_ms, calls);
     failed = failed || cell.failed;
     std::printf("%-22s stream %2d thr  mean %8.0f ns/op  p99 %9.0f ns  %8.1f ops/ms all threads  "
-                "(%zu ops%s)\n",
-                c.label.c_str(), threads, cell.mean_ns, cell.p99_ns, per_ms, cell.samples,
-                cell.failed ? ", FAILED" : "");
+                "drain %.1f ms (%zu ops%s)\n",
+                c.label.c_str(), threads, cell.mean_ns, cell.p99_ns, per_ms, calls.drain_ms,
+                cell.samples, cell.failed ? ", FAILED" : "");
     if (c.m != method::floor)
       std::printf("%-22s   free mean %8.0f p99 %9.0f ns   alloc mean %8.0f p99 %9.0f ns\n",
                   c.label.c_str(), calls.free_mean, calls.free_p99, calls.alloc_mean,
@@ -304,10 +342,10 @@ int main(int argc, char** argv) {
                    "{\"kind\":\"stream_alloc\",\"label\":\"%s\",\"threads\":%d,\"samples\":%zu,"
                    "\"mean_ns\":%.1f,\"median_ns\":%.1f,\"p99_ns\":%.1f,\"ops_per_ms\":%.2f,"
                    "\"free_mean_ns\":%.1f,\"free_p99_ns\":%.1f,\"alloc_mean_ns\":%.1f,"
-                   "\"alloc_p99_ns\":%.1f,\"failed\":%s}\n",
+                   "\"alloc_p99_ns\":%.1f,\"inflight\":%zu,\"drain_ms\":%.2f,\"failed\":%s}\n",
                    c.label.c_str(), threads, cell.samples, cell.mean_ns, cell.median_ns,
                    cell.p99_ns, per_ms, calls.free_mean, calls.free_p99, calls.alloc_mean,
-                   calls.alloc_p99, cell.failed ? "true" : "false");
+                   calls.alloc_p99, c.inflight, calls.drain_ms, cell.failed ? "true" : "false");
       std::fclose(f);
     }
   }

@@ -4,9 +4,12 @@
 #   bench/stream_alloc_gpu.sh [OUT_DIR]      (default build/bench/stream; needs a GPU)
 # Environment: BUILD (build; a bundle's .device/build with GMEM_PREBUILT=1), GMEM_LIB ($BUILD/lib/libgmem.so),
 # GMEM_LIB_B (unset; another libgmem.so: one more row, gmem-sync-b, to compare two builds in the
-# same rounds), THREADS (1,4,16), SECONDS_PER
-# (1.0), SIZES (256,4M), LIVE (8), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every round's rows,
-# each with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
+# same rounds), THREADS (1,4,16), SECONDS_PER (1.0), SIZES (256,4M), LIVE (8), INFLIGHT (0:
+# unbounded; N: each thread waits for the op N earlier before launching, as a program that
+# reads its results does), ROWS (all: floor cudaMallocAsync cub cudaMalloc gmem-async
+# gmem-async-traced gmem-sync floor-gmem; floor-gmem is the floor under the shim, trace off:
+# what gmem costs the launches themselves), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every round's rows, each
+# with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
 # GMEM_VERBOSE=1 counters after a gmem-sync run at the last thread count), and prints, per
 # thread count, each row's mean/p99 per op, its time above the floor and gmem's share of
 # cudaMallocAsync's time above the floor. With ROUNDS > 1 every round runs all rows, in reverse order every other round
@@ -22,6 +25,7 @@ THREADS=${THREADS:-1,4,16}
 SECONDS_PER=${SECONDS_PER:-1.0}
 SIZES=${SIZES:-256,4M}
 LIVE=${LIVE:-8}
+INFLIGHT=${INFLIGHT:-0}
 B=$BUILD/bench/stream_alloc_bench
 # A scripts/gpu-bundle.sh bundle (BUILD=.device/build GMEM_PREBUILT=1) has it prebuilt here.
 [ ! -x "$B" ] && [ -x "$BUILD/tests/gpu/stream_alloc_bench" ] && B=$BUILD/tests/gpu/stream_alloc_bench
@@ -42,7 +46,7 @@ run() { # run LABEL [VAR=value...] -- ARGS...
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
   local cmd=(env "${envs[@]}" "$B" "$@" --label "$label" --threads "$THREADS" --seconds "$SECONDS_PER"
-    --random-sizes "$SIZES" --live "$LIVE" --json "$OUT/stream.jsonl")
+    --random-sizes "$SIZES" --live "$LIVE" --inflight "$INFLIGHT" --json "$OUT/stream.jsonl")
   echo "${cmd[*]}" >>"$OUT/commands.txt"
   "${cmd[@]}" || { echo "stream_alloc_gpu: $label failed (exit $?)"; rc=1; }
 }
@@ -57,10 +61,20 @@ row() { # N: the Nth row
   6) run gmem-async-traced LD_PRELOAD="$GMEM_LIB" -- --method cudaMallocAsync ;;
   7) run gmem-sync LD_PRELOAD="$GMEM_LIB" GMEM_TRACE=0 -- --method cudaMalloc ;;
   8) run gmem-sync-b LD_PRELOAD="$GMEM_LIB_B" GMEM_TRACE=0 -- --method cudaMalloc ;;
+  9) run floor-gmem LD_PRELOAD="$GMEM_LIB" GMEM_TRACE=0 -- --method floor ;;
   esac
 }
+names=(floor cudaMallocAsync cub cudaMalloc gmem-async gmem-async-traced gmem-sync gmem-sync-b floor-gmem)
+all_rows="1 2 3 4 5 6 7${GMEM_LIB_B:+ 8} 9"
+if [ -n "${ROWS:-}" ]; then
+  all_rows=""
+  for want in $ROWS; do
+    for i in "${!names[@]}"; do [ "${names[$i]}" = "$want" ] && all_rows+="$((i + 1)) "; done
+  done
+  [ -n "$all_rows" ] || { echo "stream_alloc_gpu: ROWS='$ROWS' names no row (${names[*]})"; exit 2; }
+fi
 for round in $(seq "$ROUNDS"); do
-  rows="1 2 3 4 5 6 7${GMEM_LIB_B:+ 8}"
+  rows=$all_rows
   [ $((round % 2)) = 0 ] && rows=$(tr ' ' '\n' <<<"$rows" | tac | tr '\n' ' ')
   before=$(wc -l <"$OUT/stream.jsonl")
   for n in $rows; do row "$n"; done
@@ -77,7 +91,7 @@ done
 # barriers and their host time, lock waits) of one more gmem-sync run, in gmem-sync-verbose.txt.
 env LD_PRELOAD="$GMEM_LIB" GMEM_TRACE=0 GMEM_VERBOSE=1 "$B" --method cudaMalloc \
   --label gmem-sync-verbose --threads "${THREADS##*,}" --seconds "$SECONDS_PER" \
-  --random-sizes "$SIZES" --live "$LIVE" >"$OUT/gmem-sync-verbose.txt" 2>&1 ||
+  --random-sizes "$SIZES" --live "$LIVE" --inflight "$INFLIGHT" >"$OUT/gmem-sync-verbose.txt" 2>&1 ||
   echo "stream_alloc_gpu: the verbose gmem-sync run failed (see $OUT/gmem-sync-verbose.txt)"
 python3 - "$OUT/stream.jsonl" <<'PY'
 import json, statistics, sys
@@ -94,20 +108,20 @@ for (rnd, t), cells in per_round.items():
     asyn = cells.get("cudaMallocAsync", {}).get("mean_ns")
     if floor is None or asyn is None or asyn <= floor:
         continue
-    for label in ("gmem-sync", "gmem-sync-b", "gmem-async", "gmem-async-traced"):
+    for label in ("gmem-sync", "gmem-sync-b", "gmem-async", "gmem-async-traced", "floor-gmem"):
         if label in cells:
             shares.setdefault((t, label), []).append((cells[label]["mean_ns"] - floor) / (asyn - floor))
 for t in sorted(by):
     cells = by[t]
     floor = cells.get("floor", {}).get("mean_ns")
     asyn = cells.get("cudaMallocAsync", {}).get("mean_ns")
-    print(f"\n{t} threads            mean ns/op     p99 ns   above floor   ops/ms   vs cudaMallocAsync above floor")
+    print(f"\n{t} threads            mean ns/op     p99 ns   above floor   ops/ms  drain ms   vs cudaMallocAsync above floor")
     for label, r in cells.items():
         above = r["mean_ns"] - floor if floor is not None else float("nan")
         share = ""
         if floor is not None and asyn is not None and asyn > floor and label != "cudaMallocAsync":
             share = f"{above / (asyn - floor):.2f}x"
-        print(f"  {label:<20} {r['mean_ns']:>10.0f} {r['p99_ns']:>10.0f} {above:>12.0f} {r['ops_per_ms']:>8.1f}   {share}")
+        print(f"  {label:<20} {r['mean_ns']:>10.0f} {r['p99_ns']:>10.0f} {above:>12.0f} {r['ops_per_ms']:>8.1f} {r.get('drain_ms', 0):>9.1f}   {share}")
 if shares:
     print("\nshare of cudaMallocAsync's time above the floor, per round: median (min-max), rounds")
     for (t, label), v in sorted(shares.items()):

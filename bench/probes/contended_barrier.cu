@@ -10,10 +10,11 @@
 // pages mapped back to back, as gmem's arena), with `vmm-fd` the same pages exportable as file
 // descriptors (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as gmem's arena asks for IPC), else
 // cudaMalloc's.
-// Build: nvcc -O2 -arch=sm_90 -o contended_barrier bench/probes/contended_barrier.cu -lcuda
+// Build: nvcc -O2 -arch=sm_90 -I. -o contended_barrier bench/probes/contended_barrier.cu -lcuda
 //   ./contended_barrier [threads 16] [every 42] [seconds 0.5] [vmm|vmm-fd|malloc]
 // Prints one JSON line per mode: per-op mean and p99 host ns, ops per ms of all threads, and the
 // barrier calls' mean and p99 host ns.
+#include "bench/alloc_harness.h"
 #include "probe_common.cuh"
 
 #include <cuda.h>
@@ -124,6 +125,7 @@ int main(int argc, char** argv) {
         fences(static_cast<std::size_t>(threads)), lags(static_cast<std::size_t>(threads));
     std::atomic<long long> total{0};
     std::atomic<double> first{1e30}, last{0};
+    gmem_bench::start_gate gate(threads); // the timed phases start together, after every setup
     std::vector<std::thread> ts;
     for (int i = 0; i < threads; ++i)
       ts.emplace_back([&, i] {
@@ -145,7 +147,7 @@ int main(int argc, char** argv) {
         std::mt19937_64 rng(0x51ed2701u + static_cast<std::uint64_t>(i));
         std::uniform_real_distribution<double> u(std::log(256.0), std::log(double(max_bytes)));
         cudaStreamSynchronize(s);
-        const double start = now_ns(), end = start + seconds * 1e9;
+        const double start = static_cast<double>(gate.arrive()), end = start + seconds * 1e9;
         double now = start;
         unsigned tag = static_cast<unsigned>(i) << 24;
         long long n = 0;
