@@ -34,6 +34,14 @@ $(BENCH_REPLAY_TEST): $(BUILD)/bench/replay/replay_test.o $(REPLAY_OBJS) $(REPLA
 UNIT_TESTS += $(BENCH_REPLAY_TEST)
 SAN_TESTS += $(BENCH_REPLAY_TEST)
 
+# The harness's start gate (alloc_harness.h), which the multi-thread benchmarks time behind.
+START_GATE_TEST := $(BUILD)/tests/start_gate_test
+$(START_GATE_TEST): $(BUILD)/bench/start_gate_test.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl $(GTEST_LIBS)
+UNIT_TESTS += $(START_GATE_TEST)
+SAN_TESTS += $(START_GATE_TEST)
+
 # --- GPU programs (nvcc, static runtime: see bench/alloc_bench.cu) ----------------------
 $(BUILD)/bench/alloc_bench: bench/alloc_bench.cu bench/alloc_harness.h
 	@mkdir -p $(@D)
