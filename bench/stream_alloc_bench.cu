@@ -11,9 +11,8 @@
 // --inflight N bounds each thread's ops in flight, as a program that waits for its results
 // does: before its launches an op waits for the event recorded after the op N earlier (the
 // wait is part of the op's time). With 0 (the default) a thread launches as fast as its host
-// allows, and where the device is the bottleneck the floor's host runs ahead of it into the
-// launch queue: its time per op is then the host's, not the device's. The drain (the last
-// stream synchronization after the timed loop) is printed for that reason.
+// allows, held back only by the driver's launch queue; the drain printed (the longest final
+// stream synchronization after the timed loop) shows how far a host ran ahead of its device.
 // Every thread sets itself up (its stream, first blocks and a warm-up) before the threads'
 // timed phases start together (gmem_bench::start_gate) and end at one deadline.
 // Run under LD_PRELOAD=libgmem.so (with --method cudaMallocAsync or cudaMalloc) for gmem.

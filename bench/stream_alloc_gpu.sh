@@ -8,8 +8,8 @@
 # unbounded; N: each thread waits for the op N earlier before launching, as a program that
 # reads its results does), ROWS (all: floor cudaMallocAsync cub cudaMalloc gmem-async
 # gmem-async-traced gmem-sync floor-gmem; floor-gmem is the floor under the shim, trace off:
-# what gmem costs the launches themselves), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every round's rows, each
-# with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
+# what gmem costs the launches themselves), ROUNDS (1). Writes OUT_DIR/stream.jsonl (every
+# round's rows, each with its "round"), OUT_DIR/commands.txt and OUT_DIR/gmem-sync-verbose.txt (the pool's
 # GMEM_VERBOSE=1 counters after a gmem-sync run at the last thread count), and prints, per
 # thread count, each row's mean/p99 per op, its time above the floor and gmem's share of
 # cudaMallocAsync's time above the floor. With ROUNDS > 1 every round runs all rows, in reverse order every other round
