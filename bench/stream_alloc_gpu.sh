@@ -69,6 +69,8 @@ all_rows="1 2 3 4 5 6 7${GMEM_LIB_B:+ 8} 9"
 if [ -n "${ROWS:-}" ]; then
   all_rows=""
   for want in $ROWS; do
+    [ "$want" = gmem-sync-b ] && [ -z "${GMEM_LIB_B:-}" ] &&
+      { echo "stream_alloc_gpu: ROWS names gmem-sync-b but GMEM_LIB_B is not set"; exit 2; }
     for i in "${!names[@]}"; do [ "${names[$i]}" = "$want" ] && all_rows+="$((i + 1)) "; done
   done
   [ -n "$all_rows" ] || { echo "stream_alloc_gpu: ROWS='$ROWS' names no row (${names[*]})"; exit 2; }
