@@ -155,7 +155,7 @@ public:
   gmem_bench::cell_result run(int threads, double& ops_per_ms, split& calls) {
     std::vector<thread_state> ts(static_cast<std::size_t>(threads));
     const auto budget = static_cast<std::uint64_t>(c_.seconds * 1e9);
-    std::atomic<std::uint64_t> total_ops{0}, first{UINT64_MAX}, last{0};
+    std::atomic<std::uint64_t> total_ops{0}, first{0}, last{0};
     gmem_bench::start_gate gate(threads);
     const bool all_ok = gmem_bench::run_threads(threads, [&](int i) {
       thread_state& t = ts[static_cast<std::size_t>(i)];
@@ -201,9 +201,7 @@ public:
       const std::uint64_t done = gmem_bench::now_ns();
       t.drain_ns = done - loop_end;
       total_ops.fetch_add(t.samples.size());
-      std::uint64_t f = first.load();
-      while (start < f && !first.compare_exchange_weak(f, start)) {
-      }
+      first.store(start); // the gate's: the same for every thread
       std::uint64_t l = last.load();
       while (done > l && !last.compare_exchange_weak(l, done)) {
       }

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
     std::vector<stats> ops(static_cast<std::size_t>(threads)),
         fences(static_cast<std::size_t>(threads)), lags(static_cast<std::size_t>(threads));
     std::atomic<long long> total{0};
-    std::atomic<double> first{1e30}, last{0};
+    std::atomic<double> first{0}, last{0};
     gmem_bench::start_gate gate(threads); // the timed phases start together, after every setup
     std::vector<std::thread> ts;
     for (int i = 0; i < threads; ++i)
@@ -183,9 +183,7 @@ int main(int argc, char** argv) {
         cudaStreamSynchronize(s);
         const double done = now_ns();
         total += static_cast<long long>(st.ns.size());
-        double f = first.load();
-        while (start < f && !first.compare_exchange_weak(f, start)) {
-        }
+        first.store(start); // the gate's: the same for every thread
         double l = last.load();
         while (done > l && !last.compare_exchange_weak(l, done)) {
         }
