@@ -14,13 +14,30 @@ $(BUILD)/tests/interpose/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
 
 # Self-contained: libstdc++/libgcc linked in, everything but the hooks hidden (version
 # script), $ORIGIN in the run path for what the recorder loads from beside the library.
+# shim_link OBJECTS: the link line of the shim and of its test build below.
+shim_link = $(CXX) -shared -o $@ $(1) $(SHIM_LINK_LIBS) $(GMEM_LDFLAGS) \
+  -Wl,-soname,libgmem.so -Wl,--version-script=$(SHIM_MAP) -Wl,--no-undefined \
+  -Wl,-z,nodelete -Wl,-rpath,'$$ORIGIN' -static-libstdc++ -static-libgcc \
+  $(PROFILER_LDLIBS) -ldl -pthread
 $(SHIM_LIB): $(SHIM_OBJS) $(SHIM_LINK_LIBS) $(SHIM_MAP)
 	@mkdir -p $(@D)
-	$(CXX) -shared -o $@ $(SHIM_OBJS) $(SHIM_LINK_LIBS) $(GMEM_LDFLAGS) \
-	  -Wl,-soname,libgmem.so -Wl,--version-script=$(SHIM_MAP) -Wl,--no-undefined \
-	  -Wl,-z,nodelete -Wl,-rpath,'$$ORIGIN' -static-libstdc++ -static-libgcc \
-	  $(PROFILER_LDLIBS) -ldl -pthread
+	$(call shim_link,$(SHIM_OBJS))
 LIBS_ALL += $(SHIM_LIB)
+
+# A test build of the shim whose context barrier orders nothing (GMEM_TEST_NOOP_BARRIER in
+# interpose/backends/stream_registry.cpp): tests/gpu/noop_barrier_test.sh shows the GPU's
+# reuse-safety tests fail with it. Built by `make test-gpu`, never installed.
+SHIM_NOOP_DIR := $(BUILD)/tests/gpu/noop_barrier
+SHIM_NOOP_LIB := $(SHIM_NOOP_DIR)/libgmem.so
+SHIM_NOOP_OBJS := $(filter-out $(BUILD)/interpose/backends/stream_registry.o,$(SHIM_OBJS)) \
+                  $(SHIM_NOOP_DIR)/stream_registry.o
+$(SHIM_NOOP_DIR)/stream_registry.o: interpose/backends/stream_registry.cpp | deps-build
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_CPPFLAGS) $(CUDA_CPPFLAGS) $(GMEM_CXXFLAGS) $(CXXFLAGS) \
+	  -DGMEM_TEST_NOOP_BARRIER -c $< -o $@
+$(SHIM_NOOP_LIB): $(SHIM_NOOP_OBJS) $(SHIM_LINK_LIBS) $(SHIM_MAP)
+	$(call shim_link,$(SHIM_NOOP_OBJS))
+GPU_TEST_DEPS += $(SHIM_NOOP_LIB)
 
 # The Python bootstrap the shim puts on PYTHONPATH (interpose/python_bootstrap.h): beside the
 # library in every layout, never group- or world-writable (the shim refuses it then).

@@ -15,6 +15,9 @@ for f in libgmem.so libgmem_client.so libunwind.so.8 liblzma.so.5 libdw.so.1 lib
   cp -L "$BUILD/lib/$f" "$DEST/lib/"
 done
 strip --strip-debug "$DEST/lib/libgmem.so"
+mkdir -p "$DEST/tests/gpu/noop_barrier"   # tests/gpu/noop_barrier_test.sh
+cp "$BUILD/tests/gpu/noop_barrier/libgmem.so" "$DEST/tests/gpu/noop_barrier/"
+strip --strip-debug "$DEST/tests/gpu/noop_barrier/libgmem.so"
 cp -r "$BUILD/lib/gmem" "$DEST/lib/"   # the Python bootstrap (interpose/python_bootstrap.h)
 chmod -R go-w "$DEST/lib/gmem"
 cp "$BUILD/bin/gmem" "$DEST/bin/" && strip --strip-debug "$DEST/bin/gmem"
