@@ -1,7 +1,7 @@
 // Allocation cost with kernels in flight, against the launch floor (docs/design.md "Anchors").
 //   stream_alloc_bench --method floor|cudaMallocAsync|cudaMalloc|cub [--threads 1,4,16]
 //                      [--seconds 1] [--live 8] [--random-sizes 256,4M] [--inflight 0]
-//                      [--label X] [--json F]
+//                      [--check-delay-us 0] [--label X] [--json F]
 // Each thread has a non-blocking stream of its own and keeps `live` blocks; one op frees its
 // oldest block, allocates a new one of a log-uniform random size and launches a fill and a
 // check kernel on it (the check counts words that are not what this op's fill wrote). The
@@ -13,6 +13,9 @@
 // wait is part of the op's time). With 0 (the default) a thread launches as fast as its host
 // allows, held back only by the driver's launch queue; the drain printed (the longest final
 // stream synchronization after the timed loop) shows how far a host ran ahead of its device.
+// --check-delay-us N makes every check kernel wait N us on the device before it reads, as a
+// slow reader of the block: the window in which a block handed to another stream too early is
+// seen grows from the check's own few microseconds to N (a hazard test, not a benchmark).
 // Every thread sets itself up (its stream, first blocks and a warm-up) before the threads'
 // timed phases start together (gmem_bench::start_gate) and end at one deadline.
 // Run under LD_PRELOAD=libgmem.so (with --method cudaMallocAsync or cudaMalloc) for gmem.
@@ -40,7 +43,19 @@ __global__ void fill(unsigned* p, std::size_t words, unsigned tag) {
     p[i] = tag;
 }
 
-__global__ void check(const unsigned* p, std::size_t words, unsigned tag, unsigned long long* bad) {
+__device__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void check(const unsigned* p, std::size_t words, unsigned tag, unsigned long long* bad,
+                      unsigned long long delay_ns) {
+  if (delay_ns != 0) {
+    const unsigned long long t0 = global_ns();
+    while (global_ns() - t0 < delay_ns) {
+    }
+  }
   unsigned long long n = 0;
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words;
        i += std::size_t(blockDim.x) * gridDim.x)
@@ -57,6 +72,7 @@ struct config {
   double seconds = 1.0;
   std::size_t live = 8, min_bytes = 256, max_bytes = std::size_t{4} << 20;
   std::size_t inflight = 0; // ops in flight per thread; 0 = unbounded
+  unsigned long long check_delay_ns = 0;
   std::string json;
 };
 
@@ -140,7 +156,7 @@ public:
     const unsigned grid = static_cast<unsigned>(std::min<std::size_t>((words + 255) / 256, 512));
     auto* w = static_cast<unsigned*>(slot.first);
     fill<<<grid, 256, 0, t.stream>>>(w, words, tag);
-    check<<<grid, 256, 0, t.stream>>>(w, words, tag, bad_);
+    check<<<grid, 256, 0, t.stream>>>(w, words, tag, bad_, c_.check_delay_ns);
     if (done != nullptr && !ok(cudaEventRecord(*done, t.stream), "cudaEventRecord")) return false;
     return ok(cudaGetLastError(), "kernel launch");
   }
@@ -287,6 +303,8 @@ bool parse(config& c, int argc, char** argv) {
       c.max_bytes = s[1];
     } else if (a == "--inflight") {
       c.inflight = std::strtoull(v, nullptr, 10);
+    } else if (a == "--check-delay-us") {
+      c.check_delay_ns = std::strtoull(v, nullptr, 10) * 1000ull;
     } else if (a == "--label") {
       c.label = v;
     } else if (a == "--json") {
