@@ -12,9 +12,9 @@ $(BUILD)/interpose/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
 $(BUILD)/tests/fake_cuda/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
 $(BUILD)/tests/interpose/%.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
 
-# Self-contained: libstdc++/libgcc linked in, everything but the hooks hidden (version
-# script), $ORIGIN in the run path for what the recorder loads from beside the library.
-# shim_link OBJECTS: the link line of the shim and of its test build below.
+# shim_link OBJECTS: the link line of the shim and of its test build below. Self-contained:
+# libstdc++/libgcc linked in, everything but the hooks hidden (version script), $ORIGIN in the
+# run path for what the recorder loads from beside the library.
 shim_link = $(CXX) -shared -o $@ $(1) $(SHIM_LINK_LIBS) $(GMEM_LDFLAGS) \
   -Wl,-soname,libgmem.so -Wl,--version-script=$(SHIM_MAP) -Wl,--no-undefined \
   -Wl,-z,nodelete -Wl,-rpath,'$$ORIGIN' -static-libstdc++ -static-libgcc \
