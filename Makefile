@@ -78,11 +78,11 @@ $(BUILD)/%.o: %.cpp | deps-build
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_CPPFLAGS) $(EXTRA_CPPFLAGS) $(GMEM_CXXFLAGS) $(EXTRA_CXXFLAGS) $(CXXFLAGS) -c $< -o $@
 
-# Fragments, one per part of the tree. A missing one is skipped, so the tree builds while
-# parts are being added.
--include common/common.mk pool/pool.mk profiler/profiler.mk interpose/interpose.mk
--include tools/tools.mk include/include.mk examples/examples.mk bench/bench.mk tests/tests.mk
--include packaging/packaging.mk
+# Fragments, one per part of the tree; a missing one is an error (a lost file must not
+# silently drop its targets and tests).
+include common/common.mk pool/pool.mk profiler/profiler.mk interpose/interpose.mk
+include tools/tools.mk include/include.mk examples/examples.mk bench/bench.mk
+include packaging/packaging.mk
 
 .PHONY: all test test-asan test-tsan test-gpu san-run deps-build deps-test format format-check \
         clean help

@@ -44,8 +44,9 @@
 
 #include "common/units.h"
 #include "interpose/trace_hooks.h"
-#include "profiler/recorder.h"
-#include "profiler/trace_clock.h"
+#include "profiler/format/trace_clock.h"
+#include "profiler/reader/trace_save.h"
+#include "profiler/recorder/recorder.h"
 
 using namespace gmem::trace;
 

@@ -192,7 +192,7 @@ options options::parse(const std::function<const char*(const char*)>& lookup,
     o.limit = d.limit;
     o.limit_set = false;
   }
-  // Tables larger than a reader reads (64 GiB, profiler/trace_objects.cpp) are useless, and
+  // Tables larger than a reader reads (64 GiB, profiler/reader/trace_objects.cpp) are useless, and
   // beyond that the byte counts overflow.
   if (o.trace_live_set && o.trace_live > k_max_trace_live) {
     warn(std::string("gmem: warning: GMEM_TRACE_LIVE='") + lookup("GMEM_TRACE_LIVE") +

@@ -75,20 +75,6 @@ void abandon_entry(context_entry& e) {
 
 } // namespace
 
-bool is_primary_context(const real_driver& real, CUcontext ctx, int device) {
-  unsigned flags = 0;
-  int active = 0;
-  if (real.cuDevicePrimaryCtxGetState == nullptr || real.cuDevicePrimaryCtxRetain == nullptr ||
-      real.cuDevicePrimaryCtxRelease_v2 == nullptr ||
-      real.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) {
-    return false; // an inactive primary context is not `ctx`; retaining it would create it
-  }
-  CUcontext primary = nullptr;
-  if (real.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return false;
-  (void)real.cuDevicePrimaryCtxRelease_v2(device);
-  return primary == ctx;
-}
-
 context_pools& pools() {
   static context_pools* p = new context_pools; // never destroyed: hooks run during exit
   return *p;
@@ -258,7 +244,9 @@ void context_pools::drop_primary(const real_driver&, int device) {
 }
 
 std::size_t context_pools::fill_stats(trace::device_stats* out, std::size_t max) const {
-  return pool_figures(*this, out, max);
+  std::size_t filled = 0;
+  for_each_entry([&](const context_entry& e) { add_figures(e, out, max, &filled); });
+  return filled;
 }
 
 } // namespace gmem::shim

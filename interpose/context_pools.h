@@ -11,40 +11,14 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 
-#include "interpose/backends/driver_glue.h"
-#include "interpose/backends/vmm_upstream.h"
+#include "interpose/context_entry.h"
 #include "interpose/trace_hooks.h"
 
 namespace gmem::shim {
-
-struct host_pool_slot {
-  unsigned flags = 0;
-  host_upstream* upstream = nullptr;
-  pool* host_pool = nullptr;
-};
-
-struct context_entry {
-  context_link link;
-  bool primary = false; // the device's primary context (runtime programs use only these)
-  driver_fences* fences = nullptr;
-  device_upstream* upstream = nullptr; // cuMemAlloc segments (GMEM_VMM=0, or no VMM)
-  vmm_upstream* vmm = nullptr;         // otherwise: virtual-memory segments
-  trace_observer* observer = nullptr;
-  pool* device_pool = nullptr;
-  static constexpr std::size_t k_max_host_pools = 8;
-  std::array<host_pool_slot, k_max_host_pools> host{};
-  std::atomic<std::size_t> host_count{0}; // slots [0, host_count) are published
-  // Written once before `dropped` is set (retired_pools.h): the pools' figures at the drop.
-  const char* drop_reason = nullptr; // "destroyed", "reset"
-  pool_stats device_at_drop;
-  std::array<pool_stats, k_max_host_pools> host_at_drop{};
-
-  bool dropped() const { return link.dropped.load(std::memory_order_acquire); }
-  int device() const { return link.device; }
-};
 
 class context_pools {
 public:
@@ -96,9 +70,5 @@ private:
 };
 
 context_pools& pools(); // the process's instance (never destroyed)
-
-// Is `ctx` (current, on `device`) the device's primary context? An inactive primary context is
-// not created to find out.
-bool is_primary_context(const real_driver& real, CUcontext ctx, int device);
 
 } // namespace gmem::shim

@@ -11,7 +11,7 @@
 #include "interpose/context_pools.h"
 #include "interpose/shim_state.h"
 #include "interpose/trace_hooks.h"
-#include "profiler/tensor_observer.h"
+#include "profiler/recorder/tensor_observer.h"
 
 namespace gmem::shim {
 namespace {

@@ -3,15 +3,15 @@
 // framework is imported. Exported by libgmem.so (interpose/libgmem.map's gmem_*) but not part
 // of the public API (include/gmem/gmem.h): their only caller ships with the library.
 //
-// PyTorch: gmem_observe_torch_attach() attaches a tracker (profiler/tensor_observer.h) to the
-// active CUDACachingAllocator through the vtable slot the layout row names. The tracker runs
-// on the allocating thread with PyTorch's allocator mutex held and, as PyTorch ops release it,
-// usually without the GIL. So it never calls the driver, never takes the GIL and takes no lock
-// that any code holds while waiting for PyTorch's: the trace writer's own (never held across
-// a call out) and, for the first events only, a pool's lock through owns() (never held across
-// a driver call or anything of PyTorch's). It records ALLOC as an allocation and
-// FREE_REQUESTED as its free, with the same stack capture as the driver hooks (native frames,
-// then the thread's Python frames read without the GIL), under trace::alloc_kind::tensor.
+// PyTorch: gmem_observe_torch_attach() attaches a tracker (profiler/recorder/tensor_observer.h) to
+// the active CUDACachingAllocator through the vtable slot the layout row names. The tracker runs on
+// the allocating thread with PyTorch's allocator mutex held and, as PyTorch ops release it, usually
+// without the GIL. So it never calls the driver, never takes the GIL and takes no lock that any
+// code holds while waiting for PyTorch's: the trace writer's own (never held across a call out)
+// and, for the first events only, a pool's lock through owns() (never held across a driver call or
+// anything of PyTorch's). It records ALLOC as an allocation and FREE_REQUESTED as its free, with
+// the same stack capture as the driver hooks (native frames, then the thread's Python frames read
+// without the GIL), under trace::alloc_kind::tensor.
 //
 // CuPy: its memory hooks are Python objects; the bootstrap's hook calls gmem_observe_alloc /
 // gmem_observe_free through ctypes (which releases the GIL around the call; the frames are

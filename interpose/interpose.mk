@@ -25,13 +25,13 @@ $(SHIM_LIB): $(SHIM_OBJS) $(SHIM_LINK_LIBS) $(SHIM_MAP)
 LIBS_ALL += $(SHIM_LIB)
 
 # A test build of the shim whose context barrier orders nothing (GMEM_TEST_NOOP_BARRIER in
-# interpose/backends/stream_registry.cpp): tests/gpu/noop_barrier_test.sh shows the GPU's
+# interpose/upstream/stream_registry.cpp): tests/gpu/noop_barrier_test.sh shows the GPU's
 # reuse-safety tests fail with it. Built by `make test-gpu`, never installed.
 SHIM_NOOP_DIR := $(BUILD)/tests/gpu/noop_barrier
 SHIM_NOOP_LIB := $(SHIM_NOOP_DIR)/libgmem.so
-SHIM_NOOP_OBJS := $(filter-out $(BUILD)/interpose/backends/stream_registry.o,$(SHIM_OBJS)) \
+SHIM_NOOP_OBJS := $(filter-out $(BUILD)/interpose/upstream/stream_registry.o,$(SHIM_OBJS)) \
                   $(SHIM_NOOP_DIR)/stream_registry.o
-$(SHIM_NOOP_DIR)/stream_registry.o: interpose/backends/stream_registry.cpp | deps-build
+$(SHIM_NOOP_DIR)/stream_registry.o: interpose/upstream/stream_registry.cpp | deps-build
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_CPPFLAGS) $(CUDA_CPPFLAGS) $(GMEM_CXXFLAGS) $(CXXFLAGS) \
 	  -DGMEM_TEST_NOOP_BARRIER -c $< -o $@
@@ -94,33 +94,27 @@ $(INTERPOSE_TEST): $(BUILD)/tests/interpose/interpose_test.o $(BUILD)/tests/inte
                    $(COMMON_LIB) | $(INTERPOSE_TEST_DEPS)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(INTERPOSE_TEST_DEPS),$^) $(GTEST_LIBS)
-ifneq ($(wildcard tests/interpose/interpose_test.cpp),)
 UNIT_TESTS += $(INTERPOSE_TEST)
-endif
 
 # vmm_upstream's arena against the fake driver, without the hooks: the upstream objects, the
 # pool library (pool::stats) and the fake, linked like shim_probe_linked.
 VMM_ARENA_TEST := $(BUILD)/tests/vmm_arena_test
-$(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/backends/vmm_upstream.o \
-                   $(BUILD)/interpose/backends/vmm_arena.o $(BUILD)/interpose/backends/vmm_retire.o \
-                   $(BUILD)/interpose/backends/device_upstream.o $(POOL_LIB) $(FAKE_CUDA_LIB)
+$(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/upstream/vmm_upstream.o \
+                   $(BUILD)/interpose/upstream/vmm_pages.o $(BUILD)/interpose/upstream/vmm_retire.o \
+                   $(BUILD)/interpose/upstream/device_upstream.o $(POOL_LIB) $(FAKE_CUDA_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(FAKE_CUDA_LIB),$^) $(FAKE_CUDA_LIB) \
 	  -Wl,-rpath,'$$ORIGIN/fake_cuda' $(GTEST_LIBS)
-ifneq ($(wildcard tests/interpose/vmm_arena_test.cpp),)
 UNIT_TESTS += $(VMM_ARENA_TEST)
-endif
 
 OPTIONS_TEST := $(BUILD)/tests/options_test
 $(OPTIONS_TEST): $(BUILD)/tests/interpose/options_test.o $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(GTEST_LIBS)
-ifneq ($(wildcard tests/interpose/options_test.cpp),)
 UNIT_TESTS += $(OPTIONS_TEST)
 SAN_TESTS += $(OPTIONS_TEST)
-endif
 
-TEST_SCRIPTS += $(wildcard tests/interpose/exports_test.sh) tests/interpose/contexts_test.sh \
+TEST_SCRIPTS += tests/interpose/exports_test.sh tests/interpose/contexts_test.sh \
                 tests/interpose/strict_run_test.sh tests/interpose/graph_test.sh
 TEST_SCRIPT_DEPS += $(SHIM_LIB) $(SHIM_PROBE_LINKED) $(GMEM_TOOL) $(FAKE_CUDA_LIB) $(GRAPH_PROBE)
 

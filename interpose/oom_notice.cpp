@@ -17,9 +17,9 @@
 #include "common/units.h"
 #include "interpose/real_driver.h"
 #include "interpose/shim_state.h"
-#include "profiler/recorder.h"
-#include "profiler/trace_reader.h"
-#include "profiler/trace_writer.h"
+#include "profiler/reader/trace_reader.h"
+#include "profiler/recorder/recorder.h"
+#include "profiler/recorder/trace_writer.h"
 
 namespace gmem::shim {
 namespace {

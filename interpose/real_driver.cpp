@@ -178,4 +178,18 @@ substitution_counts substitutions() {
   return {g_by_dlsym.load(std::memory_order_relaxed), g_by_proc.load(std::memory_order_relaxed)};
 }
 
+bool is_primary_context(const real_driver& real, CUcontext ctx, int device) {
+  unsigned flags = 0;
+  int active = 0;
+  if (real.cuDevicePrimaryCtxGetState == nullptr || real.cuDevicePrimaryCtxRetain == nullptr ||
+      real.cuDevicePrimaryCtxRelease_v2 == nullptr ||
+      real.cuDevicePrimaryCtxGetState(device, &flags, &active) != CUDA_SUCCESS || active == 0) {
+    return false; // an inactive primary context is not `ctx`; retaining it would create it
+  }
+  CUcontext primary = nullptr;
+  if (real.cuDevicePrimaryCtxRetain(&primary, device) != CUDA_SUCCESS) return false;
+  (void)real.cuDevicePrimaryCtxRelease_v2(device);
+  return primary == ctx;
+}
+
 } // namespace gmem::shim

@@ -18,7 +18,7 @@ struct real_driver {
 #undef GMEM_REAL_MEMBER
   // The context barrier's two calls (CUDA 12.5): asked of the driver's own cuGetProcAddress at
   // version 12050, so an older driver leaves them nullptr and fences fan out over the streams
-  // (interpose/backends/stream_registry.h).
+  // (interpose/upstream/stream_registry.h).
   decltype(&::cuCtxRecordEvent) cuCtxRecordEvent = nullptr;
   decltype(&::cuCtxWaitEvent) cuCtxWaitEvent = nullptr;
   void* handle = nullptr; // of libcuda.so.1
@@ -48,6 +48,10 @@ struct substitution_counts {
 };
 void count_substitution(bool by_dlsym);
 substitution_counts substitutions();
+
+// Is `ctx` (current, on `device`) the device's primary context? An inactive primary context is
+// not created to find out.
+bool is_primary_context(const real_driver& real, CUcontext ctx, int device);
 
 // glibc's dlsym, found with dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34") (or GLIBC_2.2.5).
 using dlsym_fn = void* (*)(void*, const char*);

@@ -88,38 +88,32 @@ void record_retirement() noexcept {
   trace::sample_now();
 }
 
-std::size_t pool_figures(const context_pools& pools, trace::device_stats* out,
-                         std::size_t max) noexcept {
-  std::size_t filled = 0;
+void add_figures(const context_entry& e, trace::device_stats* out, std::size_t max,
+                 std::size_t* filled) noexcept {
   auto slot = [&](int device) -> pool_stats* {
-    for (std::size_t i = 0; i < filled; ++i)
+    for (std::size_t i = 0; i < *filled; ++i)
       if (out[i].device == device) return &out[i].stats;
-    if (filled == max) return nullptr;
-    out[filled] = {device, pool_stats{}};
-    return &out[filled++].stats;
+    if (*filled == max) return nullptr;
+    out[*filled] = {device, pool_stats{}};
+    return &out[(*filled)++].stats;
   };
-  pools.for_each_entry([&](const context_entry& e) {
-    const bool dropped = e.dropped();
-    if (pool_stats* s = slot(e.device()))
-      add(*s, dropped ? history_of(*e.device_pool) : e.device_pool->stats());
-    const std::size_t h = e.host_count.load(std::memory_order_acquire);
-    for (std::size_t j = 0; j < h; ++j) {
-      const pool& p = *e.host[j].host_pool;
-      if (pool_stats* s = slot(-1)) add(*s, dropped ? history_of(p) : p.stats());
-    }
-  });
-  return filled;
+  const bool dropped = e.dropped();
+  if (pool_stats* s = slot(e.device()))
+    add(*s, dropped ? history_of(*e.device_pool) : e.device_pool->stats());
+  const std::size_t h = e.host_count.load(std::memory_order_acquire);
+  for (std::size_t j = 0; j < h; ++j) {
+    const pool& p = *e.host[j].host_pool;
+    if (pool_stats* s = slot(-1)) add(*s, dropped ? history_of(p) : p.stats());
+  }
 }
 
-void print_retired(const context_pools& pools, std::FILE* out) {
-  pools.for_each_entry([&](const context_entry& e) {
-    if (!e.dropped()) return;
-    const char* why = e.drop_reason != nullptr ? e.drop_reason : "dropped";
-    print_stats(out, e.device(), "device", why, e.device_at_drop);
-    const std::size_t h = e.host_count.load(std::memory_order_acquire);
-    for (std::size_t j = 0; j < h; ++j)
-      print_stats(out, e.device(), "host", why, e.host_at_drop[j]);
-  });
+void print_retired(const context_entry& e, std::FILE* out) {
+  if (!e.dropped()) return;
+  const char* why = e.drop_reason != nullptr ? e.drop_reason : "dropped";
+  print_stats(out, e.device(), "device", why, e.device_at_drop);
+  const std::size_t h = e.host_count.load(std::memory_order_acquire);
+  for (std::size_t j = 0; j < h; ++j)
+    print_stats(out, e.device(), "host", why, e.host_at_drop[j]);
 }
 
 } // namespace gmem::shim

@@ -21,7 +21,8 @@
 #include <cstddef>
 #include <cstdio>
 
-#include "interpose/context_pools.h"
+#include "interpose/context_entry.h"
+#include "profiler/format/trace_types.h"
 
 namespace gmem::shim {
 
@@ -29,11 +30,12 @@ namespace gmem::shim {
 void retire_entry(context_entry& e, const char* why) noexcept;
 // After the drop, without locks: a counter sample, so the timeline shows it at once.
 void record_retirement() noexcept;
-// Every pool's figures, summed per device (see above). Returns how many records it filled.
-std::size_t pool_figures(const context_pools& pools, trace::device_stats* out,
-                         std::size_t max) noexcept;
-// The GMEM_VERBOSE exit lines of the dropped pools ("gmem: pool device=0 kind=device
-// context=destroyed ..." with their figures at the drop).
-void print_retired(const context_pools& pools, std::FILE* out);
+// Adds the figures of `e`'s pools to the per-device records out[0, *filled) (see above),
+// starting a record for a device not there yet while *filled < max.
+void add_figures(const context_entry& e, trace::device_stats* out, std::size_t max,
+                 std::size_t* filled) noexcept;
+// The GMEM_VERBOSE exit lines of a dropped entry's pools ("gmem: pool device=0 kind=device
+// context=destroyed ..." with their figures at the drop); nothing for a live one.
+void print_retired(const context_entry& e, std::FILE* out);
 
 } // namespace gmem::shim

@@ -10,7 +10,11 @@
 
 #include <atomic>
 
+#include <cstddef>
+#include <cstdint>
+
 #include "common/options.h"
+#include "profiler/format/trace_types.h"
 
 #define GMEM_LIKELY(x) __builtin_expect(!!(x), 1)
 #define GMEM_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -34,9 +38,24 @@ public:
   hook_scope& operator=(const hook_scope&) = delete;
 };
 
+// Allocations that reached the driver unpooled, by trace kind (GMEM_VERBOSE report).
+extern std::atomic<std::uint64_t> g_passthrough_counts[trace::k_alloc_kind_count];
+inline void count_passthrough(trace::alloc_kind kind) {
+  g_passthrough_counts[static_cast<std::size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
+}
+
 const options& shim_options(); // read once; valid after init (defaults before)
-void ensure_init();            // idempotent; the constructor calls it
-bool exiting();                // exit() has started
+// Idempotent; the constructor calls it. Defined with the constructor and the exit and fork
+// handlers that change this state (hooks/process_hooks.cpp).
+void ensure_init();
+bool exiting(); // exit() has started
 bool forked_child();
+
+// For the lifecycle handlers alone: set_options() keeps the options read at start for the
+// process's life; mark_exiting() (exit() started) and mark_forked_child() turn the hooks off
+// for good.
+const options& set_options(const options* o);
+void mark_exiting();
+void mark_forked_child();
 
 } // namespace gmem::shim

@@ -1,6 +1,6 @@
 #include "interpose/strict_mode.h"
 
-#include "interpose/hooks/hook_support.h"
+#include "interpose/real_call.h"
 
 namespace gmem::shim {
 

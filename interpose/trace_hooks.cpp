@@ -1,16 +1,16 @@
 // The interposer's recorder glue: each hook is one branch when recording is off, then a call
-// into the writer (profiler/trace_writer.h). The object is created by the first hook that
-// records something (see profiler/recorder.h), so frees and fences of a process that never
+// into the writer (profiler/recorder/trace_writer.h). The object is created by the first hook that
+// records something (see profiler/recorder/recorder.h), so frees and fences of a process that never
 // allocated through us cost one atomic load.
 #include "interpose/trace_hooks.h"
 
 #include <cstring>
 #include <string_view>
 
-#include "profiler/cfi_unwind.h"
-#include "profiler/module_map.h"
-#include "profiler/python_frames.h"
-#include "profiler/recorder.h"
+#include "profiler/format/module_map.h"
+#include "profiler/recorder/cfi_unwind.h"
+#include "profiler/recorder/python_frames.h"
+#include "profiler/recorder/recorder.h"
 
 namespace gmem::trace {
 

@@ -1,5 +1,5 @@
 // The recorder's entry points, called by the interposer's hooks (and by the pool observer
-// glue). Implemented in trace_hooks.cpp on top of profiler/trace_writer.h.
+// glue). Implemented in trace_hooks.cpp on top of profiler/recorder/trace_writer.h.
 //
 // Every function is noexcept, never throws, never blocks on a reader, and costs one
 // predictable branch when tracing is off (GMEM_TRACE=0, init() not called yet, or the
@@ -16,16 +16,16 @@
 #include <cstdint>
 
 #include "pool/stats.h"
-#include "profiler/trace_types.h" // alloc_kind, device_stats, stats_source
+#include "profiler/format/trace_types.h" // alloc_kind, device_stats, stats_source
 
 namespace gmem::trace {
 
-// device_stats and stats_source are defined in profiler/trace_types.h:
+// device_stats and stats_source are defined in profiler/format/trace_types.h:
 //   struct device_stats { int device; pool_stats stats; };   // device -1 = host pool
 //   using stats_source = std::size_t (*)(device_stats* out, std::size_t max) noexcept;
 
 // Recording is off for good (GMEM_TRACE=0, the object could not be made, a forked child, after
-// shutdown found none): set by profiler/recorder.cpp, never cleared. The hooks' fast paths
+// shutdown found none): set by profiler/recorder/recorder.cpp, never cleared. The hooks' fast paths
 // test it inline, so with the trace off an allocation and a free make no call into the
 // recorder.
 extern std::atomic<bool> g_recording_off;

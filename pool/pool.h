@@ -67,8 +67,8 @@
 // only).
 #pragma once
 
+#include "common/spin_mutex.h"
 #include "pool/fences.h"
-#include "pool/spin_mutex.h"
 #include "pool/stats.h"
 #include "pool/upstream.h"
 

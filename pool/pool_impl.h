@@ -8,11 +8,11 @@
 // or the observer, but queue that work in a `deferred` that the caller runs after unlocking.
 #pragma once
 
+#include "common/spin_mutex.h"
 #include "pool/address_map.h"
 #include "pool/block.h"
 #include "pool/free_index.h"
 #include "pool/pool.h"
-#include "pool/spin_mutex.h"
 #include "pool/thread_cache.h"
 
 #include <atomic>

@@ -33,8 +33,8 @@
 // its cache's lock.
 #pragma once
 
+#include "common/spin_mutex.h"
 #include "pool/pool.h"
-#include "pool/spin_mutex.h"
 
 #include <atomic>
 #include <cstddef>

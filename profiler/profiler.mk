@@ -1,16 +1,20 @@
-# profiler/: trace recording into shared memory (writer) and the trace reader the tools use.
-#   PROFILER_READER_LIB  decode/open/list/save traces (no writer, no libunwind): for tools
-#   PROFILER_LIB         the writer (recorder, stacks, module map) + the reader; for libgmem.so
+# profiler/: the trace, in three folders (docs/design.md, "Layout"):
+#   format/    what writer and reader agree on byte by byte: the layout, the records, the
+#              shared-memory structures (live table, intern table, rings, module map)
+#   recorder/  the writer libgmem.so links: event lanes, stacks, Python frames, tensor observer
+#   reader/    decoding, opening, and the object store: names, listing, retention, pid lookup,
+#              save/remove
+#   PROFILER_READER_LIB  format/ + reader/ (no writer, no libunwind): for tools
+#   PROFILER_LIB         format/ + recorder/ + reader/ (the recorder names its object and runs
+#                        retention): for libgmem.so
 #   PROFILER_LDLIBS      what a program or .so linking PROFILER_LIB needs next
 # Stacks: Debian's libunwind.a is not PIC, so it cannot go into libgmem.so. The recorder
 # dlopen()s libunwind.so.8 at init (first the copy in $(BUILD)/lib next to libgmem.so, then the
 # system's) and falls back to libgcc's unwinder when there is none (slower: see
 # docs/trace-format.md, "Stacks").
-PROFILER_READER_SRCS := profiler/trace_types.cpp profiler/trace_reader.cpp \
-                        profiler/trace_objects.cpp profiler/live_table.cpp \
-                        profiler/intern_table.cpp profiler/module_map.cpp \
-                        profiler/seq_ring.cpp profiler/trace_space.cpp
-PROFILER_WRITER_SRCS := $(filter-out $(PROFILER_READER_SRCS),$(wildcard profiler/*.cpp))
+PROFILER_FORMAT_SRCS := $(wildcard profiler/format/*.cpp)
+PROFILER_READER_SRCS := $(PROFILER_FORMAT_SRCS) $(wildcard profiler/reader/*.cpp)
+PROFILER_WRITER_SRCS := $(wildcard profiler/recorder/*.cpp)
 PROFILER_READER_LIB := $(BUILD)/lib/libgmem_trace_reader.a
 PROFILER_LIB := $(BUILD)/lib/libgmem_profiler.a
 PROFILER_LDLIBS := -ldl -pthread  # (needs $(COMMON_LIB) too: options, units)

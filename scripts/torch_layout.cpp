@@ -6,7 +6,7 @@
 //     -I$T/include/torch/csrc/api/include -I/usr/local/cuda/include \
 //     scripts/torch_layout.cpp -o torch_layout && ./torch_layout
 // prints `(2, 11): dict(slot=44, ...)`, the line to add to the table (docs/interpose.md,
-// "Per-tensor observation"). tests/gpu/frameworks_test.sh runs it when a compiler and the
+// "Per-tensor observation"). tests/gpu/frameworks_gpu_test.sh runs it when a compiler and the
 // headers are there and compares its line with the table's.
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <torch/version.h>
@@ -29,7 +29,8 @@ template <typename M> std::size_t slot_of(M member) {
   return (words[0] - 1) / sizeof(void*);
 }
 
-// The widths gmem reads (profiler/tensor_observer.h): int32 action, int8 device, 8-byte others.
+// The widths gmem reads (profiler/recorder/tensor_observer.h): int32 action, int8 device, 8-byte
+// others.
 static_assert(sizeof(Entry::Action) == 4, "TraceEntry::Action is not 4 bytes");
 static_assert(sizeof(std::declval<Entry&>().device_) == 1, "device_ is not 1 byte");
 static_assert(sizeof(std::declval<Entry&>().addr_) == 8, "addr_ is not 8 bytes");

@@ -3,7 +3,7 @@
 #include <string_view>
 
 #include "common/units.h"
-#include "profiler/trace_types.h"
+#include "profiler/format/trace_types.h"
 #include "tools/analysis/suppressions.h"
 
 namespace gmem::tools {

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 #include "tools/symbolizer.h"
 
 namespace gmem::tools {

@@ -1,6 +1,6 @@
 # tools/: the gmem command. Analyses, renderers, exports and the commands' helpers go into a
 # static archive that the unit tests link; the command's entry points (commands/main.cpp,
-# commands/cmd_*.cpp) only into the binary. tools/exporter/ is gmem-exporter's, below.
+# commands/cmd_*.cpp) only into the binary. tools/prometheus/ is gmem-exporter's, below.
 TOOLS_CMD_SRCS  := tools/commands/main.cpp $(wildcard tools/commands/cmd_*.cpp)
 TOOLS_CORE_SRCS := $(filter-out $(TOOLS_CMD_SRCS),$(wildcard tools/*.cpp tools/commands/*.cpp \
                      tools/analysis/*.cpp tools/render/*.cpp tools/export/*.cpp))
@@ -74,7 +74,7 @@ $(FRAMEWORK_LIBS): tests/tools/fake_framework_libs.cpp | deps-build
 	  -DFAKE_LIB=$(FAKE_LIB) -shared $(GMEM_LDFLAGS) -o $@ $< -ldl
 TEST_SCRIPT_DEPS += $(FRAMEWORK_SITES) $(FRAMEWORK_LIBS)
 
-# gmem-exporter, the Prometheus side of `gmem exporter` (tools/exporter/): built when
+# gmem-exporter, the Prometheus side of `gmem exporter` (tools/prometheus/): built when
 # prometheus-cpp (Debian: prometheus-cpp-dev) is installed; without it `gmem exporter` says so
 # and the exporter tests skip. Linked dynamically against the system's libraries: it runs on
 # monitored hosts, which install prometheus-cpp's runtime package.
@@ -83,10 +83,10 @@ GMEM_EXPORTER  := $(BUILD)/bin/gmem-exporter
 ifeq ($(PROMETHEUS_CPP),yes)
 EXPORTER_LIB  := $(BUILD)/lib/libgmem_exporter.a
 EXPORTER_LIBS := -lprometheus-cpp-pull -lprometheus-cpp-core
-$(EXPORTER_LIB): $(BUILD)/tools/exporter/fleet_metrics.o $(BUILD)/tools/exporter/fleet_collector.o
+$(EXPORTER_LIB): $(BUILD)/tools/prometheus/fleet_metrics.o $(BUILD)/tools/prometheus/fleet_collector.o
 	@mkdir -p $(@D)
 	rm -f $@ && $(AR) rcs $@ $^
-$(GMEM_EXPORTER): $(BUILD)/tools/exporter/exporter_main.o $(EXPORTER_LIB) $(TOOLS_CORE_LIB) \
+$(GMEM_EXPORTER): $(BUILD)/tools/prometheus/exporter_main.o $(EXPORTER_LIB) $(TOOLS_CORE_LIB) \
                   $(TOOLS_READER) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(EXPORTER_LIBS) $(TOOLS_LIBS)

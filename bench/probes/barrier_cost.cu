@@ -1,5 +1,5 @@
 // What a device-side barrier costs the host while the GPU runs behind (a ~200 ms kernel on the
-// legacy stream), built each way the shim could (interpose/backends/stream_registry.h), next to the
+// legacy stream), built each way the shim could (interpose/upstream/stream_registry.h), next to the
 // launch floor (an empty kernel's launch):
 //   context  cuCtxRecordEvent + cuCtxWaitEvent (CUDA 12.5 drivers): two calls, any number of
 //            streams. The shim's barrier while no graph capture is open.

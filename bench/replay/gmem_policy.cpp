@@ -18,7 +18,7 @@
 namespace gmem_bench {
 namespace {
 
-// The VMM calls the shim's upstream (interpose/backends/vmm_arena.cpp) would make: the arena's
+// The VMM calls the shim's upstream (interpose/upstream/vmm_pages.cpp) would make: the arena's
 // address space reserved once; a page handle created (unless a page given back earlier is
 // recycled: the shim keeps their handles as spares) and mapped per page, one access call per
 // growth; a page given back is unmapped and its handle kept. A stitched range is reserved,

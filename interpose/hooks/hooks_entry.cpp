@@ -12,7 +12,7 @@
 
 #include "interpose/capture_tracker.h"
 #include "interpose/hooks/hook_support.h"
-#include "profiler/module_map.h"
+#include "profiler/format/module_map.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
 // Stream creation and destruction: non-blocking streams are registered for the pool's
-// device-side barriers (interpose/backends/stream_registry.h), and a stream that may own
+// device-side barriers (interpose/upstream/stream_registry.h), and a stream that may own
 // stream-freed blocks is drained before it goes away. Capture begins wait for a barrier in
 // progress.
-#include "interpose/backends/stream_registry.h"
 #include "interpose/capture_tracker.h"
 #include "interpose/hooks/hook_support.h"
+#include "interpose/upstream/stream_registry.h"
 
 namespace gmem::shim {
 namespace {

@@ -2,8 +2,8 @@
 // pending block; cuStreamSynchronize makes that stream's frees safe for all streams) and
 // context teardown (the driver frees the memory itself: the context's pools are abandoned, and
 // the stream registry forgets the context's streams).
-#include "interpose/backends/stream_registry.h"
 #include "interpose/hooks/hook_support.h"
+#include "interpose/upstream/stream_registry.h"
 
 namespace gmem::shim {
 namespace {

@@ -12,9 +12,9 @@
 #include <unistd.h>
 #include <vector>
 
-#include "interpose/backends/vmm_upstream.h"
-#include "interpose/hooks/hook_support.h"
 #include "interpose/ipc/ipc_vmm.h"
+#include "interpose/real_call.h"
+#include "interpose/upstream/vmm_upstream.h"
 
 namespace gmem::shim {
 namespace {

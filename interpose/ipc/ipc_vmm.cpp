@@ -14,8 +14,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "interpose/backends/vmm_upstream.h"
-#include "interpose/hooks/hook_support.h"
+#include "interpose/real_call.h"
+#include "interpose/upstream/vmm_upstream.h"
 
 namespace gmem::shim::ipc_vmm {
 namespace {

@@ -8,7 +8,7 @@ set a limit, label the trace, and process work in OOM-safe chunks.
 ctypes over libgmem_client.so (or the preloaded libgmem.so); no build step. See docs/api.md.
 """
 
-from ._api import GmemError, STATS_FIELDS
+from ._binding import GmemError, STATS_FIELDS
 from .api import (Stats, available, stats, reset_peak, empty_cache, set_limit,
                   allocatable_bytes, can_allocate, mark, memory_report)
 from .chunking import (ChunkPlan, ChunkResult, ChunkError, MEASURED, plan_chunks, chunked,

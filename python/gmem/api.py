@@ -2,8 +2,8 @@
 
 import ctypes
 
-from . import _api
-from ._api import GmemError
+from . import _binding
+from ._binding import GmemError
 
 
 class Stats:
@@ -21,7 +21,7 @@ class Stats:
 
     @property
     def from_pool(self):
-        return bool(self.flags & _api.FROM_POOL)
+        return bool(self.flags & _binding.FROM_POOL)
 
     @property
     def fragmentation(self):
@@ -41,54 +41,54 @@ def available():
     """True when libgmem.so is preloaded and its pool answers; False otherwise (also when no
     gmem library can be loaded at all)."""
     try:
-        return _api.lib().gmem_available() == 1
+        return _binding.lib().gmem_available() == 1
     except GmemError:
         return False
 
 
 def stats(device=-1):
-    s = _api._StatsStruct()
+    s = _binding._StatsStruct()
     s.struct_size = ctypes.sizeof(s)
-    _api.check("gmem_stats", _api.lib().gmem_stats(device, ctypes.byref(s)))
+    _binding.check("gmem_stats", _binding.lib().gmem_stats(device, ctypes.byref(s)))
     return Stats(s)
 
 
 def reset_peak():
     """Resets the pools' peaks. Returns False without the shim (nothing to reset)."""
-    status = _api.lib().gmem_reset_peak()
-    if status == _api.ERROR_NO_SHIM:
+    status = _binding.lib().gmem_reset_peak()
+    if status == _binding.ERROR_NO_SHIM:
         return False
-    _api.check("gmem_reset_peak", status)
+    _binding.check("gmem_reset_peak", status)
     return True
 
 
 def empty_cache():
     """Returns cached segments to the driver (after one device synchronization)."""
-    _api.check("gmem_empty_cache", _api.lib().gmem_empty_cache())
+    _binding.check("gmem_empty_cache", _binding.lib().gmem_empty_cache())
 
 
 def set_limit(limit_bytes, device=-1):
     """Limits the pool (advisory without the shim); 0 removes the limit."""
-    _api.check("gmem_set_limit", _api.lib().gmem_set_limit(int(limit_bytes), device))
+    _binding.check("gmem_set_limit", _binding.lib().gmem_set_limit(int(limit_bytes), device))
 
 
 def allocatable_bytes(device=-1):
     out = ctypes.c_uint64(0)
-    _api.check("gmem_allocatable_bytes",
-               _api.lib().gmem_allocatable_bytes(device, ctypes.byref(out)))
+    _binding.check("gmem_allocatable_bytes",
+               _binding.lib().gmem_allocatable_bytes(device, ctypes.byref(out)))
     return out.value
 
 
 def can_allocate(nbytes, device=-1):
-    return _api.lib().gmem_can_allocate(int(nbytes), device) == 1
+    return _binding.lib().gmem_can_allocate(int(nbytes), device) == 1
 
 
 def mark(label):
     """Records a labelled marker in the trace. Returns False without the shim."""
-    status = _api.lib().gmem_mark(str(label).encode())
-    if status == _api.ERROR_NO_SHIM:
+    status = _binding.lib().gmem_mark(str(label).encode())
+    if status == _binding.ERROR_NO_SHIM:
         return False
-    _api.check("gmem_mark", status)
+    _binding.check("gmem_mark", status)
     return True
 
 
@@ -97,10 +97,10 @@ def memory_report():
     size = 8192
     while True:
         buf = ctypes.create_string_buffer(size)
-        status = _api.lib().gmem_memory_report(buf, size)
-        if status == _api.ERROR_TRUNCATED and size < (1 << 24):
+        status = _binding.lib().gmem_memory_report(buf, size)
+        if status == _binding.ERROR_TRUNCATED and size < (1 << 24):
             size *= 4
             continue
-        if status not in (_api.OK, _api.ERROR_NO_DRIVER):
-            _api.check("gmem_memory_report", status)
+        if status not in (_binding.OK, _binding.ERROR_NO_DRIVER):
+            _binding.check("gmem_memory_report", status)
         return buf.value.decode(errors="replace")

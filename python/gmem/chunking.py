@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 
 from . import api
-from ._api import GmemError
+from ._binding import GmemError
 
 CUDA_OUT_OF_MEMORY = 2  # CUDA_ERROR_OUT_OF_MEMORY == cudaErrorMemoryAllocation
 

@@ -95,7 +95,7 @@ def _loaded_library(stem):
 
 
 def _torch_layout_type():
-    """The C struct gmem::trace::torch_layout (profiler/tensor_observer.h), version 1."""
+    """The C struct gmem::trace::torch_layout (profiler/recorder/tensor_observer.h), version 1."""
     import ctypes
     u32, i32 = ctypes.c_uint32, ctypes.c_int32
 

@@ -199,7 +199,7 @@ class ApiOverFakeDriver(unittest.TestCase):
     def test_available(self):
         self.assertEqual(gmem.available(), SHIM)
         if MODE == "shim_client":
-            self.assertTrue(gmem._api.lib()._name.endswith("libgmem_client.so"))
+            self.assertTrue(gmem._binding.lib()._name.endswith("libgmem_client.so"))
 
     def test_stats(self):
         s = gmem.stats()

@@ -10,8 +10,8 @@
 
 #include "tests/tools/sample_trace.h"
 #include "tools/analysis/trace_facts.h"
-#include "tools/exporter/fleet_collector.h"
-#include "tools/exporter/fleet_metrics.h"
+#include "tools/prometheus/fleet_collector.h"
+#include "tools/prometheus/fleet_metrics.h"
 
 namespace gmem::tools {
 namespace {

@@ -41,7 +41,7 @@ d = json.load(open(sys.argv[1]))
 exprs = [t["expr"] for p in d["panels"] for t in p.get("targets", [])]
 assert exprs, "no queries"
 names = set(re.findall(r"\bgmem_[a-z_]+", " ".join(exprs)))
-known = set(open("tools/exporter/fleet_metrics.cpp").read().split('"'))
+known = set(open("tools/prometheus/fleet_metrics.cpp").read().split('"'))
 missing = sorted(n for n in names if n not in known)
 assert not missing, f"dashboard queries unknown metrics: {missing}"
 print(f"dashboard: {len(d['panels'])} panels, {len(exprs)} queries over {len(names)} metrics")

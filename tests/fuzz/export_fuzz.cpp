@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profiler/trace_reader.h"
+#include "profiler/reader/trace_reader.h"
 #include "tools/export/chrome_export.h"
 #include "tools/export/pickle_writer.h"
 #include "tools/export/pytorch_export.h"

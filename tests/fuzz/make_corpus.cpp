@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "profiler/trace_layout.h"
-#include "profiler/trace_writer.h"
+#include "profiler/format/trace_layout.h"
+#include "profiler/recorder/trace_writer.h"
 
 using namespace gmem::trace;
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "profiler/trace_reader.h"
+#include "profiler/reader/trace_reader.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-"""GPU program for tests/gpu/python_frames_test.sh: keeps five 4 MiB device arrays alive from
+"""GPU program for tests/gpu/python_frames_gpu_test.sh: keeps five 4 MiB device arrays alive from
 one known line (marked KEEP) of a Python function, after a matrix product (which makes the
 library create its cuBLAS handle and workspace: library-lifetime allocations that gmem
 suppresses by default). Usage: python_frames_check.py torch|cupy [--wait]

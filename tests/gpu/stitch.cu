@@ -1,4 +1,4 @@
-// Stitching on the real driver (GMEM_STITCH=1, tests/gpu/stitch_test.sh): nine 64 MiB arrays,
+// Stitching on the real driver (GMEM_STITCH=1, tests/gpu/stitch_gpu_test.sh): nine 64 MiB arrays,
 // every other one freed from the second on, leave four 64 MiB holes between live arrays; a
 // 256 MiB request then fits no hole but the holes' pages add up to it. Under gmem with
 // stitching it must be served from them: the device's used memory (NVML, which gmem does not

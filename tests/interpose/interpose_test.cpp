@@ -305,7 +305,7 @@ TEST_P(route_test, barrier_orders_streams_of_every_kind) {
   }
 }
 
-// GMEM_ARENA=1 (interpose/backends/vmm_upstream.h): requests above 1 MiB come from arena pages, one
+// GMEM_ARENA=1 (interpose/upstream/vmm_upstream.h): requests above 1 MiB come from arena pages, one
 // physical allocation each, mapped where the arena ends; small ones from ordinary segments
 // (cuMemAlloc, or VMM mappings with GMEM_VMM=1). Every block keeps its bytes as the arena grows.
 TEST_P(route_test, arena_serves_large_requests_from_pages) {
@@ -362,7 +362,7 @@ TEST_P(route_test, strict_allocation_orders_streams) {
 INSTANTIATE_TEST_SUITE_P(routes, route_test,
                          testing::Values("exported", "dlsym", "runtime", "runtime_ptsz"));
 
-// The device-side barrier (interpose/backends/stream_registry.h): the old owner's slow write on
+// The device-side barrier (interpose/upstream/stream_registry.h): the old owner's slow write on
 // stream X, a stream-less free, the same address allocated again with no cuCtxSynchronize, the new
 // owner's write on stream Y: the new owner's value wins for every X and Y.
 // Made both ways: the context barrier (the fake driver has cuCtxRecordEvent / cuCtxWaitEvent)
@@ -483,7 +483,7 @@ TEST(barriers, a_destroyed_stream_leaves_the_registry) {
 }
 
 // A barrier made while the last one's hub is incomplete takes the streams waiting for that
-// hub as busy without asking (interpose/backends/stream_registry.cpp): work queued on them after
+// hub as busy without asking (interpose/upstream/stream_registry.cpp): work queued on them after
 // the wait is still ordered before the new owner's.
 TEST(barriers, a_barrier_behind_an_incomplete_hub_orders_what_its_streams_queued_since) {
   const probe_run r = run_probe("runtime", "barrier_chain", k_fan_out);

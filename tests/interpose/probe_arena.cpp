@@ -1,4 +1,4 @@
-// The arena (GMEM_ARENA, interpose/backends/vmm_upstream.h) end to end: requests above 1 MiB served
+// The arena (GMEM_ARENA, interpose/upstream/vmm_upstream.h) end to end: requests above 1 MiB served
 // from pages the pool maps where its arena ends, given back by gmem_empty_cache, and refused
 // for IPC. Page retirement under running kernels is scenario_vmm_retire run with GMEM_ARENA=1
 // (probe_vmm.cpp).

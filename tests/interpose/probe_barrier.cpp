@@ -1,4 +1,4 @@
-// The pool's device-side barriers (interpose/backends/stream_registry.h) against the fake driver,
+// The pool's device-side barriers (interpose/upstream/stream_registry.h) against the fake driver,
 // whose streams keep the legacy stream's implicit synchronization: a slow "kernel" of the old owner
 // writes a block after the program freed it (cuMemFree: stream-less); the same address comes
 // back from cuMemAlloc without a host synchronization; the new owner's write must land after

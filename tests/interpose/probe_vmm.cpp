@@ -1,4 +1,4 @@
-// Virtual-memory segments (interpose/backends/vmm_upstream.h) against the fake driver, whose
+// Virtual-memory segments (interpose/upstream/vmm_upstream.h) against the fake driver, whose
 // cuMemUnmap does not synchronize and leaves the range inaccessible: a segment torn down while a
 // "kernel" still writes into it crashes this probe (SIGSEGV on the fake's stream thread).
 #include <algorithm>

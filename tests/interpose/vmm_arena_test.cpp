@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "interpose/backends/vmm_upstream.h"
+#include "interpose/upstream/vmm_upstream.h"
 #include "tests/fake_cuda/fake_cuda.h"
 
 namespace gmem::shim {

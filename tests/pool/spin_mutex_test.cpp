@@ -1,6 +1,6 @@
 // The pool's lock: mutual exclusion under contention, and the sleeping path (a holder that
 // keeps the lock far longer than the spin phase) never loses a wake-up.
-#include "pool/spin_mutex.h"
+#include "common/spin_mutex.h"
 
 #include <gtest/gtest.h>
 

@@ -1,10 +1,10 @@
-// The cached-rule walk (profiler/cfi_unwind.h) against libgcc's unwinder: same return addresses
-// from the same call sites, through frames of every shape a program has (rsp- and rbp-based CFA,
-// alloca, libc callbacks, threads), no learning once the sites are known, and giving up
-// (never a wrong frame) where it cannot replay a rule.
-#include "profiler/cfi_unwind.h"
-#include "profiler/module_map.h"
-#include "profiler/stack_capture.h"
+// The cached-rule walk (profiler/recorder/cfi_unwind.h) against libgcc's unwinder: same return
+// addresses from the same call sites, through frames of every shape a program has (rsp- and
+// rbp-based CFA, alloca, libc callbacks, threads), no learning once the sites are known, and giving
+// up (never a wrong frame) where it cannot replay a rule.
+#include "profiler/format/module_map.h"
+#include "profiler/recorder/cfi_unwind.h"
+#include "profiler/recorder/stack_capture.h"
 
 #include <gtest/gtest.h>
 

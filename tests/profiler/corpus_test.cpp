@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/trace_reader.h"
+#include "profiler/reader/trace_reader.h"
 
 namespace gmem::trace {
 namespace {

@@ -1,5 +1,5 @@
 // Event lanes: a lane per writing thread, given back at thread exit, lane 0 for the rest.
-#include "profiler/event_lanes.h"
+#include "profiler/recorder/event_lanes.h"
 
 #include <barrier>
 #include <gtest/gtest.h>

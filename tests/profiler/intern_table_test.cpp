@@ -1,4 +1,4 @@
-#include "profiler/intern_table.h"
+#include "profiler/format/intern_table.h"
 
 #include <cstring>
 #include <gtest/gtest.h>
@@ -56,7 +56,7 @@ TEST(intern_table, the_hash_sees_every_word_and_the_length) {
       ++inputs;
     }
   }
-  char text[] = "profiler/intern_table.cpp:42 in hash_bytes";
+  char text[] = "profiler/format/intern_table.cpp:42 in hash_bytes";
   for (std::size_t len = 1; len < sizeof text; ++len) {
     seen.insert(hash_bytes(text, len));
     text[len - 1] ^= 0x20; // the same length, another last byte

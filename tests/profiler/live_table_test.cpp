@@ -1,4 +1,4 @@
-#include "profiler/live_table.h"
+#include "profiler/format/live_table.h"
 
 #include <gtest/gtest.h>
 #include <map>

@@ -1,7 +1,8 @@
 // The retention plan (trace_reader.h): which traces of ended processes stay in /dev/shm.
 #include <gtest/gtest.h>
 
-#include "profiler/trace_reader.h"
+#include "profiler/reader/retention.h"
+#include "profiler/reader/trace_listing.h"
 
 namespace gmem::trace {
 namespace {

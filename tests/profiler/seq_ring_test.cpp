@@ -1,4 +1,4 @@
-#include "profiler/seq_ring.h"
+#include "profiler/format/seq_ring.h"
 
 #include <atomic>
 #include <gtest/gtest.h>

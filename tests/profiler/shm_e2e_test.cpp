@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "profiler/trace_reader.h"
+#include "profiler/reader/pid_lookup.h"
+#include "profiler/reader/trace_reader.h"
+#include "profiler/reader/trace_save.h"
 
 namespace gmem::trace {
 namespace {

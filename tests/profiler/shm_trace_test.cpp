@@ -19,8 +19,13 @@
 #include <unistd.h>
 #include <vector>
 
-#include "profiler/recorder.h"
-#include "profiler/trace_reader.h"
+#include "profiler/reader/object_names.h"
+#include "profiler/reader/pid_lookup.h"
+#include "profiler/reader/trace_listing.h"
+#include "profiler/reader/trace_open.h"
+#include "profiler/reader/trace_reader.h"
+#include "profiler/reader/trace_save.h"
+#include "profiler/recorder/recorder.h"
 #include "tests/profiler/test_buffer.h"
 
 namespace gmem::trace {

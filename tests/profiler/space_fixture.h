@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "profiler/trace_layout.h"
-#include "profiler/trace_space.h"
+#include "profiler/format/trace_layout.h"
+#include "profiler/format/trace_space.h"
 
 namespace gmem::trace::testing {
 

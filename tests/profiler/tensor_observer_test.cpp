@@ -1,6 +1,6 @@
-// The tensor observer's pure parts (profiler/tensor_observer.h) and the live table's filing of
-// a tensor apart from the segment that starts at the same address.
-#include "profiler/tensor_observer.h"
+// The tensor observer's pure parts (profiler/recorder/tensor_observer.h) and the live table's
+// filing of a tensor apart from the segment that starts at the same address.
+#include "profiler/recorder/tensor_observer.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "profiler/live_table.h"
+#include "profiler/format/live_table.h"
 #include "tests/profiler/space_fixture.h"
 
 namespace gmem::trace {

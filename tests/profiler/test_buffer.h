@@ -6,7 +6,7 @@
 #include <span>
 #include <vector>
 
-#include "profiler/trace_writer.h"
+#include "profiler/recorder/trace_writer.h"
 
 namespace gmem::trace::testing {
 

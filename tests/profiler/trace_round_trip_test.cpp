@@ -6,9 +6,11 @@
 #include <thread>
 #include <unistd.h>
 
-#include "profiler/stack_capture.h"
-#include "profiler/trace_layout.h"
-#include "profiler/trace_reader.h"
+#include "profiler/format/trace_layout.h"
+#include "profiler/reader/trace_open.h"
+#include "profiler/reader/trace_reader.h"
+#include "profiler/reader/trace_save.h"
+#include "profiler/recorder/stack_capture.h"
 #include "tests/profiler/test_buffer.h"
 
 namespace gmem::trace {

@@ -1,5 +1,5 @@
 // The extent allocator under a trace: growth, refusal, and reuse of extents given back.
-#include "profiler/trace_space.h"
+#include "profiler/format/trace_space.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "profiler/module_map.h"
+#include "profiler/format/module_map.h"
 #include "tests/tools/sample_trace.h"
 #include "tools/analysis/trace_facts.h"
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "common/safe_file.h"
-#include "profiler/module_map.h"
+#include "profiler/format/module_map.h"
 #include "tests/tools/sample_trace.h"
 #include "tools/analysis/trace_facts.h"
 #include "tools/export/pytorch_export.h"

@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 #include "tools/frameworks.h"
 #include "tools/symbolizer.h"
 

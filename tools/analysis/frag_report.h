@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 
 namespace gmem::tools {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "pool/stats.h"
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 #include "tools/analysis/call_sites.h"
 
 namespace gmem::tools {

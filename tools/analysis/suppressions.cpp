@@ -1,6 +1,6 @@
 #include "tools/analysis/suppressions.h"
 
-#include "profiler/trace_types.h"
+#include "profiler/format/trace_types.h"
 
 #include <cerrno>
 #include <cstring>

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 #include "tools/analysis/call_sites.h"
 
 namespace gmem::tools {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 #include "tools/symbolizer.h"
 
 namespace gmem::tools {

@@ -12,7 +12,7 @@
 
 #include "tools/commands/commands.h"
 #include "tools/commands/exit_codes.h"
-#include "tools/exporter/exporter_options.h"
+#include "tools/prometheus/exporter_options.h"
 
 namespace gmem::tools {
 namespace {

@@ -14,6 +14,7 @@
 #include "common/escape.h"
 #include "common/options.h"
 #include "common/units.h"
+#include "profiler/reader/process_identity.h"
 #include "tools/commands/commands.h"
 #include "tools/commands/exit_codes.h"
 #include "tools/commands/run_env.h"

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "profiler/trace_reader.h"
+#include "profiler/reader/trace_reader.h"
 #include "tools/stack_view.h"
 
 namespace gmem::tools {

@@ -10,6 +10,8 @@
 
 #include "common/escape.h"
 #include "common/units.h"
+#include "profiler/reader/pid_lookup.h"
+#include "profiler/reader/trace_open.h"
 #include "tools/analysis/leak_report.h"
 #include "tools/commands/trace_source.h"
 #include "tools/render/printers.h"

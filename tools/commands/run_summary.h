@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 
 namespace gmem::tools {
 

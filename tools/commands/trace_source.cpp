@@ -8,6 +8,8 @@
 #include <cstring>
 
 #include "common/escape.h"
+#include "profiler/reader/pid_lookup.h"
+#include "profiler/reader/trace_open.h"
 
 namespace gmem::tools {
 namespace {

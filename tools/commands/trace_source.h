@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "profiler/trace_reader.h"
+#include "profiler/reader/trace_reader.h"
 #include "tools/analysis/trace_facts.h"
 #include "tools/commands/exit_codes.h"
 

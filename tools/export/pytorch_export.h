@@ -11,7 +11,7 @@
 //   frames: [{filename, line, name}], innermost first.
 #pragma once
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 #include "tools/export/pickle_writer.h"
 
 namespace gmem::tools {

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 #include "tools/analysis/call_sites.h"
 #include "tools/render/printers.h"
 

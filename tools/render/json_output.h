@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "profiler/trace_model.h"
+#include "profiler/format/trace_model.h"
 
 namespace gmem::tools {
 

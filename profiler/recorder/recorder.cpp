@@ -1,0 +1,356 @@
+#include "profiler/recorder/recorder.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <mutex>
+#include <pthread.h>
+#include <random>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
+
+#include "common/options.h"
+#include "common/units.h"
+#include "profiler/format/trace_clock.h"
+#include "profiler/reader/object_names.h"
+#include "profiler/reader/retention.h"
+#include "profiler/reader/trace_save.h"
+#include "profiler/recorder/python_frames.h"
+#include "profiler/recorder/stack_capture.h"
+
+namespace gmem::trace {
+
+std::atomic<bool> g_recording_off{false};
+std::atomic<trace_writer*> g_writer{nullptr};
+
+namespace {
+
+enum state : int { k_uninitialized = 0, k_enabled = 1, k_open = 2, k_off = 3 };
+
+// Process globals, deliberately leaked: hooks may run during and after exit handlers.
+std::atomic<int> g_state{k_uninitialized};
+std::atomic<stats_source> g_source{nullptr};
+std::mutex g_mu; // creation, shutdown and the sampler's wake-ups; never held by a hook's fast path
+recorder_options* g_options = nullptr;
+std::string* g_name = nullptr;
+std::condition_variable* g_wake = nullptr;
+bool g_stop = false;      // under g_mu
+bool g_stopped = true;    // under g_mu: the sampler thread is not running
+bool g_shut_down = false; // under g_mu
+
+// k_off is final: recording_off() (interpose/trace_hooks.h) lets the hooks skip every call
+// into the recorder with one load once it is reached.
+void store_state(int s) {
+  if (s == k_off) g_recording_off.store(true, std::memory_order_relaxed);
+  g_state.store(s);
+}
+
+void on_fork_child() {
+  // The child shares the parent's mapping: writing into it would mix two processes.
+  store_state(k_off);
+  g_writer.store(nullptr);
+}
+
+void take_sample(trace_writer& w, sample_reason reason) {
+  device_stats buf[64];
+  if (stats_source source = g_source.load(std::memory_order_acquire)) {
+    const std::size_t n = std::min<std::size_t>(source(buf, std::size(buf)), std::size(buf));
+    w.sample(buf, n, reason);
+  }
+  w.heartbeat();
+}
+
+void sampler_main(trace_writer* w, std::uint64_t interval_ns) {
+  try {
+    (void)apply_retention(g_options->retention, recorder_object_name()); // see create_locked()
+  } catch (...) {
+  }
+  std::unique_lock lock(g_mu);
+  // First tick early: it refines the clock calibration of short-lived programs.
+  auto wait = std::chrono::nanoseconds(std::min<std::uint64_t>(interval_ns, 10'000'000));
+  while (!g_stop) {
+    g_wake->wait_for(lock, wait);
+    if (g_stop) break;
+    lock.unlock();
+    take_sample(*w, sample_reason::periodic);
+    lock.lock();
+    wait = std::chrono::nanoseconds(interval_ns);
+  }
+  g_stopped = true;
+  g_wake->notify_all();
+}
+
+// Every "%p" becomes the pid.
+std::string expand_path(std::string path) {
+  const std::string pid = std::to_string(getpid());
+  for (auto p = path.find("%p"); p != std::string::npos; p = path.find("%p", p + pid.size()))
+    path.replace(p, 2, pid);
+  return path;
+}
+
+// The object's file grows with the trace: each growth reserves its pages (posix_fallocate,
+// so a full /dev/shm refuses growth instead of raising SIGBUS when a page is touched) and
+// maps them in (so the hooks never take the page fault), within GMEM_TRACE_MAX.
+class shm_backing final : public trace_backing {
+public:
+  shm_backing(int fd, std::string name, size_or_percent max) noexcept
+      : fd_(fd), name_(std::move(name)), max_(max) {}
+  void set_mapping(std::byte* base) noexcept { base_ = base; }
+
+  bool grow(std::uint64_t new_total) noexcept override {
+    if (new_total <= backed_) return true;
+    const shm_space space = shm_space_now();
+    // A share of the free space counts the trace's own bytes as free: the limit does not
+    // shrink because the trace itself grew.
+    const std::uint64_t limit = max_.is_percent
+                                    ? max_.resolve(space.free_bytes + backed_)
+                                    : (max_.bytes == 0 ? ~std::uint64_t{0} : max_.bytes);
+    if (new_total > limit) return refuse(new_total, "GMEM_TRACE_MAX allows " + format_bytes(limit));
+    if (::ftruncate(fd_, static_cast<off_t>(new_total)) != 0)
+      return refuse(new_total, std::strerror(errno));
+    if (const int err = posix_fallocate(fd_, static_cast<off_t>(backed_),
+                                        static_cast<off_t>(new_total - backed_));
+        err != 0) {
+      (void)::ftruncate(fd_, static_cast<off_t>(backed_));
+      return refuse(new_total, std::strerror(err));
+    }
+    if (base_ != nullptr) populate(backed_, new_total);
+    backed_ = new_total;
+    return true;
+  }
+
+private:
+  void populate(std::uint64_t from, std::uint64_t to) noexcept {
+#ifdef MADV_POPULATE_WRITE
+    if (::madvise(base_ + from, to - from, MADV_POPULATE_WRITE) == 0) return;
+#endif
+    for (std::uint64_t at = from & ~std::uint64_t{4095}; at < to; at += 4096) // the new pages
+      if (at >= from) layout::store_word(reinterpret_cast<std::uint64_t*>(base_ + at), 0);
+  }
+  bool refuse(std::uint64_t wanted, const std::string& why) noexcept {
+    if (base_ == nullptr) return false; // creating the object: create_locked() says why
+    if (!warned_) {
+      warned_ = true;
+      std::fprintf(stderr,
+                   "gmem: warning: the trace %s stops growing at %s (it needed %s: %s); what it "
+                   "cannot hold is counted as lost, not recorded (gmem stats shows the losses)\n",
+                   name_.c_str(), format_bytes(backed_).c_str(), format_bytes(wanted).c_str(),
+                   why.c_str());
+    }
+    return false;
+  }
+
+  int fd_;
+  std::string name_;
+  size_or_percent max_;
+  std::byte* base_ = nullptr;
+  std::uint64_t backed_ = 0;
+  bool warned_ = false;
+};
+
+// Creates the object at its header's size and maps room for all it may grow to; the writer
+// grows it from there. The descriptor stays open (growth needs it), like the mapping.
+trace_writer* create_locked() {
+  const process_identity who = process_identity::current();
+  // A random part no other user can guess: nobody can take the name first (which would
+  // leave the process untraced) or plant an object where it will be looked for.
+  std::uint64_t nonce = 0;
+  if (::getrandom(&nonce, sizeof nonce, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof nonce))
+    nonce = std::random_device{}() ^ (static_cast<std::uint64_t>(std::random_device{}()) << 32) ^
+            monotonic_ns();
+  const std::string name = object_name(who.pid, who.proc_start_ticks, nonce);
+  const writer_config config = g_options->config.normalized();
+  // The retention pass reads every trace on the host: the sampler thread does it, off the
+  // hook that allocates, unless /dev/shm is short of room for this trace right now.
+  if (const shm_space space = shm_space_now();
+      space.free_bytes < g_options->retention.keep_free.resolve(space.total_bytes))
+    (void)apply_retention(g_options->retention);
+  auto fail = [&](const std::string& why) -> trace_writer* {
+    std::fprintf(stderr,
+                 "gmem: warning: cannot create the trace /dev/shm/%s (%s); running without a "
+                 "trace\n",
+                 name.c_str(), why.c_str());
+    return nullptr;
+  };
+  const std::string path = "/" + name;
+  // O_EXCL: never an object someone else made; shm_open adds O_NOFOLLOW and O_CLOEXEC.
+  const int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return fail(std::strerror(errno));
+  ::fchmod(fd, 0600); // whatever the umask
+  try {
+    auto* backing = new shm_backing(fd, name, g_options->max_bytes); // leaked: outlives exit
+    const std::uint64_t map_bytes = config.map_bytes();
+    void* base =
+        ::mmap(nullptr, map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    if (base == MAP_FAILED || !backing->grow(layout::k_header_bytes)) {
+      const std::string why = base == MAP_FAILED ? std::strerror(errno) : "no room in /dev/shm";
+      ::shm_unlink(path.c_str());
+      ::close(fd);
+      return fail(why);
+    }
+    backing->set_mapping(static_cast<std::byte*>(base));
+    auto* w = new trace_writer(base, map_bytes, config, who, backing);
+    if (!w->ok()) {
+      ::shm_unlink(path.c_str());
+      return fail("no room in /dev/shm for its first " + format_bytes(w->total_bytes()));
+    }
+    *g_name = name;
+    return w;
+  } catch (const std::exception& e) {
+    ::shm_unlink(path.c_str());
+    return fail(e.what());
+  }
+}
+
+} // namespace
+
+recorder_options recorder_options::from_env() {
+  static const char* const k_mine[] = {
+      "GMEM_TRACE",        "GMEM_TRACE_LIVE",     "GMEM_TRACE_EVENTS",    "GMEM_STACK_DEPTH",
+      "GMEM_PYTHON_DEPTH", "GMEM_TRACE_SAVE",     "GMEM_SAMPLE_MS",       "GMEM_TRACE_MAX",
+      "GMEM_TRACE_KEEP",   "GMEM_TRACE_KEEP_MAX", "GMEM_TRACE_KEEP_FREE", "GMEM_TRACE_KEEP_AGE"};
+  const options o = options::parse(
+      [](const char* env) -> const char* {
+        for (const char* m : k_mine)
+          if (std::strcmp(env, m) == 0) return std::getenv(env);
+        return nullptr; // the shim parsed (and warned about) its own rows already
+      },
+      &options::warn_once); // the shim may have printed the same line already
+  recorder_options r;
+  r.enabled = o.trace_enable;
+  r.config.live_slots = std::max<std::uint64_t>(o.trace_live, 1) * 2; // load factor <= 1/2
+  r.config.events = o.trace_events;
+  r.config.stack_depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.stack_depth, 256));
+  r.config.python_depth = static_cast<std::uint32_t>(
+      std::min<std::uint64_t>(o.python_depth, layout::k_max_python_depth));
+  r.config.sample_interval_ns = std::clamp<std::uint64_t>(o.sample_ms, 1, 3'600'000) * 1'000'000;
+  r.save_path = o.trace_save;
+  r.max_bytes = o.trace_max;
+  r.retention = retention_policy::from_options(o);
+  if (o.trace_keep == "all") {
+    r.keep = keep_mode::all;
+  } else if (o.trace_keep == "outstanding") {
+    r.keep = keep_mode::outstanding;
+  } else if (o.trace_keep == "none") {
+    r.keep = keep_mode::none;
+  } else {
+    std::fprintf(stderr,
+                 "gmem: warning: GMEM_TRACE_KEEP='%s' is not all, outstanding or none; using "
+                 "all\n",
+                 o.trace_keep.c_str());
+  }
+  return r;
+}
+
+void recorder_init(const recorder_options& options) noexcept {
+  std::lock_guard lock(g_mu);
+  if (g_state.load() != k_uninitialized) return;
+  try {
+    g_options = new recorder_options(options);
+    g_name = new std::string();
+    g_wake = new std::condition_variable();
+  } catch (...) {
+    store_state(k_off);
+    return;
+  }
+  pthread_atfork(nullptr, nullptr, &on_fork_child);
+  store_state(options.enabled ? k_enabled : k_off);
+}
+
+trace_writer* recorder_writer_create() noexcept {
+  if (trace_writer* w = g_writer.load(std::memory_order_acquire)) return w;
+  if (g_state.load(std::memory_order_relaxed) != k_enabled) return nullptr;
+  std::lock_guard lock(g_mu);
+  if (g_state.load() != k_enabled) return g_writer.load();
+  trace_writer* w = nullptr;
+  try {
+    if (g_options->config.stack_depth > 0) init_unwinder();
+    if (g_options->config.python_depth > 0) python_init();
+    w = create_locked();
+    if (w) {
+      w->update_modules(scan_modules());
+      g_stop = false;
+      g_stopped = false;
+      std::thread(sampler_main, w, g_options->config.sample_interval_ns).detach();
+    }
+  } catch (...) { // no thread or no memory: keep what we have
+  }
+  g_writer.store(w, std::memory_order_release);
+  store_state(w ? k_open : k_off);
+  return w;
+}
+
+void recorder_set_stats_source(stats_source source) noexcept {
+  g_source.store(source, std::memory_order_release);
+}
+
+void recorder_sample_now() noexcept {
+  trace_writer* w = recorder_writer_if_open();
+  if (w == nullptr) return;
+  {
+    std::lock_guard lock(g_mu);
+    if (g_shut_down) return;
+  }
+  take_sample(*w, sample_reason::periodic);
+}
+
+void recorder_shutdown() noexcept {
+  trace_writer* w = g_writer.load(std::memory_order_acquire);
+  if (!w) {
+    // No trace yet, or another thread is creating it right now (under g_mu): wait for that
+    // creation and shut its trace down below, so that exit never leaves a half-made object
+    // behind; with none, no later hook may create one.
+    std::lock_guard lock(g_mu);
+    w = g_writer.load();
+    if (!w) {
+      if (g_state.load() == k_enabled) store_state(k_off);
+      return;
+    }
+  }
+  std::string save_path;
+  {
+    std::unique_lock lock(g_mu);
+    if (g_shut_down) return;
+    g_shut_down = true;
+    g_stop = true;
+    g_wake->notify_all();
+    // Bounded: a sampler stuck in the stats source must not hang exit.
+    g_wake->wait_for(lock, std::chrono::milliseconds(500), [] { return g_stopped; });
+    try {
+      save_path = expand_path(g_options->save_path);
+    } catch (...) {
+    }
+  }
+  take_sample(*w, sample_reason::final);
+  w->mark_shutdown();
+  bool saved = true;
+  if (!save_path.empty()) {
+    std::string error;
+    saved = save_bytes(
+        std::span<const std::byte>(static_cast<const std::byte*>(w->data()), w->total_bytes()),
+        save_path, false, &error);
+    if (!saved)
+      std::fprintf(stderr, "gmem: warning: GMEM_TRACE_SAVE: %s; the trace stays in /dev/shm\n",
+                   error.c_str());
+  }
+  const keep_mode keep = g_options->keep;
+  if (saved &&
+      (keep == keep_mode::none || (keep == keep_mode::outstanding && w->live_count() == 0)))
+    ::shm_unlink(("/" + recorder_object_name()).c_str()); // the mapping stays for late hooks
+  (void)apply_retention(g_options->retention, recorder_object_name()); // never its own
+}
+
+std::string recorder_object_name() {
+  std::lock_guard lock(g_mu);
+  return g_name ? *g_name : std::string();
+}
+
+} // namespace gmem::trace
