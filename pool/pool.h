@@ -258,6 +258,8 @@ public:
     // marks recorded (pool_options::marks); of them, those found complete and used as fences;
     // marks asked for and refused (a capture may be open, no driver support)
     std::uint64_t marks = 0, marks_used = 0, marks_refused = 0;
+    // stream_destroying() calls that waited for a record in progress on their stream
+    std::uint64_t destroy_waits = 0;
   };
   slow_path_counters slow_path() const;
   void reset_peaks();

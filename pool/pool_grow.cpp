@@ -500,6 +500,7 @@ pool::slow_path_counters pool_impl::slow_path() const {
   c.marks = slow_.marks.load(std::memory_order_relaxed);
   c.marks_used = slow_.marks_used.load(std::memory_order_relaxed);
   c.marks_refused = slow_.marks_refused.load(std::memory_order_relaxed);
+  c.destroy_waits = slow_.destroy_waits.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -550,6 +551,7 @@ void pool_impl::stream_destroying(stream_handle s) {
   deferred d;
   {
     std::unique_lock lock(mu_);
+    bool waited = false;
     for (;;) {
       stream_cache* sc = find_stream_locked(s);
       if (sc == nullptr) break;
@@ -563,6 +565,8 @@ void pool_impl::stream_destroying(stream_handle s) {
         check_locked();
         break;
       }
+      if (!waited) slow_.destroy_waits.fetch_add(1, std::memory_order_relaxed);
+      waited = true;
       lock.unlock(); // a record on s is in progress on another thread: a driver call, short
       std::this_thread::yield();
       lock.lock();

@@ -386,7 +386,7 @@ private:
   } mark_;
   struct slow_path_atomics { // pool::slow_path_counters, relaxed
     std::atomic<std::uint64_t> walks{0}, walk_ns{0}, fence_calls{0}, fences_shared{0},
-        fence_wait_ns{0}, fence_ns{0}, marks{0}, marks_used{0}, marks_refused{0};
+        fence_wait_ns{0}, fence_ns{0}, marks{0}, marks_used{0}, marks_refused{0}, destroy_waits{0};
   } slow_;
   mutable spin_mutex mu_;
   // Everything below is guarded by mu_.

@@ -61,7 +61,26 @@ PY
 bench)
   GMEM_LIB=$BUILD/lib/libgmem.so PARTS=workloads RECORD= REPS=1 WL_TIMEOUT=150 \
     ONLY='torch-gpt/a$,torch-gpt/c$,torch-convnet/a$,torch-convnet/c$' bench/run_gpu.sh "$OUT/bench" \
-    2>&1 | tail -40 || fails=$((fails + 1))
+    >"$OUT/bench.log" 2>&1
+  rc=$?
+  tail -40 "$OUT/bench.log"
+  [ $rc -eq 0 ] || { echo "gpu-run: bench/run_gpu.sh exit status $rc (log: $OUT/bench.log)"; fails=$((fails + 1)); }
+  # run_gpu.sh records a failed workload run and goes on: each of the four must have run and
+  # exited 0.
+  python3 - "$OUT/bench/workloads.jsonl" <<'PY' || fails=$((fails + 1))
+import json, sys
+want = {("torch-gpt", "a"), ("torch-gpt", "c"), ("torch-convnet", "a"), ("torch-convnet", "c")}
+try:
+    runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+except OSError as e:
+    sys.exit(f"gpu-run: no workload results: {e}")
+seen = {(r.get("workload"), r.get("mode")): r.get("returncode") for r in runs}
+bad = [f"{w}/{m}: " + ("not run" if (w, m) not in seen else f"exit status {seen[(w, m)]}")
+       for w, m in sorted(want) if seen.get((w, m)) != 0]
+for b in bad:
+    print("gpu-run: workload " + b)
+sys.exit(1 if bad else 0)
+PY
   ;;
 *) echo "usage: gpu-run.sh tests|bench" >&2; exit 2 ;;
 esac

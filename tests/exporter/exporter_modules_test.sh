@@ -73,8 +73,10 @@ CLEAN+=("$JPID")
 echo "== row 2 setup: nobody swaps libvictim.so for a symlink to their own terminal"
 # nobody's terminal: the master stays with this process, which prints the slave's name, then
 # types ^\ ^C ^Z on it when $W/type exists and keeps it open until $W/stop exists (60 s at most).
+# It says "typed" once the terminal echoed a line typed after the three keys: the terminal has
+# read them, so whatever signals they raise were sent.
 "${NOBODY[@]}" "$PY3" - "$W" <<'PY' >"$W/pty.out" 2>"$W/pty.err" &
-import os, sys, time
+import os, select, sys, time
 w = sys.argv[1]
 master, slave = os.openpty()
 print(os.ttyname(slave), flush=True)
@@ -82,9 +84,13 @@ typed = False
 deadline = time.time() + 60
 while time.time() < deadline and not os.path.exists(w + "/stop"):
     if not typed and os.path.exists(w + "/type"):
-        os.write(master, b"\x1c\x03\x1a")
+        os.write(master, b"\x1c\x03\x1a" + b"after-the-keys\n")
+        echo, until = b"", time.time() + 10
+        while b"after-the-keys" not in echo and time.time() < until:
+            if select.select([master], [], [], 0.5)[0]:
+                echo += os.read(master, 4096)
         typed = True
-        print("typed", flush=True)
+        print("typed" if b"after-the-keys" in echo else "no echo: %r" % echo, flush=True)
     time.sleep(0.05)
 PY
 JOBS+=($!)
@@ -137,16 +143,17 @@ grep -q 'libvictim\.so+0x' "$W/s1.txt" ||
 [ "$(stat_field 5)" = 0 ] ||
   fail "the exporter acquired a controlling terminal (tty_nr $(stat_field 5)) from the module map"
 touch "$W/type"
-for _ in $(seq 50); do
-  grep -q '^typed' "$W/pty.out" && break
+for _ in $(seq 150); do
+  grep -Eq '^(typed|no echo)' "$W/pty.out" && break
   sleep 0.1
 done
-grep -q '^typed' "$W/pty.out" || fail "nobody could not type on the terminal"
-# Killed by SIGQUIT, SIGINT or stopped by SIGTSTP: the job would be a zombie (Z) or stopped (T).
-sleep 1
+grep -q '^typed' "$W/pty.out" || fail "nobody could not type on the terminal: $(tail -1 "$W/pty.out")"
+# The signals were sent. A scrape answered now proves the exporter neither died (a fatal signal
+# kills the process as it is sent) nor stopped (the answering thread ran after it was sent).
+scrape after_typing
 state=$(stat_field 1 2>/dev/null)
 case "$state" in
-  R | S | D) scrape after_typing ;;
+  R | S | D) ;;
   *) fail "the exporter is ${state:-gone} after ^\\ ^C ^Z on nobody's terminal" ;;
 esac
 

@@ -28,13 +28,19 @@ command -v promtool >/dev/null || skip "promtool is not installed (scripts/insta
 [ "$(id -u)" = 0 ] || skip "needs root to run the attacker as a second uid (setpriv)"
 command -v setpriv >/dev/null || skip "setpriv is not installed"
 NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-"${NOBODY[@]}" test -x "$LEAK" || skip "nobody cannot run the build tree's programs here"
 # The attacker's python: one nobody can run (root's may live under /root).
 PY3=$(command -v /usr/bin/python3 || command -v python3)
 "${NOBODY[@]}" "$PY3" -c pass 2>/dev/null || skip "nobody cannot run $PY3"
+W=$(mktemp -d /tmp/gmem_exporter_security_XXXXXX)
+# nobody runs leak_sites under libgmem.so: copies it can reach, whatever directory holds the
+# checkout.
+source "$(dirname "$0")/../second_uid.sh"
+B=$(reachable_build "$B" "$W" tests/tools/leak_sites tests/exporter/steady_service) ||
+  { rm -rf "$W"; exit 1; }
+GMEM=$B/bin/gmem
+LEAK=$B/tests/tools/leak_sites
+SVC=$B/tests/exporter/steady_service
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-W=$(mktemp -d)
-chmod 755 "$W"
 JOBS=()
 cleanup() {
   touch "$W/stop"
@@ -160,7 +166,7 @@ JOBS+=($SLEEPER)
 sleep 0.2
 TICKS=$(awk '{print $22}' "/proc/$SLEEPER/stat")
 YEAR=$(( ($(date +%s) + 365 * 86400) * 1000000000 ))
-"${NOBODY[@]}" "$PY3" - "$NJ" "$SLEEPER" "$TICKS" "$YEAR" <<'PY' || fail "forging row 7"
+"${NOBODY[@]}" "$PY3" - "$NJ" "$SLEEPER" "$TICKS" "$YEAR" <<'PY' || fail "forging case R7"
 import os, struct, sys
 src, pid, ticks, start = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 data = bytearray(open("/dev/shm/" + src, "rb").read())
@@ -202,20 +208,27 @@ grep -Eq '^gmem_exporter_traces\{outcome="exported"\} [1-9]' "$W/budget.txt" ||
   fail "a 1 ms budget exported nothing"
 kill "$SLEEPER" 2>/dev/null
 
-echo "== row 9: idle connections do not delay a scrape"
-# N connections that send nothing, held until $W/stop.idle.N exists (at most 40 s).
+echo "== case R9: idle connections do not delay a scrape"
+# N connections that send nothing, held until $W/stop.idle.N exists (at most 40 s); returns once
+# all N are connected (the program says so), so the scrape queues behind them.
 idle_connections() {
-  "${NOBODY[@]}" "$PY3" - "$EPORT" "$W/stop.idle.$1" "$1" <<'PY' &
+  "${NOBODY[@]}" "$PY3" - "$EPORT" "$W/stop.idle.$1" "$1" <<'PY' >"$W/idle.$1.out" &
 import os, socket, sys, time
 port, stop, n = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 conns = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+print("connected", len(conns), flush=True)
 deadline = time.time() + 40
 while time.time() < deadline and not os.path.exists(stop):
     time.sleep(0.1)
 PY
   IDLE=$!
   JOBS+=($IDLE)
-  sleep 0.5
+  for _ in $(seq 100); do
+    grep -q "^connected $1$" "$W/idle.$1.out" && return 0
+    kill -0 "$IDLE" 2>/dev/null || break
+    sleep 0.1
+  done
+  fail "the $1 idle connections were not made: $(cat "$W/idle.$1.out")"
 }
 for n in 4 24; do
   idle_connections $n

@@ -12,6 +12,8 @@
 # - torch.cuda.graph and torch.compile(mode="reduce-overhead") run under the default, observed;
 # - where a compiler and PyTorch's headers are there, scripts/torch_layout.cpp derives the
 #   layout row of the PyTorch installed and it must equal the bootstrap's row.
+# Exit 0 pass, 1 fail, 77 when a framework (or the compiler and PyTorch's headers for the layout
+# row) is not here and all that ran passed; the last line says what was skipped.
 source "$(dirname "$0")/python_lib.sh"
 traced_runs
 export GMEM_TRACE=1 PYTHONUNBUFFERED=1
@@ -100,9 +102,13 @@ if "$PY" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
       case "$table" in *"$derived"*) echo "ok: layout row: $derived" ;;
         *) fail "the installed PyTorch's layout $derived is not the bootstrap's row" ;; esac
     else
-      echo "note: scripts/torch_layout.cpp did not compile here: $(head -3 "$W/layout.err")"
+      fail "scripts/torch_layout.cpp does not compile against the installed PyTorch: $(head -3 "$W/layout.err")"
     fi
+  else
+    skip_part "the layout row (no g++ or no PyTorch headers in $tinc)"
   fi
+else
+  skip_part "PyTorch (not installed or no GPU)"
 fi
 if "$PY" -c "import jax; assert jax.devices('gpu')" 2>/dev/null; then
   ran=$((ran + 1))
@@ -113,6 +119,8 @@ if "$PY" -c "import jax; assert jax.devices('gpu')" 2>/dev/null; then
   kept jax_keep jax 4 "16.0 MiB"
   clean jax_pool jax --frameworks pool
   kept jax_pool_keep jax 4 "16.0 MiB" --frameworks pool
+else
+  skip_part "JAX (not installed or no GPU)"
 fi
 if "$PY" -c "import cupy; cupy.cuda.runtime.getDeviceCount()" 2>/dev/null; then
   ran=$((ran + 1))
@@ -123,8 +131,8 @@ if "$PY" -c "import cupy; cupy.cuda.runtime.getDeviceCount()" 2>/dev/null; then
   kept cupy_pool_keep cupy 5 "20.0 MiB"
   clean cupy_no_pool "cupy --no-pool"
   kept cupy_no_pool_keep "cupy --no-pool" 5 "20.0 MiB"
+else
+  skip_part "CuPy (not installed or no GPU)"
 fi
 [ $ran = 0 ] && { echo "skipped: none of torch, jax, cupy with a GPU"; exit 77; }
-[ $failures = 0 ] && echo "frameworks_gpu_test: PASS" && exit 0
-echo "frameworks_gpu_test: $failures failures"
-exit 1
+end_test frameworks_gpu_test

@@ -11,3 +11,17 @@ traced_runs() {
   [ -x "$GMEM" ] || { echo "no $GMEM: run make first"; exit 1; }
   source "$here/../traced_runs.sh"
 }
+# skip_part WHY: a part of the test cannot run here (a framework or tool that is optional on a
+# GPU machine is missing). end_test NAME: exit 1 after a failure (counted in `failures`), 77
+# when a part was skipped (the last line names them), else 0.
+SKIPPED_PARTS=()
+skip_part() { echo "skipped part: $*"; SKIPPED_PARTS+=("$*"); }
+end_test() {
+  if [ "${failures:-0}" != 0 ]; then echo "$1: $failures failures"; exit 1; fi
+  if [ ${#SKIPPED_PARTS[@]} != 0 ]; then
+    echo "$1: all that ran passed; skipped: $(IFS=';'; echo "${SKIPPED_PARTS[*]}")"
+    exit 77
+  fi
+  echo "$1: PASS"
+  exit 0
+}

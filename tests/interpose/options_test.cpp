@@ -173,7 +173,7 @@ TEST(options, categories_match_what_the_help_says) {
 
 TEST(options, readme_lists_every_option) {
   std::ifstream in("README.md");
-  if (!in) GTEST_SKIP() << "README.md not found (run from the repository root)";
+  if (!in) GTEST_FAIL() << "README.md not found (run from the repository root)";
   std::stringstream text;
   text << in.rdbuf();
   std::size_t n = 0;

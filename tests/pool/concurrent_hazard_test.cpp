@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <map>
 #include <mutex>
 #include <random>
@@ -274,7 +273,9 @@ TEST_F(full_pool, threads_waiting_for_a_fence_share_the_next_one) {
   ASSERT_EQ(p.deallocate(blocks[2]), pool_status::ok);
   std::thread b([&] { got[1] = p.allocate(k_block).address; });
   std::thread c([&] { got[2] = p.allocate(k_block).address; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200)); // B and C wait for A's fence
+  // B and C asked for a fence (fence_now counts a call before it waits for A's to end).
+  while (p.slow_path().fence_calls < 3)
+    std::this_thread::yield();
   gate.open();
   a.join();
   b.join();
@@ -311,7 +312,9 @@ TEST_F(full_pool, a_stream_being_destroyed_waits_for_a_seal_in_progress) {
     p.stream_destroying(k_s1);
     destroying_returned.store(true);
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // C saw the record in progress and waits (or returned without waiting: the bug).
+  while (p.slow_path().destroy_waits == 0 && !destroying_returned.load())
+    std::this_thread::yield();
   EXPECT_FALSE(destroying_returned.load()) << "returned while a record on the stream ran";
   release.store(true);
   b.join();

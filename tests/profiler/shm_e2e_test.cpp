@@ -117,7 +117,7 @@ protected:
     const std::string b = build_dir();
     for (const char* need :
          {"/lib/libgmem.so", "/tests/fake_cuda/libcuda.so.1", "/tests/trace_e2e_program"})
-      if (!exists(b + need)) GTEST_SKIP() << b + need << " not built";
+      if (!exists(b + need)) GTEST_FAIL() << b + need << " not built (make test builds it)";
   }
   void TearDown() override {
     if (name_.empty()) return;

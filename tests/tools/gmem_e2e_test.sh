@@ -10,6 +10,8 @@ for f in "$GMEM" "$LEAK" "$B/lib/libgmem.so" "$B/tests/fake_cuda/libcuda.so.1"; 
   [ -e "$f" ] || { echo "missing $f (make builds it)"; exit 1; }
 done
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+NB= # the copy of the build uid 65534 runs (tests/second_uid.sh)
+before_cleanup() { [ -z "$NB" ] || rm -rf "$NB"; }
 source "$(dirname "$0")/../traced_runs.sh"
 expect_rc() { # expected actual what
   [ "$1" = "$2" ] || fail "$3: exit status $2, expected $1"
@@ -237,9 +239,12 @@ if [ "$(id -u)" -ne 0 ]; then
   chmod 000 "$W/saved.gmem"; "$GMEM" leaks "$W/saved.gmem" 2>/dev/null; expect_rc 5 $? "permission denied"
   chmod 644 "$W/saved.gmem"
 elif command -v setpriv >/dev/null && setpriv --reuid=65534 --regid=65534 --clear-groups true 2>/dev/null; then
-  PD=$(mktemp -d) && chmod 711 "$PD" && cp "$W/saved.gmem" "$PD/root-only.gmem" &&
+  NB=$(mktemp -d /tmp/gmem_nobody_XXXXXX)
+  source "$(dirname "$0")/../second_uid.sh"
+  NGMEM=$(reachable_build "$B" "$NB")/bin/gmem || { fail "no copy of gmem that uid 65534 can run"; exit 1; }
+  PD=$NB/private && mkdir -m 711 "$PD" && cp "$W/saved.gmem" "$PD/root-only.gmem" &&
     chmod 600 "$PD/root-only.gmem"
-  setpriv --reuid=65534 --regid=65534 --clear-groups "$GMEM" leaks "$PD/root-only.gmem" 2>"$W/e6"
+  setpriv --reuid=65534 --regid=65534 --clear-groups "$NGMEM" leaks "$PD/root-only.gmem" 2>"$W/e6"
   expect_rc 5 $? "permission denied (uid 65534 reading root's 0600 trace)"
   grep -q "ermission denied" "$W/e6" || fail "permission denied: message: $(cat "$W/e6")"
   rm -rf "$PD"

@@ -13,13 +13,14 @@ for f in "$GMEM" "$LEAK" "$B/lib/libgmem.so" "$B/tests/fake_cuda/libcuda.so.1"; 
 done
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 W=$(mktemp -d)
+NB= # the copy of the build nobody runs (tests/second_uid.sh)
 PID=
 FIFO=
 cleanup() {
   [ -n "$PID" ] && "$GMEM" clean --force "$PID" >/dev/null 2>&1
   [ -n "$FIFO" ] && rm -f "$FIFO"
   rm -f /dev/shm/gmem.4000000001.1
-  rm -rf "$W"
+  rm -rf "$W" ${NB:+"$NB"}
 }
 trap cleanup EXIT
 failures=0
@@ -110,7 +111,10 @@ if [ "$(id -u)" != 0 ]; then
 else
   echo "== another user's objects: 'not readable' in their ps, left alone by root's clean"
   NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-  "${NOBODY[@]}" "$GMEM" ps >"$W/ps_nobody.txt" 2>&1 || fail "ps as nobody"
+  NB=$(mktemp -d /tmp/gmem_nobody_XXXXXX)
+  source "$(dirname "$0")/../second_uid.sh"
+  NGMEM=$(reachable_build "$B" "$NB")/bin/gmem || { fail "no copy of gmem that nobody can run"; exit 1; }
+  "${NOBODY[@]}" "$NGMEM" ps >"$W/ps_nobody.txt" 2>&1 || fail "ps as nobody"
   grep -q "not readable.*gmem\.$PID\..*Permission denied" "$W/ps_nobody.txt" ||
     fail "ps as nobody: root's trace not shown as not readable: $(grep "$PID" "$W/ps_nobody.txt")"
   grep "gmem\.$PID\." "$W/ps_nobody.txt" | grep -q crashed && fail "ps as nobody says crashed"
@@ -120,7 +124,7 @@ else
   "$GMEM" clean 4000000001 >"$W/clean.txt" 2>&1
   [ -e /dev/shm/gmem.4000000001.1 ] || fail "root's plain clean removed another user's object"
   grep -q "other users left alone" "$W/clean.txt" || fail "clean: no word about other users: $(cat "$W/clean.txt")"
-  "${NOBODY[@]}" "$GMEM" clean --user root 4000000001 >/dev/null 2>&1
+  "${NOBODY[@]}" "$NGMEM" clean --user root 4000000001 >/dev/null 2>&1
   [ $? = 5 ] || fail "clean --user root as nobody: expected permission error (5)"
   "$GMEM" clean --user nobody 4000000001 >"$W/clean2.txt" 2>&1 || fail "clean --user nobody"
   [ -e /dev/shm/gmem.4000000001.1 ] && fail "clean --user nobody kept the object"

@@ -32,9 +32,13 @@ for tool in cc objcopy strip setpriv "$PY3"; do
     { echo "shared_host_e2e_test: skipped: no $tool"; exit 77; }
 done
 NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+W=$(mktemp -d /tmp/gmem_shared_host_XXXXXX)
+# nobody runs gmem and leak_sites: copies it can reach, whatever directory holds the checkout.
+source "$R/tests/second_uid.sh"
+B=$(reachable_build "$B" "$W" tests/tools/leak_sites) || { rm -rf "$W"; exit 1; }
+GMEM=$B/bin/gmem
+LEAK=$B/tests/tools/leak_sites
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-W=$(mktemp -d /tmp/gmem_i33_XXXXXX)
-chmod 755 "$W"
 A=$W/home # the other user's directory
 mkdir -p "$A/x" && chown -R nobody:nogroup "$A"
 S=$W/shared # a shared working directory
@@ -164,7 +168,7 @@ rc=$?
 [ $rc = 0 ] && fail "gmem run ran the program with a path the loader splits"
 grep -q "space or a colon" "$W/row5.out" || fail "no clear message: $(cat "$W/row5.out")"
 rm -f "$S/pwned-by-preload"
-PY=
+PY= skipped=
 for p in python3 "$PY3"; do
   "$p" -m pytest --version >/dev/null 2>&1 && { PY=$p; break; }
 done
@@ -180,8 +184,10 @@ PY
   grep -q "CANNOT TRACK.*space or a colon" "$W/row5.pytest" ||
     fail "pytest --gmem: no clear refusal: $(cat "$W/row5.pytest")"
   rm -f "$S/pwned-by-preload"
+elif command -v apt-get >/dev/null; then
+  fail "case R5, pytest: no pytest (scripts/install-deps.sh test installs python3-pytest)"
 else
-  echo "(row 5, pytest: skipped, no pytest)"
+  skipped="case R5's pytest part (no pytest and no apt-get to install it)"
 fi
 
 echo "== row 12: a symlink at the GMEM_TRACE_SAVE name; the summary tells the truth"
@@ -220,5 +226,7 @@ grep -q "trace saved to" "$W/row12.out" && fail "the summary says the trace was 
 RPID2=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/row12.out")
 [ -n "$RPID2" ] && CLEAN+=("$RPID2")
 
-[ $failures = 0 ] && echo "shared host e2e: all checks passed"
-exit $((failures != 0))
+[ $failures = 0 ] || exit 1
+[ -z "$skipped" ] && echo "shared host e2e: all checks passed" && exit 0
+echo "shared host e2e: all that ran passed; skipped: $skipped"
+exit 77
