@@ -16,7 +16,7 @@
 // 40-frame-deep call site, and from 8 call sites 20 frames deep taken in turn (against the same
 // calls without recording); --only runs one of them. The figures are of the pairs after a first lap
 // that fills the event ring (a long run's steady state); the first lap's mean, which includes
-// growing the trace to its full ring, is the last column. Targets (issue 12): <= 60 ns mean per
+// growing the trace to its full ring, is the last column. Targets: <= 60 ns mean per
 // pair without stacks; <= 400 ns with stacks (measured on the GPU host in a Python process, see
 // bench/README.md). --between BYTES (default 0) writes one word in every 64-byte line of that many
 // bytes between two pairs, untimed: a program's own work (an interpreter's) that pushes the

@@ -1,4 +1,4 @@
-# Installing and shipping gmem (issue 18): generated reference pages, `make install` /
+# Installing and shipping gmem: generated reference pages, `make install` /
 # `make uninstall` (PREFIX, DESTDIR), the relocatable tarball (`make dist`), the wheel
 # (`make wheel`). The layout is written once, in scripts/stage.sh.
 PREFIX  ?= /usr/local

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The release check on a GPU machine (issue 18), e.g. Ubuntu 24.04 with an NVIDIA driver and
+# The release check on a GPU machine, e.g. Ubuntu 24.04 with an NVIDIA driver and
 # PyTorch, no libunwind/libdw, no compilers, no network. Needs what `make dist wheel` wrote
 # here (DIST, default build/dist): the tarball, the wheel and gpu-check/mixed_alloc (built
 # with nvcc by make dist; else .device/build/tests/gpu/mixed_alloc from scripts/gpu-bundle.sh).

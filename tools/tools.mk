@@ -113,11 +113,11 @@ $(STEADY_SERVICE): $(BUILD)/tests/exporter/steady_service.o
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
 TEST_SCRIPT_DEPS += $(STEADY_SERVICE)
 
-# Fuzzing the exports (issue 33 row 4): tests/fuzz/export_fuzz.cpp decodes each input and
-# exports it to Chrome JSON and a PyTorch pickle. `make test` replays the reader's committed
+# Fuzzing the exports (case R4 of docs/security.md): tests/fuzz/export_fuzz.cpp decodes each input
+# and exports it to Chrome JSON and a PyTorch pickle. `make test` replays the reader's committed
 # corpus through it (gcc); `make fuzz` also runs it under libFuzzer (clang, ASan+UBSan) for
-# FUZZ_SECONDS with an RSS limit of FUZZ_RSS_MB, so an input that makes an export allocate
-# beyond what the trace holds fails the run.
+# FUZZ_SECONDS with an RSS limit of FUZZ_RSS_MB, so an input that makes an export allocate beyond
+# what the trace holds fails the run.
 EXPORT_REPLAY := $(BUILD)/tests/export_replay
 $(EXPORT_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/export_fuzz.o $(TOOLS_CORE_LIB) \
                   $(TOOLS_READER) $(COMMON_LIB)

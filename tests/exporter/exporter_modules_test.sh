@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# gmem exporter run as root (started with setsid, as a service is) on a shared host, against
-# module files that a second local user (nobody, through setpriv) controls (issue 33, rows 1
-# and 2 at the exporter's level), on the fake driver. Root's job loads two libraries from
+# gmem exporter run as root (started with setsid, as a service is) on a shared host, against module
+# files that a second local user (nobody, through setpriv) controls (cases R1 and R2 of
+# docs/security.md at the exporter's level), on the fake driver. Root's job loads two libraries from
 # nobody's directories and leaks from each, so the exporter symbolizes frames in them:
-#   row 1  libevil.so, stripped, whose .gnu_debuglink names a FIFO beside it, loaded from a path
+#   case R1  libevil.so, stripped, whose .gnu_debuglink names a FIFO beside it, loaded from a path
 #          written /usr/../../../..DIR/libevil.so: every scrape answers within 4 s (elfutils
 #          used to open /usr/lib/debug/usr/../../../..DIR/fifo blocking, and every later scrape
 #          timed out; the symbolizer's own budget is 5 s, so the bound is below it)
-#   row 2  libvictim.so, replaced after the run by a symlink to nobody's pseudo-terminal: the
+#   case R2  libvictim.so, replaced after the run by a symlink to nobody's pseudo-terminal: the
 #          exporter never acquires it as its controlling terminal (tty_nr in /proc/PID/stat
 #          stays 0), and ^\ ^C ^Z typed on that terminal leave it running and answering
 # Skips (77) without root, setpriv, a C compiler, objcopy or gmem-exporter. The exporter binds
@@ -53,12 +53,12 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 cc -shared -fPIC -O1 -g -fno-omit-frame-pointer -Wl,--build-id -o "$W/libevil.so" "$HOSTILE/hostile_lib.c" -ldl &&
   cc -O1 -o "$W/loader" "$HOSTILE/hostile_loader.c" -ldl ||
   skip "cannot compile the test's library and loader"
-# Row 1's library: stripped, so elfutils looks for separate debug info, with a debuglink to
+# Case R1's library: stripped, so elfutils looks for separate debug info, with a debuglink to
 # "fifo" (objcopy reads a regular file of that name for the CRC; then a FIFO takes its place).
 (cd "$A/x" && cp "$W/libevil.so" libevil.so && strip -s libevil.so && echo x >fifo &&
   objcopy --add-gnu-debuglink=fifo libevil.so && rm fifo && mkfifo fifo &&
   chown -R nobody:nogroup "$A/x") || { fail "could not build the stripped library"; exit 1; }
-# Row 2's library: an unstripped copy under its own name (a distinct module).
+# Case R2's library: an unstripped copy under its own name (a distinct module).
 cp "$W/libevil.so" "$A/y/libvictim.so" && chown -R nobody:nogroup "$A/y"
 chmod 755 "$W/loader" "$A/x/libevil.so" "$A/y/libvictim.so"
 
@@ -70,7 +70,7 @@ JPID=$(sed -n 's/^pid //p' "$W/job.out")
 [ -n "$JPID" ] || { fail "no pid from the loader: $(cat "$W/job.out" "$W/job.err")"; exit 1; }
 CLEAN+=("$JPID")
 
-echo "== row 2 setup: nobody swaps libvictim.so for a symlink to their own terminal"
+echo "== case R2 setup: nobody swaps libvictim.so for a symlink to their own terminal"
 # nobody's terminal: the master stays with this process, which prints the slave's name, then
 # types ^\ ^C ^Z on it when $W/type exists and keeps it open until $W/stop exists (60 s at most).
 # It says "typed" once the terminal echoed a line typed after the three keys: the terminal has
@@ -119,7 +119,7 @@ stat_field() { sed 's/.*) //' "/proc/$EXP/stat" | cut -d' ' -f"$1"; }
 [ "$(stat_field 4)" = "$EXP" ] || fail "the exporter is not a session leader (setsid forked?)"
 [ "$(stat_field 5)" = 0 ] || fail "the exporter has a controlling terminal before any scrape"
 
-echo "== row 1: every scrape answers within 4 s"
+echo "== case R1: every scrape answers within 4 s"
 # Scraped three times: the first one symbolizes the job's frames, the later ones must not be
 # held by whatever the first one left behind.
 scrape() { # NAME: scrapes into $W/NAME.txt, fails unless it answers within 4 s
@@ -137,7 +137,7 @@ grep -q "pid=\"$JPID\"" "$W/s1.txt" || fail "root's job is not exported"
 grep -q 'libevil\.so+0x' "$W/s1.txt" ||
   fail "no site frame in libevil.so (was the library's frame symbolized at all?): $(grep "pid=\"$JPID\"" "$W/s1.txt" | grep frame= | head -3)"
 
-echo "== row 2: the terminal is never acquired, and typing on it kills nothing"
+echo "== case R2: the terminal is never acquired, and typing on it kills nothing"
 grep -q 'libvictim\.so+0x' "$W/s1.txt" ||
   fail "no site frame in libvictim.so: $(grep "pid=\"$JPID\"" "$W/s1.txt" | grep frame= | head -3)"
 [ "$(stat_field 5)" = 0 ] ||

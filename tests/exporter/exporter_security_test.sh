@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # gmem exporter run as root on a shared host, with a second local user (nobody, through setpriv)
-# as the attacker (issue 33, rows 6-9 and the bidirectional-override item), on the fake driver:
-#   row 6  another user's job with a secret on its command line: the scrape names it by pid,
+# as the attacker (cases R6-R9 and the bidirectional-override item of docs/security.md), on the
+# fake driver:
+#   case R6  another user's job with a secret on its command line: the scrape names it by pid,
 #          uid, user and exe only: no command line, no call-site frames
-#   row 7  300 forged "running" objects with a start time a year ahead (copies of the
+#   case R7  300 forged "running" objects with a start time a year ahead (copies of the
 #          attacker's own trace under the name of its own running process): root's services
 #          are still exported; with --scrape-budget 1ms a scrape still answers
-#   row 8  a forged object for root's exited pid (same pid, ticks, start second, command): no
+#   case R8  a forged object for root's exited pid (same pid, ticks, start second, command): no
 #          two samples carry the same labels
-#   row 9  idle TCP connections held open (4, then 24: more than the exporter's workers): a
+#   case R9  idle TCP connections held open (4, then 24: more than the exporter's workers): a
 #          scrape still answers within seconds
 #   bidi   an argv[0] holding U+202E reaches no label raw
 # and the whole exposition passes `promtool check metrics`. Skips (77) without root, setpriv,
@@ -89,7 +90,7 @@ done
 S1=$(sed -n 's/^ready \([0-9]*\)/\1/p' "$W/svc1.out")
 S2=$(sed -n 's/^ready \([0-9]*\)/\1/p' "$W/svc2.out")
 [ -n "$S1" ] && [ -n "$S2" ] || { fail "services did not start"; cat "$W"/svc*.err; exit 1; }
-# root's exited job (row 8's victim) and nobody's, same program and arguments.
+# root's exited job (case R8's victim) and nobody's, same program and arguments.
 "$GMEM" run -- "$LEAK" same-args >/dev/null 2>"$W/rootjob.err"
 RJ=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/rootjob.err")
 "${NOBODY[@]}" env LD_PRELOAD="$B/lib/libgmem.so" "$LEAK" same-args >/dev/null 2>&1 &
@@ -117,7 +118,7 @@ done
 scrape() { curl -sf --max-time "${2:-20}" "http://127.0.0.1:$EPORT/metrics" >"$W/$1.txt"; }
 scrape first || fail "scrape"
 
-echo "== row 6: another user's command line and frames are not served"
+echo "== case R6: another user's command line and frames are not served"
 grep -q hunter2 "$W/first.txt" && fail "the secret on nobody's command line is served"
 grep 'uid="65534"' "$W/first.txt" | grep -Eq 'command=|frame=|caller=' &&
   fail "nobody's process has command or frame labels: $(grep 'uid="65534"' "$W/first.txt" | grep -E 'command=|frame=' | head -2)"
@@ -136,14 +137,14 @@ echo "== promtool check metrics"
 promtool check metrics <"$W/first.txt" >"$W/promtool.txt" 2>&1 ||
   fail "promtool check metrics: $(head -5 "$W/promtool.txt")"
 
-echo "== row 8: a forged object for root's exited pid"
+echo "== case R8: a forged object for root's exited pid"
 RJ_TICKS=$(echo "$RJ_OBJ" | cut -d. -f3)
 RJ_START=$(sed -n "s/^gmem_process_info{pid=\"$RJ\".*start_time=\"\([0-9]*\)\".*/\1/p" "$W/first.txt" | head -1)
 [ -n "$RJ_START" ] || fail "no start_time for root's job"
 F8="gmem.$RJ.$RJ_TICKS.00000000000000f8"
 CLEAN+=("$F8")
-forge "$NJ" "$F8" "$RJ" "$RJ_TICKS" "${RJ_START}000000000" || fail "forging row 8"
-scrape row8 || fail "scrape after row 8's forgery"
+forge "$NJ" "$F8" "$RJ" "$RJ_TICKS" "${RJ_START}000000000" || fail "forging case R8"
+scrape row8 || fail "scrape after case R8's forgery"
 python3 - "$W/row8.txt" <<'PY' || fail "duplicate label sets"
 import sys
 seen, dups = set(), []
@@ -157,9 +158,9 @@ if dups:
 PY
 [ "$(grep -c "^gmem_process_info{pid=\"$RJ\"" "$W/row8.txt")" = 2 ] ||
   fail "root's job and the forgery should be two series told apart by uid"
-promtool check metrics <"$W/row8.txt" >/dev/null 2>&1 || fail "promtool after row 8"
+promtool check metrics <"$W/row8.txt" >/dev/null 2>&1 || fail "promtool after case R8"
 
-echo "== row 7: 300 forged running objects with a start time a year ahead"
+echo "== case R7: 300 forged running objects with a start time a year ahead"
 "${NOBODY[@]}" sleep 120 &
 SLEEPER=$!
 JOBS+=($SLEEPER)

@@ -169,8 +169,9 @@ TEST(fleet_metrics, running_process_and_rate) {
   EXPECT_EQ(out.find("gmem_site_"), std::string::npos); // --top-sites 0
 }
 
-// Issue 33 row 6: another user's process is named by pid, uid, user, exe and start_time only:
-// no command line (it may hold a token), no call-site series (function names, source paths).
+// Case R6 of docs/security.md: another user's process is named by pid, uid, user, exe and
+// start_time only: no command line (it may hold a token), no call-site series (function names,
+// source paths).
 TEST(fleet_metrics, another_users_process_shows_no_command_line_or_frames) {
   auto t = sample_trace();
   t.info.argv = {"/home/bob/secret-project/bin/train", "--api-token=hunter2"};
@@ -191,7 +192,7 @@ TEST(fleet_metrics, another_users_process_shows_no_command_line_or_frames) {
       << out;
 }
 
-// Minor item of issue 33: a right-to-left override (U+202E) and the other bidirectional
+// A minor case of docs/security.md: a right-to-left override (U+202E) and the other bidirectional
 // controls never reach a label raw; they are escaped as the terminal output is.
 TEST(fleet_metrics, bidirectional_controls_in_labels_are_escaped) {
   auto t = sample_trace();
@@ -207,8 +208,8 @@ TEST(fleet_metrics, bidirectional_controls_in_labels_are_escaped) {
   EXPECT_NE(out.find("exe=\"\\\\u202egnp.exe\\\\u2066x\""), std::string::npos) << out;
 }
 
-// Issue 33 row 7: forged objects cannot crowd out real processes. Running processes first,
-// users take turns within a tier, times in the future last.
+// Case R7 of docs/security.md: forged objects cannot crowd out real processes. Running processes
+// first, users take turns within a tier, times in the future last.
 TEST(fleet_collector, rank_entries_is_fair_and_puts_future_times_last) {
   const std::uint64_t now = 1'790'000'000'000'000'000u;
   std::vector<gmem::trace::trace_entry> e;
@@ -250,7 +251,7 @@ TEST(fleet_collector, rank_entries_is_fair_and_puts_future_times_last) {
   EXPECT_EQ(order.back(), 300u);
 }
 
-// Row 7, the reading side: however many objects one user plants, a scrape reads at most a
+// Case R7, the reading side: however many objects one user plants, a scrape reads at most a
 // bounded number of them; other users' objects are all kept.
 TEST(fleet_collector, preselect_bounds_each_users_objects_before_reading) {
   std::vector<gmem::trace::trace_entry> e;

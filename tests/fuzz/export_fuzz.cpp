@@ -1,5 +1,5 @@
-// libFuzzer target for the exports (issue 33 row 4): any bytes that decode to a trace must
-// export to Chrome trace JSON and to a PyTorch snapshot pickle without a crash, a sanitizer
+// libFuzzer target for the exports (case R4 of docs/security.md): any bytes that decode to a trace
+// must export to Chrome trace JSON and to a PyTorch snapshot pickle without a crash, a sanitizer
 // report, or memory beyond what the trace holds (`make fuzz` runs it with an RSS limit). The
 // committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test` through
 // replay_main.cpp, built with gcc.

@@ -286,8 +286,8 @@ int main(int argc, char** argv) {
     save(dir, "bad_event_type", im);
   }
   {
-    // Issue 33 row 4: one marker on device 2^29 (the PyTorch export grew to 24 GB sizing a list
-    // per device id), and every event on that device.
+    // Case R4 of docs/security.md: one marker on device 2^29 (the PyTorch export grew to 24 GB
+    // sizing a list per device id), and every event on that device.
     image im;
     fill(*im.w, 5);
     im.w->marker("forged device");

@@ -1,4 +1,4 @@
-"""GPU program for tests/gpu/frameworks_gpu_test.sh (issue 32): a short loop of a framework that frees
+"""GPU program for tests/gpu/frameworks_gpu_test.sh: a short loop of a framework that frees
 everything it allocates, or, with --keep, keeps arrays from one known line (marked KEEP: five
 4 MiB tensors for torch and cupy, four 4 MiB arrays for jax).
 

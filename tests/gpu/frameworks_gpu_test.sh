@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PyTorch, JAX and CuPy under `gmem run` with no variable set (issue 32), each skipped when not
+# PyTorch, JAX and CuPy under `gmem run` with no variable set, each skipped when not
 # installed:
 # - a loop that frees what it allocates exits with no LEAKS line and `gmem leaks` exits 0, under
 #   the default (PyTorch's and CuPy's caches kept and observed per tensor, JAX served by gmem's

@@ -1,4 +1,4 @@
-// Graph memory (issue 16): a graph with explicit memory nodes (cudaGraphAddMemAllocNode, a kernel
+// Graph memory: a graph with explicit memory nodes (cudaGraphAddMemAllocNode, a kernel
 // node writing the allocation, a memcpy to host, cudaGraphAddMemFreeNode) launched 3 times, and
 // one allocation node without a free node (freed after the launch with cudaFree); plus a stream
 // capture of cudaMallocAsync/cudaFreeAsync. Self-checks the values; exit 0 ok.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Graph memory (issue 16): the program's self-checks pass with and without gmem; under gmem
+# Graph memory: the program's self-checks pass with and without gmem; under gmem
 # its graph allocations are traced as kind "graph" (memory nodes and the captured
 # cudaMallocAsync), counted at exit, and every one is freed by the end (gmem leaks: none).
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CUDA IPC between two processes (issue 16): natively every block opens in the child; under
+# CUDA IPC between two processes: natively every block opens in the child; under
 # gmem, with the default options, GMEM_ARENA=0 and GMEM_VMM=1, all six blocks (three 256 KiB
 # blocks of one pooled segment, one at its start; a 64 MiB buffer, from the arena by default;
 # two 3 MiB blocks of one arena page) export and open at the right address in an importer

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A driver-API program that creates, uses and destroys its own context (issue 16): same result
+# A driver-API program that creates, uses and destroys its own context: same result
 # with gmem; the destroyed context's pool prints its line at exit (GMEM_VERBOSE) and its
 # counters are in the saved trace (gmem stats), with no leaks (the context took its blocks).
 source "$(dirname "$0")/lib.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Python frames on the GPU (issue 14): PyTorch (PYTORCH_NO_CUDA_MEMORY_CACHING=1) and CuPy (pool
+# Python frames on the GPU: PyTorch (PYTORCH_NO_CUDA_MEMORY_CACHING=1) and CuPy (pool
 # off) keep five 4 MiB arrays alive from one known line. While the program runs, `gmem leaks PID`
 # names that line first; at exit no cuBLAS handle or workspace is reported as a leak (they are
 # listed as suppressed). Then the cost of Python frames per allocation with torch imported, with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gmem as installed, shipped and pip-installed (issue 18), without a GPU:
+# gmem as installed, shipped and pip-installed, without a GPU:
 #   1. `make install DESTDIR=...`: the file list equals tests/install/golden-install.txt;
 #      `make uninstall` removes exactly it (a file it did not install survives);
 #   2. a real PREFIX install: the consumer projects (tests/install/consumers: CMake with

@@ -74,7 +74,7 @@ TEST(options, bad_values_warn_and_keep_defaults) {
   EXPECT_EQ(p.o.verbose, 0u);
 }
 
-// Issue 17: values that parse but cannot work are refused, naming the option.
+// Options (docs/security.md): values that parse but cannot work are refused, naming the option.
 TEST(options, values_that_cannot_work_are_refused) {
   const parsed p = parse({{"GMEM_LIMIT", "1"},
                           {"GMEM_TRACE_LIVE", "9999999999999999999"},

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# A traced job's own retention and sizing cannot be steered by another user's files in
-# /dev/shm (issue 33, rows 10 and 11). Each scenario runs in a private mount namespace on a
+# A traced job's own retention and sizing cannot be steered by another user's files in /dev/shm
+# (cases R10 and R11 of docs/security.md). Each scenario runs in a private mount namespace on a
 # small tmpfs mounted over /dev/shm; the attacker is nobody (setpriv), the victim root.
-#   row 10  three readable 200 MiB files named like traces: the victim's traced job never reads
+#   case R10  three readable 200 MiB files named like traces: the victim's traced job never reads
 #           them and root's `gmem ps` reads one page of each (peak RSS far below their size)
-#   row 11  a 30 MiB junk object named like a trace with an mtime a year ahead, and 24 MiB of
+#   case R11  a 30 MiB junk object named like a trace with an mtime a year ahead, and 24 MiB of
 #           other junk, in a 64 MiB /dev/shm: the victim's next traced job keeps the victim's
 #           own earlier traces
 # Skipped (77) without root, unshare or setpriv.
@@ -22,7 +22,7 @@ trap 'rm -rf "$out"' EXIT
 failures=0
 fail() { echo "foreign_shm_test: FAIL: $*"; failures=$((failures + 1)); }
 
-echo "== row 10: huge readable objects of another user named like traces"
+echo "== case R10: huge readable objects of another user named like traces"
 timeout 120 unshare -m bash -c '
   B=$1 out=$2
   mount -t tmpfs -o size=1g,mode=1777 tmpfs /dev/shm || exit 90
@@ -52,7 +52,7 @@ print(rc, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, round(time.tim
 ns=$?
 [ $ns = 90 ] && skip "cannot mount a tmpfs in the namespace"
 [ $ns = 91 ] && skip "nobody cannot write the tmpfs"
-[ $ns = 0 ] || fail "row 10's namespace script failed ($ns): $(cat "$out/row10.err")"
+[ $ns = 0 ] || fail "case R10's namespace script failed ($ns): $(cat "$out/row10.err")"
 read -r rc rss secs <"$out/row10.txt" || true
 echo "traced job: exit ${rc:-?}, peak RSS ${rss:-?} KiB, ${secs:-?} s"
 [ "${rc:-1}" = 0 ] || fail "the traced job failed: $(cat "$out/row10.err")"
@@ -63,7 +63,7 @@ echo "root's gmem ps: exit ${rc:-?}, peak RSS ${rss:-?} KiB, ${secs:-?} s"
 [ "${rss:-999999999}" -lt 153600 ] ||
   fail "gmem ps's peak RSS is ${rss} KiB: it copied another user's 200 MiB files whole"
 
-echo "== row 11: junk of another user in a 64 MiB /dev/shm"
+echo "== case R11: junk of another user in a 64 MiB /dev/shm"
 timeout 120 unshare -m bash -c '
   B=$1 out=$2
   mount -t tmpfs -o size=64m,mode=1777 tmpfs /dev/shm || exit 90
@@ -84,7 +84,7 @@ timeout 120 unshare -m bash -c '
 ns=$?
 [ $ns = 90 ] && skip "cannot mount a tmpfs in the namespace"
 [ $ns = 91 ] && skip "nobody cannot write the tmpfs"
-[ $ns = 0 ] || fail "row 11's namespace script failed ($ns): $(cat "$out/row11.err")"
+[ $ns = 0 ] || fail "case R11's namespace script failed ($ns): $(cat "$out/row11.err")"
 mine=$(grep -vc '^gmem\.4000000003\.1$' "$out/before.txt")
 [ "$mine" = 2 ] || fail "expected 2 traces of the victim before, saw: $(cat "$out/before.txt")"
 while read -r n; do

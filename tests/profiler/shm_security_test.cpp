@@ -1,4 +1,4 @@
-// Issue 17, rows 1-4 and 6: another local user plants files where gmem reads and writes.
+// Cases 1-4 and 6 of docs/security.md: another local user plants files where gmem reads and writes.
 // When the tests run as root, the attacker runs as uid/gid 65534 (nobody); otherwise as the
 // same user, which still exercises every check except ownership. Readers run in forked
 // children with an alarm, so a hang or a SIGBUS fails the test instead of killing the suite.
@@ -106,7 +106,7 @@ TEST(process_identity, the_tick_after_uptime_is_exact) {
     EXPECT_EQ(ticks_after_uptime(bad, 100), ~std::uint64_t{0}) << bad;
 }
 
-// Row 4: a FIFO named like a trace must not hang ps, list_traces or open_pid.
+// Case 4: a FIFO named like a trace must not hang ps, list_traces or open_pid.
 TEST(shm_security, a_fifo_named_like_a_trace_hangs_no_reader) {
   const std::uint32_t pid = dead_pid();
   const std::string name = object_name(pid, 12345);
@@ -123,7 +123,7 @@ TEST(shm_security, a_fifo_named_like_a_trace_hangs_no_reader) {
   unlink(path.c_str());
 }
 
-// Row 3: an object its owner keeps truncating and regrowing must not crash a reader (SIGBUS
+// Case 3: an object its owner keeps truncating and regrowing must not crash a reader (SIGBUS
 // when the reader decodes a shared mapping in place).
 TEST(shm_security, a_truncating_object_never_crashes_a_reader) {
   const std::uint32_t pid = dead_pid();
@@ -162,7 +162,7 @@ TEST(shm_security, a_truncating_object_never_crashes_a_reader) {
   EXPECT_EQ(result, "") << "300 reads of an object being truncated";
 }
 
-// Row 6: an object planted with the victim's pid and a forged start time (2^64-1) is never
+// Case 6: an object planted with the victim's pid and a forged start time (2^64-1) is never
 // chosen for that pid, whether the victim runs or has exited.
 TEST(shm_security, a_forged_start_time_does_not_stand_in_for_a_pid) {
   recorder_options o;
@@ -224,7 +224,7 @@ TEST(shm_security, a_header_that_contradicts_the_name_is_refused) {
   unlink(("/dev/shm/" + name).c_str());
 }
 
-// Rows 1 and 2: saving a trace writes only a file it created itself, beside the target:
+// Cases 1 and 2: saving a trace writes only a file it created itself, beside the target:
 // neither a pre-created temp file of the old name (<path>.tmp<pid>) nor a symlink planted at
 // the target receives the bytes, and the result is 0600 whatever the umask.
 TEST(shm_security, saving_writes_only_its_own_file) {
@@ -245,14 +245,14 @@ TEST(shm_security, saving_writes_only_its_own_file) {
               return 0;
             }),
             0);
-  ASSERT_EQ(symlink(victim_file.c_str(), path.c_str()), 0); // row 2: the target is a symlink
+  ASSERT_EQ(symlink(victim_file.c_str(), path.c_str()), 0); // case 2: the target is a symlink
   const auto image = trace_image(4242, 777);
   const mode_t old_umask = umask(0);
   std::string error;
   const bool saved = save_bytes(
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(image.data()), image.size()),
       path, false, &error);
-  // Issue 33: a symlink at the target is neither followed nor replaced.
+  // Case R12: a symlink at the target is neither followed nor replaced.
   EXPECT_FALSE(saved) << "saved over a symlink";
   EXPECT_NE(error.find("a symbolic link"), std::string::npos) << error;
   struct stat st {};
@@ -283,7 +283,7 @@ TEST(shm_security, saving_writes_only_its_own_file) {
   EXPECT_EQ(rmdir(dir.c_str()), 0) << "a temporary file was left behind";
 }
 
-// Row 8, end to end: a small hostile trace file (2000 device ids, 2000 markers, 2000 fences)
+// Case 8, end to end: a small hostile trace file (2000 device ids, 2000 markers, 2000 fences)
 // makes `gmem report` write a small report quickly.
 TEST(shm_security, a_small_hostile_trace_makes_a_small_report) {
   const char* build = std::getenv("GMEM_BUILD");

@@ -378,8 +378,8 @@ TEST(shm_trace, cannot_create_the_object_warns_once_and_keeps_running) {
   EXPECT_NE(text.find("running without a trace"), std::string::npos) << text;
 }
 
-// Issue 17 row 10: a name taken before the process creates its object (here a directory and
-// a file under the predictable part of the name) no longer switches its trace off.
+// Case 10 of docs/security.md: a name taken before the process creates its object (here a directory
+// and a file under the predictable part of the name) no longer switches its trace off.
 TEST(shm_trace, a_name_taken_first_does_not_switch_the_trace_off) {
   const auto [status, err] = in_child([] {
     const process_identity who = process_identity::current();
@@ -655,7 +655,7 @@ TEST(shm_trace, traces_older_than_the_keep_age_are_removed_when_a_trace_is_creat
 namespace gmem::trace {
 namespace {
 
-// The default sizes hold a million live allocations (issue 4). Not under sanitizers.
+// The default sizes hold a million live allocations. Not under sanitizers.
 TEST(default_capacity, holds_a_million_live_allocations) {
   const writer_config c;
   void* mapping = mmap(nullptr, c.map_bytes(), PROT_READ | PROT_WRITE,

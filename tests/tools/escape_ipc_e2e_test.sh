@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 33's minor items, through the gmem command on the fake driver:
+# The minor cases of docs/security.md, through the gmem command on the fake driver:
 #   - a command line holding ESC, BEL, an invalid byte (0xff) and bidirectional controls
 #     (U+202E, U+2066): the HTML report, ps, leaks and stats show none of them raw (escaped as
 #     \x1b, \x07, \xff, \u202e, \u2066 alike); --json writes the bidirectional controls as

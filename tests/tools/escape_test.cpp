@@ -1,5 +1,5 @@
-// Issue 33's escaping items: bidirectional controls (U+202A..U+202E, U+2066..U+2069) escaped
-// like control bytes, and the HTML report holding no raw control byte, invalid UTF-8 or
+// The escaping cases of docs/security.md: bidirectional controls (U+202A..U+202E, U+2066..U+2069)
+// escaped like control bytes, and the HTML report holding no raw control byte, invalid UTF-8 or
 // bidirectional control from a trace (it kept 40 raw ESC/BEL/0xff bytes).
 #include <gtest/gtest.h>
 

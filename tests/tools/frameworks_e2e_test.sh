@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The readers and PyTorch's allocators end to end, without a GPU (issue 32): framework_sites
+# The readers and PyTorch's allocators end to end, without a GPU: framework_sites
 # allocates through stand-ins of libc10_cuda.so (DeviceCachingAllocator::malloc: four cache
 # segments, 42 MiB), libtorch_cuda.so (CUDACachingHostAllocatorImpl::allocate_host_memory_
 # slowpath: 64 KiB pinned) and libcublas.so.13 (a 4 MiB workspace), and leaks two 3 MiB

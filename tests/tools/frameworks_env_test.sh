@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `gmem run` does to the frameworks' allocator variables (GMEM_FRAMEWORKS, issue 32), on
+# What `gmem run` does to the frameworks' allocator variables (GMEM_FRAMEWORKS), on
 # the fake driver: observe (the default) sets nothing and says nothing; pool sets
 # PYTORCH_NO_CUDA_MEMORY_CACHING=1, XLA_PYTHON_CLIENT_ALLOCATOR=platform and
 # XLA_PYTHON_CLIENT_PREALLOCATE=false and says so in one line; a value the user set wins; off

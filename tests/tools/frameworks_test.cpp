@@ -1,4 +1,4 @@
-// The readers and PyTorch, CuPy and JAX (issue 32): a framework's caching allocator is named,
+// The readers and PyTorch, CuPy and JAX: a framework's caching allocator is named,
 // not counted as leaks; library-lifetime allocations are suppressed by default; the
 // frameworks' own Python frames fold so the program's line comes first. Golden files:
 // tests/tools/golden/frameworks_*.txt.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Per-tensor observation of PyTorch's caching allocator with no variable set (issue 32), end to
+# Per-tensor observation of PyTorch's caching allocator with no variable set, end to
 # end without a GPU: a real python3 under `gmem run` (and under a plain LD_PRELOAD) imports a
 # stand-in `torch` package (tests/tools/fake_torch) whose libc10_cuda.so is the stand-in of
 # tests/tools/fake_framework_libs.cpp: an allocator object with PyTorch 2.11's vtable slot and

@@ -39,7 +39,7 @@ TEST(run_env, advice_names_real_options) {
   }
 }
 
-// GMEM_FRAMEWORKS (issue 32): observe sets nothing; pool sets what is unset and keeps what the
+// GMEM_FRAMEWORKS: observe sets nothing; pool sets what is unset and keeps what the
 // user set, to any value; the flag (a setting) beats the environment; one line says what was
 // done.
 TEST(run_env, frameworks_pool_sets_only_what_the_user_did_not) {

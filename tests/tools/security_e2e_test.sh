@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Issue 17 through the gmem command, without a GPU (fake driver): a program whose command line
-# holds terminal escapes and invalid UTF-8 (row 7), report/export files planted as symlinks or
-# already there (row 9), objects of another user in ps and clean (rows "not readable",
-# --user), and a FIFO in /dev/shm that must not hang ps or the run summary (row 4). Parts that
-# need a second uid run as nobody when we are root and are skipped otherwise.
+# The shared-host cases of docs/security.md through the gmem command, without a GPU (fake driver): a
+# program whose command line holds terminal escapes and invalid UTF-8 (case 7), report/export files
+# planted as symlinks or already there (case 9), objects of another user in ps and clean (cases "not
+# readable", clean), and a FIFO in /dev/shm that must not hang ps or the run summary (case 4). Parts
+# that need a second uid run as nobody when we are root and are skipped otherwise.
 set -u
 B=${GMEM_BUILD:-build}
 GMEM=$(realpath "$B/bin/gmem")
@@ -27,7 +27,7 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 raw_escape() { LC_ALL=C grep -q $'[\x01-\x08\x0b-\x1f\x7f]' "$@"; } # any control byte but \t \n
 
-echo "== a FIFO named like a trace hangs neither ps nor the run summary (row 4)"
+echo "== a FIFO named like a trace hangs neither ps nor the run summary (case 4)"
 FIFO=/dev/shm/gmem.4000000000.7
 rm -f "$FIFO" && mkfifo "$FIFO" || fail "mkfifo"
 timeout 20 "$GMEM" ps >"$W/ps_fifo.txt" 2>&1
@@ -35,7 +35,7 @@ rc=$?
 [ $rc = 124 ] && fail "gmem ps hung on a FIFO"
 grep -q "not readable.*gmem.4000000000.7.*FIFO" "$W/ps_fifo.txt" || fail "ps: FIFO not reported: $(cat "$W/ps_fifo.txt")"
 
-echo "== escapes and invalid UTF-8 in the command line (row 7)"
+echo "== escapes and invalid UTF-8 in the command line (case 7)"
 ARG=$'\e]0;owned\a\e[2J\xff'
 timeout 60 "$GMEM" run -- "$LEAK" "$ARG" >"$W/run.out" 2>"$W/run.err"
 rc=$?
@@ -75,7 +75,7 @@ python3 -c 'import pickle, sys; pickle.load(open(sys.argv[1], "rb")); print("pic
 "$GMEM" export "$PID" --format chrome -o "$W/trace.json" || fail "export chrome"
 python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$W/trace.json" || fail "chrome JSON invalid"
 
-echo "== report and export files: 0600, never through a symlink, never replaced without --force (row 9)"
+echo "== report and export files: 0600, never through a symlink, never replaced without --force (case 9)"
 mkdir "$W/cwd" && echo "keep me" >"$W/precious"
 ln -s "$W/precious" "$W/cwd/gmem-report.html"
 (cd "$W/cwd" && "$GMEM" report "$PID" 2>"$W/report.err")

@@ -1,5 +1,6 @@
-// Issue 17 in the tools: rows 5 (symbolization cannot be steered), 7 (nothing raw reaches a
-// terminal), 8 (bounded report) and 9 (reports written safely), over hand-built traces.
+// The shared-host cases in the tools (docs/security.md): case 5 (symbolization cannot be steered),
+// 7 (nothing raw reaches a terminal), 8 (bounded report) and 9 (reports written safely), over
+// hand-built traces.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -55,7 +56,7 @@ TEST(escape_text, control_bytes_and_bad_utf8_become_visible) {
   EXPECT_EQ(valid_utf8("ok \xff end \xc3\xa9"), "ok \xef\xbf\xbd end \xc3\xa9");
 }
 
-// Row 7: a command line, paths and symbols holding terminal escapes print escaped.
+// Case 7: a command line, paths and symbols holding terminal escapes print escaped.
 TEST(escape_text, printers_never_emit_raw_escapes) {
   auto t = sample_trace();
   t.info.command_line = "./app \x1b]0;pwned\x07\x1b[2J\xff";
@@ -78,7 +79,7 @@ TEST(escape_text, printers_never_emit_raw_escapes) {
   EXPECT_EQ(pickle.find("\xff"), std::string::npos);
 }
 
-// Row 5: a module path that is a FIFO must not hang symbolization; a file whose build id is
+// Case 5: a module path that is a FIFO must not hang symbolization; a file whose build id is
 // not the recorded one, or a module with no recorded build id, is not used.
 TEST(symbolizer_safety, a_fifo_or_an_unverified_file_is_not_used) {
   scratch s;
@@ -103,7 +104,7 @@ TEST(symbolizer_safety, a_fifo_or_an_unverified_file_is_not_used) {
   EXPECT_NE(symbols.resolve(0x300010).note.find("rebuilt"), std::string::npos);
 }
 
-// Row 8: 2000 device ids and 2000 markers make a small report, quickly.
+// Case 8: 2000 device ids and 2000 markers make a small report, quickly.
 TEST(html_report_bounds, many_device_ids_and_markers_stay_small) {
   auto t = sample_trace();
   for (int i = 0; i < 2000; ++i) { // live allocations of 2000 devices
@@ -134,7 +135,7 @@ TEST(html_report_bounds, many_device_ids_and_markers_stay_small) {
   EXPECT_EQ(charts, 1u); // only device 0 has counters
 }
 
-// Row 9: reports never go through a planted symlink, never replace a file without --force,
+// Case 9: reports never go through a planted symlink, never replace a file without --force,
 // and are 0600 whatever the umask.
 TEST(write_file_safely, refuses_symlinks_and_existing_files) {
   scratch s;

@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
-# Issue 33 (shared host, round 2), the readers and the launcher, end to end on the fake driver:
+# Cases R1, R3, R5 and R12 of docs/security.md, the readers and the launcher, end to end on the
+# fake driver:
 # another local user (nobody, through setpriv) attacks root's gmem.
-#   row 1   a library of theirs, stripped, whose .gnu_debuglink names a FIFO beside it, loaded
+#   case R1   a library of theirs, stripped, whose .gnu_debuglink names a FIFO beside it, loaded
 #           from a path written /usr/../../../..DIR/libevil.so: root's `gmem leaks PID` must
 #           not hang (elfutils used to open /usr/lib/debug/usr/../../../..DIR/fifo blocking)
-#   row 3   objects gmem.<pid>.1 planted for a process of root's (copies of their own trace,
+#   case R3   objects gmem.<pid>.1 planted for a process of root's (copies of their own trace,
 #           header patched): `gmem run`'s summary and `gmem leaks PID` of a running process
 #           must not show them
-#   row 5   gmem installed under a path with a space, and their space/lib/libgmem.so in a
+#   case R5   gmem installed under a path with a space, and their space/lib/libgmem.so in a
 #           shared working directory: `gmem run` and `pytest --gmem` must not load it
-#   row 12  a symlink planted at the name GMEM_TRACE_SAVE expands to: the summary must not say
+#   case R12  a symlink planted at the name GMEM_TRACE_SAVE expands to: the summary must not say
 #           "trace saved to"; a FIFO there is not replaced
 # Exit 0 pass, 77 skip (not root, or no compiler), 1 fail.
 set -u
@@ -73,7 +74,7 @@ cc -shared -fPIC -O1 -g -fno-omit-frame-pointer -Wl,--build-id -o "$W/libevil.so
   { echo "shared_host_e2e_test: skipped: cannot compile the attacker's programs"; exit 77; }
 chmod 755 "$W"/libevil.so "$W"/loader "$W"/libpreload.so
 
-echo "== row 1: a debuglink to a FIFO behind a '..' module path hangs no reader"
+echo "== case R1: a debuglink to a FIFO behind a '..' module path hangs no reader"
 # Stripped (no symbols, no DWARF: elfutils goes looking for separate debug info), with a
 # .gnu_debuglink naming "fifo" (objcopy reads a regular file of that name for the CRC, then
 # the other user puts a FIFO in its place).
@@ -100,7 +101,7 @@ else
   [ $? = 124 ] && fail "root's gmem report hung"
 fi
 
-echo "== row 3: objects planted under root's pids are not root's traces"
+echo "== case R3: objects planted under root's pids are not root's traces"
 # The other user's own trace, to copy.
 (cd "$A" && timeout 60 "${NOBODY[@]}" env GMEM_TRACE_KEEP=all "$GMEM" run -- "$LEAK" \
   >/dev/null 2>"$W/src.err") || fail "the other user's leak_sites run failed"
@@ -155,7 +156,7 @@ timeout 30 "$GMEM" leaks "$SPID" >"$W/row3.dead" 2>&1
 grep -q "left under its pid by uid 65534" "$W/row3.dead" || fail "a dead pid's foreign trace does not say whose it is: $(head -3 "$W/row3.dead")"
 rm -f "/dev/shm/gmem.$RPID.1" "/dev/shm/gmem.$SPID.1"
 
-echo "== row 5: a libgmem.so path with a space is refused, not split"
+echo "== case R5: a libgmem.so path with a space is refused, not split"
 I="$W/gm space"
 mkdir -p "$I/bin" "$I/lib"
 cp "$GMEM" "$I/bin/" && cp "$B/lib/libgmem.so" "$B"/lib/libdw.so.1 "$B"/lib/libelf.so.1 \
@@ -190,7 +191,7 @@ else
   skipped="case R5's pytest part (no pytest and no apt-get to install it)"
 fi
 
-echo "== row 12: a symlink at the GMEM_TRACE_SAVE name; the summary tells the truth"
+echo "== case R12: a symlink at the GMEM_TRACE_SAVE name; the summary tells the truth"
 echo "keep me" >"$W/precious"
 coproc SAVE { timeout 60 "$GMEM" run -e "GMEM_TRACE_SAVE=$S/x-%p.gmem" -- "$LEAK" --hold 2>&1; }
 SAVE_WAIT=$SAVE_PID

@@ -1,7 +1,7 @@
-// Issue 33 in the tools, over hand-built traces and modules: row 2 (a module path turned into a
-// symlink to another user's terminal never becomes the reader's controlling terminal) and row 4
-// (a forged device id cannot size what an export allocates). The rows that need the gmem
-// command and a second user end to end are in shared_host_e2e_test.sh.
+// The readers' cases of docs/security.md in the tools, over hand-built traces and modules: case R2
+// (a module path turned into a symlink to another user's terminal never becomes the reader's
+// controlling terminal) and case R4 (a forged device id cannot size what an export allocates). The
+// rows that need the gmem command and a second user end to end are in shared_host_e2e_test.sh.
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
@@ -43,7 +43,7 @@ struct scratch {
   ~scratch() { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
 };
 
-// Row 2: after recording, the other user replaces the library the module map names with a
+// Case R2: after recording, the other user replaces the library the module map names with a
 // symlink to a pseudo-terminal. A reader started with setsid (as a service is) that symbolizes
 // the trace must not take that terminal as its controlling terminal: one ^\ on it would kill
 // the reader. The symbolizer runs in a session of its own here, so the check is exact: after
@@ -81,7 +81,7 @@ TEST(shared_host, a_module_symlinked_to_a_terminal_never_becomes_the_controlling
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the reader acquired the other user's terminal";
 }
 
-// Rows 1 and 2: how every module and debug file is opened. Symlink chains are followed by gmem
+// Cases R1 and R2: how every module and debug file is opened. Symlink chains are followed by gmem
 // (relative targets from the link's directory), and whatever they end in is looked at before
 // anything is opened: a FIFO or a terminal is refused at once, never waited on or acquired.
 TEST(shared_host, open_regular_file_follows_links_itself_and_opens_only_regular_files) {
@@ -117,7 +117,7 @@ TEST(shared_host, open_regular_file_follows_links_itself_and_opens_only_regular_
   EXPECT_FALSE(has_dot_dot("/a/..b/c../.x"));
 }
 
-// Row 1, the part that needs no file: a module path written with ".." is never followed.
+// Case R1, the part that needs no file: a module path written with ".." is never followed.
 TEST(shared_host, a_module_path_with_dot_dot_is_not_followed) {
   char self[4096];
   const auto n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -174,7 +174,7 @@ __attribute__((noinline)) int budget_probe_b(int x) {
   return x * 5 + 2;
 }
 
-// Rows 1 and 7's "no module can stall a scrape": whatever elfutils does, the reader waits no
+// Cases R1 and R7's "no module can stall a scrape": whatever elfutils does, the reader waits no
 // longer than the symbolizer's budget, summed over lookups. Here the child that runs elfutils
 // is stopped (as if stuck in an open inside libdw): the next lookup returns within the budget,
 // unsymbolized, with a note, and so do all later ones, at once.
@@ -249,7 +249,7 @@ TEST(shared_host, a_dwz_alternate_file_is_opened_by_gmem_or_not_at_all) {
   dlclose(handle);
 }
 
-// Row 4: a trace with one marker on device 2^29 (or alloc events on device 2^20) made the
+// Case R4: a trace with one marker on device 2^29 (or alloc events on device 2^20) made the
 // PyTorch export allocate a list per device id below it (24 GB RSS for 2^29). The export only
 // sizes device_traces by the ids of records it exports, up to 1023.
 TEST(shared_host, a_forged_device_id_does_not_size_the_pytorch_export) {
