@@ -51,7 +51,10 @@ dist: $(INSTALL_DEPS) | deps-package
 wheel: $(INSTALL_DEPS) | deps-package
 	@BUILD=$(BUILD) DIST_DIR=$(DIST_DIR) scripts/build-wheel.sh
 
-# Tests: the options table, man pages and completion agree (options_doc_test); the install,
-# its consumers, the relocated tree, the tarball's glibc claim and the wheel (install_test).
-TEST_SCRIPTS += tests/install/options_doc_test.sh tests/install/install_test.sh
+# Tests: the options table, man pages and completion agree (options_doc_test); every path the
+# docs name exists (docs_paths_test); the include graph is the one docs/design.md describes
+# (include_graph_test); the install, its consumers, the relocated tree, the tarball's glibc
+# claim and the wheel (install_test).
+TEST_SCRIPTS += tests/install/options_doc_test.sh tests/install/docs_paths_test.sh \
+                tests/install/include_graph_test.sh tests/install/install_test.sh
 TEST_SCRIPT_DEPS += $(OPTIONS_TABLE) $(INSTALL_DEPS) $(LEAK_SITES) $(FAKE_CUDA_LIB)
