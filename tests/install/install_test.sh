@@ -87,7 +87,16 @@ PKG_CONFIG_PATH=$P/lib/pkgconfig env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL \
   make --no-print-directory -s -C tests/install/consumers/make OUT="$W/make-out" ||
   fail "the Makefile + pkg-config consumer does not build"
 if [ ! -x "$W/make-out/consumer_cu" ]; then
-  command -v "${NVCC:-nvcc}" >/dev/null && fail "nvcc is here, yet the .cu consumer was not built"
+  # The consumer's Makefile finds nvcc so: NVCC if set (empty: none), else CUDA_HOME/bin/nvcc,
+  # else PATH.
+  if [ -n "${NVCC+set}" ]; then
+    nvcc=$NVCC
+  elif [ -x "${CUDA_HOME:-/nonexistent}/bin/nvcc" ]; then
+    nvcc=$CUDA_HOME/bin/nvcc
+  else
+    nvcc=$(command -v nvcc)
+  fi
+  [ -n "$nvcc" ] && fail "$nvcc is here, yet the .cu consumer was not built"
   skipped+=("the .cu consumer (no nvcc)")
 fi
 cmake -S tests/install/consumers/cmake -B "$W/cmake-out" -DCMAKE_PREFIX_PATH="$P" >"$W/cmake.log" 2>&1 &&
