@@ -36,7 +36,7 @@ constexpr uid_t k_nobody = 65534;
 struct scratch {
   std::string dir;
   scratch() {
-    char t[] = "/tmp/gmem_i33_XXXXXX";
+    char t[] = "/tmp/gmem_shared_host_XXXXXX";
     dir = mkdtemp(t);
     chmod(dir.c_str(), 01777); // shared and sticky, like /tmp
   }
