@@ -220,7 +220,7 @@ recorder_options recorder_options::from_env() {
   const options o = options::parse(
       [](const char* env) -> const char* {
         for (const char* m : k_mine)
-          if (std::strcmp(env, m) == 0) return std::getenv(env);
+          if (std::strcmp(env, m) == 0) return options::env_value(env); // AT_SECURE: none
         return nullptr; // the shim parsed (and warned about) its own rows already
       },
       &options::warn_once); // the shim may have printed the same line already
