@@ -74,5 +74,59 @@ TEST(retention, unreadable_traces_age_by_their_last_change) {
   EXPECT_TRUE(plan[0].evict);
 }
 
+// A time in the future (the header's or the mtime, set by the object's owner) counts as now:
+// the forged trace is not the newest, and the older one goes first only by its real age.
+TEST(retention, future_times_count_as_now) {
+  trace_entry future = ended("future", 0, 40);
+  future.exit_realtime_ns = k_now + 4 * 365 * 86400 * k_s; // "2030"
+  const std::vector<trace_entry> e = {future, ended("fresh", 5, 40), ended("old", 600, 40)};
+  const auto plan = plan_retention(e, policy("100M", "0", 3600), {1ull << 40, 1ull << 39}, k_now);
+  EXPECT_FALSE(plan[0].evict) << plan[0].reason; // not aged: counts as ended now
+  EXPECT_EQ(plan[0].reason.find("kept: exited"), 0u) << plan[0].reason;
+  EXPECT_FALSE(plan[1].evict) << plan[1].reason;
+  EXPECT_TRUE(plan[2].evict) << plan[2].reason; // 120 MiB > 100 MiB: the oldest goes
+  // A tighter budget: it ranks as one that ended just now, not years ahead of the others.
+  const auto tight = plan_retention(e, policy("40M", "0", 0), {1ull << 40, 1ull << 39}, k_now);
+  EXPECT_TRUE(tight[2].evict);
+  EXPECT_TRUE(tight[1].evict);
+  EXPECT_FALSE(tight[0].evict);
+}
+
+// One user's objects, however many and whatever times they claim, never make another user's
+// traces "removed": each owner's objects are planned apart, /dev/shm measured as if only
+// theirs were in it.
+TEST(retention, each_owner_is_planned_apart) {
+  std::vector<trace_entry> e;
+  for (int i = 0; i < 10; ++i) {
+    trace_entry forged = ended("forged", 0, 100); // 1000 MiB, "ended" in 2030
+    forged.exit_realtime_ns = k_now + 4 * 365 * 86400 * k_s;
+    forged.uid = 65534;
+    forged.owner_known = true;
+    e.push_back(forged);
+  }
+  for (std::uint64_t ago : {5, 60, 600}) {
+    trace_entry victim = ended("victim", ago, 10);
+    victim.uid = 1000;
+    victim.owner_known = true;
+    e.push_back(victim);
+  }
+  trace_entry unknown = ended("unknown", 10 * 86400, 1);
+  e.push_back(unknown);
+  // 2 GiB /dev/shm, 10% = 204 MiB of kept traces, 15% free.
+  const auto plan = plan_retention_by_owner(e, policy("10%", "15%", 3 * 86400), 2ull << 30, k_now);
+  for (std::size_t i = 10; i < 13; ++i)
+    EXPECT_FALSE(plan[i].evict) << i << ": " << plan[i].reason;
+  int forged_removed = 0;
+  for (std::size_t i = 0; i < 10; ++i)
+    forged_removed += plan[i].evict ? 1 : 0;
+  EXPECT_GT(forged_removed, 0); // the forger is over their own budget
+  EXPECT_FALSE(plan[13].evict);
+  EXPECT_EQ(plan[13].reason, "kept: owner unknown");
+  // Planned together (what gmem clean --expired did), the victim's traces were the oldest.
+  const auto together = plan_retention(e, policy("10%", "15%", 3 * 86400),
+                                       {2ull << 30, (2ull << 30) - (1030ull << 20)}, k_now);
+  EXPECT_TRUE(together[12].evict);
+}
+
 } // namespace
 } // namespace gmem::trace
