@@ -52,10 +52,14 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
     gone.push_back(i);
   }
   // Times come from the trace and the object's mtime, which its owner sets: one in the future
-  // counts as now, so a trace "from 2030" is neither the newest nor ageless.
-  auto ended_at = [now](const trace_entry& e) { return std::min(e.ended_realtime_ns(), now); };
+  // (forged, or a clock set back) is not believed. Such a trace ranks as the oldest, removed
+  // first when over budget, so a trace "from 2030" is never the newest; it does not age.
+  auto rank = [now](const trace_entry& e) {
+    const std::uint64_t t = e.ended_realtime_ns();
+    return t > now ? 0 : t;
+  };
   std::stable_sort(gone.begin(), gone.end(), [&](std::size_t a, std::size_t b) {
-    return ended_at(entries[a]) < ended_at(entries[b]);
+    return rank(entries[a]) < rank(entries[b]);
   });
   const std::uint64_t max_bytes = policy.keep_max.resolve(space.total_bytes);
   const std::uint64_t want_free = policy.keep_free.resolve(space.total_bytes);
@@ -64,7 +68,7 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
     kept += entries[i].allocated_bytes;
   for (std::size_t i : gone) {
     const trace_entry& e = entries[i];
-    const std::uint64_t ended = ended_at(e);
+    const std::uint64_t ended = e.ended_realtime_ns();
     const std::uint64_t age = now > ended ? now - ended : 0;
     std::string why;
     if (policy.keep_age_ns != 0 && age > policy.keep_age_ns)

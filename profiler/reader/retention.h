@@ -30,9 +30,9 @@ struct retention_decision {
   std::string reason; // "running", "kept: ...", "removed: older than 3d", ...
 };
 // One decision per entry (same order): oldest first, those past the age, then those over the
-// size budget, then while /dev/shm has less free than asked. An end time in the future (a
-// forged header or mtime, a clock set back) counts as `now_realtime_ns`. Pure: tests drive it
-// directly.
+// size budget, then while /dev/shm has less free than asked. An end time after
+// `now_realtime_ns` (a forged header or mtime, a clock set back) is not believed: that trace
+// ranks as the oldest and does not age. Pure: tests drive it directly.
 std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& entries,
                                                const retention_policy& policy, shm_space space,
                                                std::uint64_t now_realtime_ns);

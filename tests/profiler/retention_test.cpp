@@ -74,22 +74,21 @@ TEST(retention, unreadable_traces_age_by_their_last_change) {
   EXPECT_TRUE(plan[0].evict);
 }
 
-// A time in the future (the header's or the mtime, set by the object's owner) counts as now:
-// the forged trace is not the newest, and the older one goes first only by its real age.
-TEST(retention, future_times_count_as_now) {
+// A time in the future (the header's or the mtime, set by the object's owner) is not believed:
+// the trace is not the newest but ranks as the oldest, and it does not age.
+TEST(retention, future_times_rank_oldest_and_do_not_age) {
   trace_entry future = ended("future", 0, 40);
   future.exit_realtime_ns = k_now + 4 * 365 * 86400 * k_s; // "2030"
   const std::vector<trace_entry> e = {future, ended("fresh", 5, 40), ended("old", 600, 40)};
-  const auto plan = plan_retention(e, policy("100M", "0", 3600), {1ull << 40, 1ull << 39}, k_now);
-  EXPECT_FALSE(plan[0].evict) << plan[0].reason; // not aged: counts as ended now
-  EXPECT_EQ(plan[0].reason.find("kept: exited"), 0u) << plan[0].reason;
-  EXPECT_FALSE(plan[1].evict) << plan[1].reason;
-  EXPECT_TRUE(plan[2].evict) << plan[2].reason; // 120 MiB > 100 MiB: the oldest goes
-  // A tighter budget: it ranks as one that ended just now, not years ahead of the others.
+  const auto by_age = plan_retention(e, policy("1G", "0", 3600), {1ull << 40, 1ull << 39}, k_now);
+  EXPECT_FALSE(by_age[0].evict) << by_age[0].reason; // not aged out
+  EXPECT_FALSE(by_age[1].evict) << by_age[1].reason;
+  EXPECT_FALSE(by_age[2].evict) << by_age[2].reason;
+  // 120 MiB over a 40 MiB budget: the forged one goes first, then the oldest real one.
   const auto tight = plan_retention(e, policy("40M", "0", 0), {1ull << 40, 1ull << 39}, k_now);
-  EXPECT_TRUE(tight[2].evict);
-  EXPECT_TRUE(tight[1].evict);
-  EXPECT_FALSE(tight[0].evict);
+  EXPECT_TRUE(tight[0].evict) << tight[0].reason;
+  EXPECT_FALSE(tight[1].evict) << tight[1].reason;
+  EXPECT_TRUE(tight[2].evict) << tight[2].reason;
 }
 
 // One user's objects, however many and whatever times they claim, never make another user's
@@ -98,8 +97,7 @@ TEST(retention, future_times_count_as_now) {
 TEST(retention, each_owner_is_planned_apart) {
   std::vector<trace_entry> e;
   for (int i = 0; i < 10; ++i) {
-    trace_entry forged = ended("forged", 0, 100); // 1000 MiB, "ended" in 2030
-    forged.exit_realtime_ns = k_now + 4 * 365 * 86400 * k_s;
+    trace_entry forged = ended("forged", 1, 100); // 1000 MiB, newer than any of the victim's
     forged.uid = 65534;
     forged.owner_known = true;
     e.push_back(forged);
