@@ -130,7 +130,7 @@ std::vector<std::string> apply_retention(const retention_policy& policy, const s
     // else's (a huge readable object named like a trace costs it nothing), and others' objects
     // never count against its budget: /dev/shm is measured as if only this user's objects were
     // in it, so nobody's junk makes it remove the user's own traces. Root's too: `gmem clean
-    // --expired --all-users` applies the budget to everyone's.
+    // --expired --all-users` applies each user's budget to that user's objects.
     const auto me = static_cast<std::uint32_t>(::geteuid());
     std::uint64_t own_bytes = 0;
     const std::uint64_t started = monotonic_ns();

@@ -16,6 +16,31 @@ namespace gmem::trace {
 
 namespace {
 
+// One walk of /dev/shm against its limits: next() before each entry, false once past them.
+// The clock is read every 256 entries (a fraction of a millisecond of fstatat() calls).
+class bounded_walk {
+public:
+  explicit bounded_walk(const scan_limits& limits)
+      : limits_(limits), deadline_(limits.max_ns != 0 ? monotonic_ns() + limits.max_ns : 0) {}
+  bool next() {
+    if (seen_.entries >= limits_.max_entries ||
+        (deadline_ != 0 && (seen_.entries & 255) == 0 && monotonic_ns() >= deadline_)) {
+      seen_.cut = true;
+      return false;
+    }
+    ++seen_.entries;
+    return true;
+  }
+  void report(scan_stats* stats) const {
+    if (stats != nullptr) *stats = seen_;
+  }
+
+private:
+  scan_limits limits_;
+  std::uint64_t deadline_;
+  scan_stats seen_;
+};
+
 // The trace objects in /dev/shm, by name and fstatat() only (nothing opened); with
 // `only_owner`, only that uid's, and `*owner_bytes` receives the space that uid's objects hold,
 // whatever their names.
@@ -23,18 +48,11 @@ std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
                                            std::uint64_t* owner_bytes, const scan_limits& limits,
                                            scan_stats* stats) {
   std::vector<trace_entry> out;
-  scan_stats seen;
   DIR* dir = opendir(k_shm_dir);
   if (!dir) return out;
-  const std::uint64_t deadline = limits.max_ns != 0 ? monotonic_ns() + limits.max_ns : 0;
+  bounded_walk walk(limits);
   while (dirent* d = readdir(dir)) {
-    // The clock is read every 256 entries: a few microseconds late at most.
-    if (seen.entries >= limits.max_entries ||
-        (deadline != 0 && (seen.entries & 255) == 0 && monotonic_ns() >= deadline)) {
-      seen.cut = true;
-      break;
-    }
-    ++seen.entries;
+    if (!walk.next()) break;
     trace_entry e;
     e.name = d->d_name;
     if (only_owner != nullptr) {
@@ -58,7 +76,7 @@ std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
     out.push_back(std::move(e));
   }
   closedir(dir);
-  if (stats != nullptr) *stats = seen;
+  walk.report(stats);
   return out;
 }
 
@@ -126,18 +144,12 @@ void read_trace_entry(trace_entry& e) {
 
 std::vector<ipc_registry> list_ipc_registries(const scan_limits& limits, scan_stats* stats) {
   std::vector<ipc_registry> out;
-  scan_stats seen;
   DIR* dir = opendir(k_shm_dir);
   if (!dir) return out;
   constexpr std::string_view k_prefix = "gmem-ipc.";
-  const std::uint64_t deadline = limits.max_ns != 0 ? monotonic_ns() + limits.max_ns : 0;
+  bounded_walk walk(limits);
   while (dirent* d = readdir(dir)) {
-    if (seen.entries >= limits.max_entries ||
-        (deadline != 0 && (seen.entries & 255) == 0 && monotonic_ns() >= deadline)) {
-      seen.cut = true;
-      break;
-    }
-    ++seen.entries;
+    if (!walk.next()) break;
     const std::string_view name = d->d_name;
     // "gmem-ipc." digits "." 16 lower-case hex digits, nothing else.
     if (name.substr(0, k_prefix.size()) != k_prefix) continue;
@@ -161,7 +173,7 @@ std::vector<ipc_registry> list_ipc_registries(const scan_limits& limits, scan_st
     out.push_back(std::move(r));
   }
   closedir(dir);
-  if (stats != nullptr) *stats = seen;
+  walk.report(stats);
   return out;
 }
 
