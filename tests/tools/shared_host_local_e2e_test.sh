@@ -4,8 +4,8 @@
 #   library   a checkout under a shared directory (/tmp/X/gmem): their /tmp/lib/libgmem.so
 #             must not be preloaded by `pytest --gmem`; `gmem run` must not preload a library
 #             of theirs beside an install tree or named by GMEM_LIB
-#   retention objects of theirs (hard links of one large file, mtimes in 2030): root's
-#             `gmem clean --expired` (and `--all-users -n`) must keep root's fresh traces
+#   retention objects of theirs (three large files under four names each, mtimes in 2030): root's
+#             `gmem clean --expired -n` (and `--all-users`) must keep root's fresh traces
 #   save      an object planted under the pid of a process that has exited: `gmem save PID`
 #             refuses it and names its owner
 #   flood     300,000 empty files named like traces: a traced job's run time and root's
