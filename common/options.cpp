@@ -1,11 +1,13 @@
 #include "common/options.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <strings.h>
+#include <sys/auxv.h>
 #include <type_traits>
 
 #include "common/framework_env.h"
@@ -218,8 +220,38 @@ void options::warn_once(const std::string& line) {
   if (printed->insert(line).second) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
+namespace {
+
+std::atomic<const bool*> g_secure_for_testing{nullptr};
+
+bool secure_execution() {
+  if (const bool* forced = g_secure_for_testing.load()) return *forced;
+  return getauxval(AT_SECURE) != 0;
+}
+
+} // namespace
+
+void options::set_secure_for_testing(const bool* secure) {
+  g_secure_for_testing.store(secure);
+}
+
+const char* options::env_value(const char* name) {
+  if (std::strncmp(name, "GMEM_", 5) == 0 && secure_execution()) return nullptr;
+  return std::getenv(name);
+}
+
 options options::from_env() {
-  return parse([](const char* name) -> const char* { return std::getenv(name); }, &warn_once);
+  if (secure_execution()) {
+    std::string ignored;
+    for (const option_row& row : k_rows)
+      if (std::getenv(row.env_name) != nullptr)
+        ignored += (ignored.empty() ? "" : ", ") + std::string(row.env_name);
+    if (!ignored.empty())
+      warn_once("gmem: warning: " + ignored +
+                " ignored: this process runs with privileges its caller lacks (setuid, setgid "
+                "or file capabilities: AT_SECURE); every gmem option has its default");
+  }
+  return parse(&env_value, &warn_once);
 }
 
 } // namespace gmem

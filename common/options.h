@@ -178,8 +178,20 @@ struct options {
   // without the trailing newline.
   static options parse(const std::function<const char*(const char*)>& lookup,
                        const std::function<void(const std::string&)>& warn);
-  // parse() over getenv, warnings to stderr through warn_once().
+  // parse() over env_value(), warnings to stderr through warn_once(). In a process of secure
+  // execution it says once which GMEM_* variables it ignored.
   static options from_env();
+  // getenv(name), except in a process of secure execution (getauxval(AT_SECURE): setuid,
+  // setgid or file capabilities, where the environment comes from a less privileged user, and
+  // gmem was loaded through /etc/ld.so.preload or a library dependency): nullptr for every
+  // GMEM_* name. Every option then has its default: GMEM_TRACE_SAVE would write a file
+  // wherever the caller names with the program's privileges, GMEM_REUSE_SAFETY=0 would hand
+  // out memory still in use, the GMEM_TRACE_KEEP_* rows would remove the owner's traces, the
+  // sizes would fill /dev/shm, GMEM_VERBOSE and GMEM_OOM_REPORT would print the program's call
+  // sites to the caller; none is needed for the program to run.
+  static const char* env_value(const char* name);
+  // The secure-execution test env_value() uses; tests override it (nullptr: getauxval).
+  static void set_secure_for_testing(const bool* secure);
   // Prints `line` on stderr unless this process printed it already: the shim and the recorder
   // both read the environment, and a bad value is worth one line, not one per reader.
   static void warn_once(const std::string& line);

@@ -1,7 +1,6 @@
 #include "interpose/python_bootstrap.h"
 
 #include <dlfcn.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -9,23 +8,12 @@
 #include <cstring>
 
 #include "common/framework_env.h"
+#include "common/trusted_path.h"
 #include "interpose/real_driver.h"
 #include "interpose/shim_state.h"
 
 namespace gmem::shim {
 namespace {
-
-std::string check_entry(const std::string& path, bool directory, uid_t euid) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) != 0) return path + " is missing";
-  if (S_ISLNK(st.st_mode)) return path + " is a symbolic link";
-  if (directory ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-    return path + (directory ? " is not a directory" : " is not a regular file");
-  if (st.st_uid != 0 && st.st_uid != euid)
-    return path + " is owned by another user (uid " + std::to_string(st.st_uid) + ")";
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) return path + " is writable by others";
-  return {};
-}
 
 // The directory libgmem.so was loaded from.
 std::string library_dir() {
@@ -51,8 +39,8 @@ bool is_python_interpreter() {
 std::string check_bootstrap_dir(const std::string& dir, uid_t euid) {
   if (dir.empty() || dir[0] != '/') return "no absolute directory";
   if (dir.find(':') != std::string::npos) return dir + " contains a colon (PYTHONPATH's separator)";
-  if (std::string why = check_entry(dir, true, euid); !why.empty()) return why;
-  return check_entry(dir + "/sitecustomize.py", false, euid);
+  // The directory, its file and every directory above them (common/trusted_path.h).
+  return untrusted_path_problem(dir + "/sitecustomize.py", euid, false);
 }
 
 std::string prepend_pythonpath(const std::string& dir, const char* old) {

@@ -1,10 +1,12 @@
 #include "profiler/reader/retention.h"
 
 #include <algorithm>
+#include <map>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "profiler/format/trace_clock.h"
 #include "profiler/reader/object_names.h"
 #include "profiler/reader/trace_save.h"
 
@@ -49,8 +51,15 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
     }
     gone.push_back(i);
   }
+  // Times come from the trace and the object's mtime, which its owner sets: one in the future
+  // (forged, or a clock set back) is not believed. Such a trace ranks as the oldest, removed
+  // first when over budget, so a trace "from 2030" is never the newest; it does not age.
+  auto rank = [now](const trace_entry& e) {
+    const std::uint64_t t = e.ended_realtime_ns();
+    return t > now ? 0 : t;
+  };
   std::stable_sort(gone.begin(), gone.end(), [&](std::size_t a, std::size_t b) {
-    return entries[a].ended_realtime_ns() < entries[b].ended_realtime_ns();
+    return rank(entries[a]) < rank(entries[b]);
   });
   const std::uint64_t max_bytes = policy.keep_max.resolve(space.total_bytes);
   const std::uint64_t want_free = policy.keep_free.resolve(space.total_bytes);
@@ -84,17 +93,48 @@ std::vector<retention_decision> plan_retention(const std::vector<trace_entry>& e
   return out;
 }
 
-std::vector<std::string> apply_retention(const retention_policy& policy, const std::string& spare) {
+std::vector<retention_decision> plan_retention_by_owner(const std::vector<trace_entry>& entries,
+                                                        const retention_policy& policy,
+                                                        std::uint64_t shm_total_bytes,
+                                                        std::uint64_t now) {
+  std::vector<retention_decision> out(entries.size());
+  std::map<std::uint32_t, std::vector<std::size_t>> by_owner;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].owner_known)
+      by_owner[entries[i].uid].push_back(i);
+    else
+      out[i].reason = "kept: owner unknown";
+  }
+  for (const auto& [uid, indexes] : by_owner) {
+    std::vector<trace_entry> own;
+    std::uint64_t own_bytes = 0;
+    for (std::size_t i : indexes) {
+      own.push_back(entries[i]);
+      own_bytes += entries[i].allocated_bytes;
+    }
+    // As that user's own job measures /dev/shm: as if only their objects were in it.
+    const shm_space space{shm_total_bytes,
+                          shm_total_bytes > own_bytes ? shm_total_bytes - own_bytes : 0};
+    const auto plan = plan_retention(own, policy, space, now);
+    for (std::size_t k = 0; k < indexes.size(); ++k)
+      out[indexes[k]] = plan[k];
+  }
+  return out;
+}
+
+std::vector<std::string> apply_retention(const retention_policy& policy, const std::string& spare,
+                                         const scan_limits& limits) {
   std::vector<std::string> removed;
   try {
     // A job's own cleanup sees only its user's objects: it never opens, reads or maps anyone
     // else's (a huge readable object named like a trace costs it nothing), and others' objects
     // never count against its budget: /dev/shm is measured as if only this user's objects were
     // in it, so nobody's junk makes it remove the user's own traces. Root's too: `gmem clean
-    // --expired --all-users` applies the budget to everyone's.
+    // --expired --all-users` applies each user's budget to that user's objects.
     const auto me = static_cast<std::uint32_t>(::geteuid());
     std::uint64_t own_bytes = 0;
-    const std::vector<trace_entry> entries = list_traces_of(me, &own_bytes);
+    const std::uint64_t started = monotonic_ns();
+    const std::vector<trace_entry> entries = list_traces_of(me, &own_bytes, limits);
     shm_space space = shm_space_now();
     if (space.total_bytes != 0)
       space.free_bytes = space.total_bytes > own_bytes ? space.total_bytes - own_bytes : 0;
@@ -105,7 +145,14 @@ std::vector<std::string> apply_retention(const retention_policy& policy, const s
         continue;
       if (remove_shm(entries[i].name, nullptr)) removed.push_back(entries[i].name);
     }
-    for (const ipc_registry& r : list_ipc_registries())
+    // The registries' walk gets what the traces' walk left of the time.
+    scan_limits rest = limits;
+    if (limits.max_ns != 0) {
+      const std::uint64_t spent = monotonic_ns() - started;
+      if (spent >= limits.max_ns) return removed;
+      rest.max_ns = limits.max_ns - spent;
+    }
+    for (const ipc_registry& r : list_ipc_registries(rest))
       if (r.uid == me && !r.running && ::unlink((k_shm_dir + r.name).c_str()) == 0)
         removed.push_back(r.name);
   } catch (...) { // out of memory: nothing removed this time

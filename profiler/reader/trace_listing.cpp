@@ -7,6 +7,7 @@
 #include <string_view>
 #include <sys/stat.h>
 
+#include "profiler/format/trace_clock.h"
 #include "profiler/reader/object_names.h"
 #include "profiler/reader/process_identity.h"
 #include "profiler/reader/trace_open.h"
@@ -15,15 +16,43 @@ namespace gmem::trace {
 
 namespace {
 
+// One walk of /dev/shm against its limits: next() before each entry, false once past them.
+// The clock is read every 256 entries (a fraction of a millisecond of fstatat() calls).
+class bounded_walk {
+public:
+  explicit bounded_walk(const scan_limits& limits)
+      : limits_(limits), deadline_(limits.max_ns != 0 ? monotonic_ns() + limits.max_ns : 0) {}
+  bool next() {
+    if (seen_.entries >= limits_.max_entries ||
+        (deadline_ != 0 && (seen_.entries & 255) == 0 && monotonic_ns() >= deadline_)) {
+      seen_.cut = true;
+      return false;
+    }
+    ++seen_.entries;
+    return true;
+  }
+  void report(scan_stats* stats) const {
+    if (stats != nullptr) *stats = seen_;
+  }
+
+private:
+  scan_limits limits_;
+  std::uint64_t deadline_;
+  scan_stats seen_;
+};
+
 // The trace objects in /dev/shm, by name and fstatat() only (nothing opened); with
 // `only_owner`, only that uid's, and `*owner_bytes` receives the space that uid's objects hold,
 // whatever their names.
 std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
-                                           std::uint64_t* owner_bytes) {
+                                           std::uint64_t* owner_bytes, const scan_limits& limits,
+                                           scan_stats* stats) {
   std::vector<trace_entry> out;
   DIR* dir = opendir(k_shm_dir);
   if (!dir) return out;
+  bounded_walk walk(limits);
   while (dirent* d = readdir(dir)) {
+    if (!walk.next()) break;
     trace_entry e;
     e.name = d->d_name;
     if (only_owner != nullptr) {
@@ -47,6 +76,7 @@ std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
     out.push_back(std::move(e));
   }
   closedir(dir);
+  walk.report(stats);
   return out;
 }
 
@@ -58,8 +88,9 @@ void sort_entries(std::vector<trace_entry>& out) {
 }
 
 std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
-                                           std::uint64_t* owner_bytes) {
-  std::vector<trace_entry> out = stat_traces_where(only_owner, owner_bytes);
+                                           std::uint64_t* owner_bytes, const scan_limits& limits,
+                                           scan_stats* stats) {
+  std::vector<trace_entry> out = stat_traces_where(only_owner, owner_bytes, limits, stats);
   for (trace_entry& e : out)
     read_trace_entry(e);
   sort_entries(out);
@@ -69,15 +100,16 @@ std::vector<trace_entry> list_traces_where(const std::uint32_t* only_owner,
 } // namespace
 
 std::vector<trace_entry> list_traces() {
-  return list_traces_where(nullptr, nullptr);
+  return list_traces_where(nullptr, nullptr, {}, nullptr);
 }
 
-std::vector<trace_entry> stat_traces() {
-  return stat_traces_where(nullptr, nullptr);
+std::vector<trace_entry> stat_traces(const scan_limits& limits, scan_stats* stats) {
+  return stat_traces_where(nullptr, nullptr, limits, stats);
 }
 
-std::vector<trace_entry> list_traces_of(std::uint32_t uid, std::uint64_t* owner_bytes) {
-  return list_traces_where(&uid, owner_bytes);
+std::vector<trace_entry> list_traces_of(std::uint32_t uid, std::uint64_t* owner_bytes,
+                                        const scan_limits& limits, scan_stats* stats) {
+  return list_traces_where(&uid, owner_bytes, limits, stats);
 }
 
 void read_trace_entry(trace_entry& e) {
@@ -110,12 +142,14 @@ void read_trace_entry(trace_entry& e) {
   }
 }
 
-std::vector<ipc_registry> list_ipc_registries() {
+std::vector<ipc_registry> list_ipc_registries(const scan_limits& limits, scan_stats* stats) {
   std::vector<ipc_registry> out;
   DIR* dir = opendir(k_shm_dir);
   if (!dir) return out;
   constexpr std::string_view k_prefix = "gmem-ipc.";
+  bounded_walk walk(limits);
   while (dirent* d = readdir(dir)) {
+    if (!walk.next()) break;
     const std::string_view name = d->d_name;
     // "gmem-ipc." digits "." 16 lower-case hex digits, nothing else.
     if (name.substr(0, k_prefix.size()) != k_prefix) continue;
@@ -139,6 +173,7 @@ std::vector<ipc_registry> list_ipc_registries() {
     out.push_back(std::move(r));
   }
   closedir(dir);
+  walk.report(stats);
   return out;
 }
 

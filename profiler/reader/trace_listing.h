@@ -34,12 +34,23 @@ struct trace_entry {
   std::uint64_t live_bytes = 0;     // summed over the pools' last counters
   std::uint64_t reserved_bytes = 0; // likewise
 };
+// Bounds of one walk of /dev/shm, where any user can create entries (300,000 empty files named
+// like traces cost an unbounded walk seconds): directory entries looked at, whatever their
+// names, and time. The walk stops at either; `scan_stats` says whether it did.
+struct scan_limits {
+  std::uint64_t max_entries = ~std::uint64_t{0};
+  std::uint64_t max_ns = 0; // 0 = no time limit
+};
+struct scan_stats {
+  std::uint64_t entries = 0; // directory entries looked at
+  bool cut = false;          // stopped at a limit: entries after them were not looked at
+};
 // Every gmem trace object on this host, oldest start first.
 std::vector<trace_entry> list_traces();
 // The same objects found by name and fstatat() only, none opened (in directory order; readable
 // false, problem "not read"; name, pid, start ticks, owner, sizes and mtime filled): a caller
 // that reads only some of them (the exporter, per user) chooses first, then read_trace_entry().
-std::vector<trace_entry> stat_traces();
+std::vector<trace_entry> stat_traces(const scan_limits& limits = {}, scan_stats* stats = nullptr);
 // Fills in the rest of `e` as list_traces() does: a light read of the object (header, strings,
 // counters), or the problem and whether its process runs.
 void read_trace_entry(trace_entry& e);
@@ -47,7 +58,9 @@ void read_trace_entry(trace_entry& e);
 // The same as list_traces() over the objects `uid` owns (nobody else's is opened, read or
 // counted); `*owner_bytes` receives the /dev/shm space that uid's objects hold, whatever their
 // names. For retention.
-std::vector<trace_entry> list_traces_of(std::uint32_t uid, std::uint64_t* owner_bytes);
+std::vector<trace_entry> list_traces_of(std::uint32_t uid, std::uint64_t* owner_bytes,
+                                        const scan_limits& limits = {},
+                                        scan_stats* stats = nullptr);
 
 // The registries of processes that exported CUDA IPC handles (interpose/ipc/ipc_sharing.h:
 // /dev/shm/gmem-ipc.<pid>.<16 hex digits>, removed at exit, left behind by a SIGKILL), found by
@@ -59,6 +72,7 @@ struct ipc_registry {
   std::uint32_t uid = 0; // its owner
   bool running = false;
 };
-std::vector<ipc_registry> list_ipc_registries();
+std::vector<ipc_registry> list_ipc_registries(const scan_limits& limits = {},
+                                              scan_stats* stats = nullptr);
 
 } // namespace gmem::trace

@@ -45,6 +45,13 @@ std::condition_variable* g_wake = nullptr;
 bool g_stop = false;      // under g_mu
 bool g_stopped = true;    // under g_mu: the sampler thread is not running
 bool g_shut_down = false; // under g_mu
+// When this process's last retention pass ended (monotonic ns; 0 = none yet).
+std::atomic<std::uint64_t> g_last_retention_ns{0};
+
+void retention_pass(const std::string& spare) {
+  (void)apply_retention(g_options->retention, spare);
+  g_last_retention_ns.store(monotonic_ns());
+}
 
 // k_off is final: recording_off() (interpose/trace_hooks.h) lets the hooks skip every call
 // into the recorder with one load once it is reached.
@@ -70,7 +77,7 @@ void take_sample(trace_writer& w, sample_reason reason) {
 
 void sampler_main(trace_writer* w, std::uint64_t interval_ns) {
   try {
-    (void)apply_retention(g_options->retention, recorder_object_name()); // see create_locked()
+    retention_pass(recorder_object_name()); // see create_locked()
   } catch (...) {
   }
   std::unique_lock lock(g_mu);
@@ -168,11 +175,12 @@ trace_writer* create_locked() {
             monotonic_ns();
   const std::string name = object_name(who.pid, who.proc_start_ticks, nonce);
   const writer_config config = g_options->config.normalized();
-  // The retention pass reads every trace on the host: the sampler thread does it, off the
-  // hook that allocates, unless /dev/shm is short of room for this trace right now.
+  // The retention pass walks /dev/shm (within k_retention_scan: anybody can fill it with
+  // names) and reads the user's traces: the sampler thread does it, off the hook that
+  // allocates, unless /dev/shm is short of room for this trace right now.
   if (const shm_space space = shm_space_now();
       space.free_bytes < g_options->retention.keep_free.resolve(space.total_bytes))
-    (void)apply_retention(g_options->retention);
+    retention_pass({});
   auto fail = [&](const std::string& why) -> trace_writer* {
     std::fprintf(stderr,
                  "gmem: warning: cannot create the trace /dev/shm/%s (%s); running without a "
@@ -220,7 +228,7 @@ recorder_options recorder_options::from_env() {
   const options o = options::parse(
       [](const char* env) -> const char* {
         for (const char* m : k_mine)
-          if (std::strcmp(env, m) == 0) return std::getenv(env);
+          if (std::strcmp(env, m) == 0) return options::env_value(env); // AT_SECURE: none
         return nullptr; // the shim parsed (and warned about) its own rows already
       },
       &options::warn_once); // the shim may have printed the same line already
@@ -345,7 +353,12 @@ void recorder_shutdown() noexcept {
   if (saved &&
       (keep == keep_mode::none || (keep == keep_mode::outstanding && w->live_count() == 0)))
     ::shm_unlink(("/" + recorder_object_name()).c_str()); // the mapping stays for late hooks
-  (void)apply_retention(g_options->retention, recorder_object_name()); // never its own
+  // Never its own trace. A process whose pass ran within the last minute (a short job: the
+  // sampler's pass at its start) skips it: its exit pays nothing for a /dev/shm that others
+  // may have filled.
+  const std::uint64_t last = g_last_retention_ns.load();
+  if (last == 0 || monotonic_ns() - last > 60'000'000'000ull)
+    retention_pass(recorder_object_name());
 }
 
 std::string recorder_object_name() {

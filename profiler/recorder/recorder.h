@@ -12,7 +12,9 @@
 // thread waits for it; one that finds none lets no later event create it. The sampler thread (when
 // the object is created) and shutdown apply the retention budget (GMEM_TRACE_KEEP_MAX/_FREE/_AGE)
 // to the traces of processes that are gone; creation does it at once only when /dev/shm is short of
-// room. In a forked child recording stops (the child must not write its parent's trace).
+// room; shutdown only when the process's last pass is more than a minute old. Each pass walks at
+// most k_retention_scan of /dev/shm (profiler/reader/retention.h). In a forked child recording
+// stops (the child must not write its parent's trace).
 #pragma once
 
 #include <atomic>

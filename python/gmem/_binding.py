@@ -7,6 +7,8 @@ The library is found in this order:
      or in the tree it was installed into (`make install`, the tarball:
      PREFIX/share/gmem/python/gmem -> PREFIX/lib/);
   4. libgmem_client.so in a gmem checkout (build/lib/), then the dynamic linker's search path.
+A file named by path is loaded only when it and every directory above it are owned by root or
+the user and writable by nobody else (gmem/_trust.py).
 Nothing is loaded until the first call. Without any library every call raises GmemError,
 except available() (False) and the chunking helpers given explicit available_bytes.
 """
@@ -14,6 +16,8 @@ except available() (False) and the chunking helpers given explicit available_byt
 import ctypes
 import os
 import threading
+
+from . import _trust
 
 # Same names and order as GMEM_STATS_FIELDS in include/gmem/gmem.h (checked by the tests).
 STATS_FIELDS = (
@@ -107,6 +111,13 @@ def lib():
         if _lib is None and _lib_error is None:
             tried = []
             for path in _candidates():
+                # A file by path runs as the user: only one nobody else can change (the
+                # process itself and the linker's search path are the system's choice).
+                why = (_trust.untrusted_problem(os.path.realpath(path))
+                       if path and os.sep in path and os.path.exists(path) else None)
+                if why:
+                    tried.append(f"{path}: not used: {why}")
+                    continue
                 try:
                     candidate = ctypes.CDLL(path)
                     candidate.gmem_available  # noqa: B018 - raises AttributeError if absent

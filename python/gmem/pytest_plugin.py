@@ -20,8 +20,9 @@ on the test process's own trace), so it names the lines.
 How it tracks: when pytest was started under the shim (`gmem run -- pytest --gmem`, or
 LD_PRELOAD), it reads the pool's counters through the client API (gmem.api). When it was not,
 `--gmem` re-executes pytest with libgmem.so in LD_PRELOAD (the wheel's, an installed one, the
-build tree's, or $GMEM_SHIM), before any test runs, with GMEM_FRAMEWORKS applied as `gmem run`
-applies it (gmem/_frameworks.py). When that is impossible (no libgmem.so, or
+checkout's own build, or $GMEM_SHIM; only a file that nobody but root and the user can change,
+nor any directory above it: gmem/_trust.py), before any test runs, with GMEM_FRAMEWORKS
+applied as `gmem run` applies it (gmem/_frameworks.py). When that is impossible (no libgmem.so, or
 the preload did not take), it says so in the header and the summary: the figures then come
 from the driver (device memory in use, cuMemGetInfo through libgmem_client.so) and the markers
 are not enforced.
@@ -35,7 +36,7 @@ import warnings
 
 import pytest
 
-from . import _frameworks
+from . import _frameworks, _trust
 
 _REEXEC = "GMEM_PYTEST_REEXEC"  # set in the re-executed pytest: never re-exec twice
 
@@ -98,32 +99,23 @@ def preload_problem(path):
     return None
 
 
-def _native_candidates(*parts):
+def _native(env_name, *parts):
+    """(path, problems) of gmem's file PARTS: $ENV_NAME alone when set, else where gmem's
+    layouts put it (gmem/_trust.py); only a file nobody but root and the user can change."""
     here = os.path.dirname(os.path.abspath(__file__))
-    repo = os.path.dirname(os.path.dirname(here))
-    build = os.environ.get("GMEM_BUILD", os.path.join(repo, "build"))
-    return [
-        os.path.join(here, "_native", *parts),                       # the wheel
-        os.path.join(here, "..", "..", "..", "..", *parts),           # PREFIX/share/gmem/python
-        os.path.join(build, *parts),                                  # a build tree
-    ]
+    return _trust.find_trusted(os.environ.get(env_name), _trust.native_candidates(here, *parts))
 
 
 def find_shim():
     """Path of libgmem.so to preload, or None."""
-    env = os.environ.get("GMEM_SHIM")
-    for path in ([env] if env else []) + _native_candidates("lib", "libgmem.so"):
-        if path and os.path.isfile(path):
-            return os.path.realpath(path)
-    return None
+    return _native("GMEM_SHIM", "lib", "libgmem.so")[0]
 
 
 def find_tool():
     """Path of the gmem executable, or None."""
-    env = os.environ.get("GMEM_TOOL")
-    for path in ([env] if env else []) + _native_candidates("bin", "gmem"):
-        if path and os.path.isfile(path) and os.access(path, os.X_OK):
-            return os.path.realpath(path)
+    path, _ = _native("GMEM_TOOL", "bin", "gmem")
+    if path and os.access(path, os.X_OK):
+        return path
     for d in os.environ.get("PATH", "").split(os.pathsep):
         path = os.path.join(d, "gmem")
         if os.path.isfile(path) and os.access(path, os.X_OK):
@@ -176,12 +168,14 @@ def pytest_configure(config):
         return
     why = None
     if not _preloaded():
-        shim = find_shim()
+        shim, problems = _native("GMEM_SHIM", "lib", "libgmem.so")
         if os.environ.get(_REEXEC):
             why = "pytest was re-executed under libgmem.so but the preload did not take"
         elif shim is None:
             why = ("no libgmem.so found (install the gmem wheel, set GMEM_SHIM, or run "
                    "`gmem run -- pytest --gmem`)")
+            if problems:
+                why = "no libgmem.so that only root or you can change: " + "; ".join(problems)
         elif preload_problem(shim):
             why = "cannot preload " + preload_problem(shim)
         else:

@@ -104,6 +104,35 @@ TEST(options, warn_once_prints_each_line_once) {
             "gmem: warning: test line A\ngmem: warning: test line B\n");
 }
 
+// A setuid, setgid or capability-raised process (AT_SECURE): its environment is its caller's,
+// so no GMEM_* variable applies, and one line says which were ignored.
+TEST(options, secure_execution_ignores_every_gmem_variable) {
+  setenv("GMEM_TRACE_SAVE", "/etc/gmem-%p", 1);
+  setenv("GMEM_REUSE_SAFETY", "0", 1);
+  setenv("GMEM_TRACE_KEEP_AGE", "1ms", 1);
+  const bool secure = true;
+  gmem::options::set_secure_for_testing(&secure);
+  testing::internal::CaptureStderr();
+  const gmem::options o = gmem::options::from_env();
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(gmem::options::env_value("GMEM_TRACE_SAVE"), nullptr);
+  EXPECT_NE(gmem::options::env_value("PATH"), nullptr); // only gmem's own variables
+  gmem::options::set_secure_for_testing(nullptr);
+  const gmem::options d = gmem::options::defaults();
+  EXPECT_EQ(o.trace_save, "");
+  EXPECT_TRUE(o.reuse_safety);
+  EXPECT_EQ(o.keep_age, d.keep_age);
+  EXPECT_NE(err.find("GMEM_REUSE_SAFETY, GMEM_TRACE_SAVE, GMEM_TRACE_KEEP_AGE ignored: this "
+                     "process runs with privileges its caller lacks"),
+            std::string::npos)
+      << err;
+  // A normal process reads them.
+  EXPECT_EQ(gmem::options::from_env().trace_save, "/etc/gmem-%p");
+  unsetenv("GMEM_TRACE_SAVE");
+  unsetenv("GMEM_REUSE_SAFETY");
+  unsetenv("GMEM_TRACE_KEEP_AGE");
+}
+
 TEST(options, arena_page_is_a_power_of_two_of_at_least_2_mib) {
   EXPECT_TRUE(parse({}).o.arena); // on by default
   EXPECT_FALSE(parse({{"GMEM_ARENA", "0"}}).o.arena);

@@ -74,5 +74,57 @@ TEST(retention, unreadable_traces_age_by_their_last_change) {
   EXPECT_TRUE(plan[0].evict);
 }
 
+// A time in the future (the header's or the mtime, set by the object's owner) is not believed:
+// the trace is not the newest but ranks as the oldest, and it does not age.
+TEST(retention, future_times_rank_oldest_and_do_not_age) {
+  trace_entry future = ended("future", 0, 40);
+  future.exit_realtime_ns = k_now + 4 * 365 * 86400 * k_s; // "2030"
+  const std::vector<trace_entry> e = {future, ended("fresh", 5, 40), ended("old", 600, 40)};
+  const auto by_age = plan_retention(e, policy("1G", "0", 3600), {1ull << 40, 1ull << 39}, k_now);
+  EXPECT_FALSE(by_age[0].evict) << by_age[0].reason; // not aged out
+  EXPECT_FALSE(by_age[1].evict) << by_age[1].reason;
+  EXPECT_FALSE(by_age[2].evict) << by_age[2].reason;
+  // 120 MiB over a 40 MiB budget: the forged one goes first, then the oldest real one.
+  const auto tight = plan_retention(e, policy("40M", "0", 0), {1ull << 40, 1ull << 39}, k_now);
+  EXPECT_TRUE(tight[0].evict) << tight[0].reason;
+  EXPECT_FALSE(tight[1].evict) << tight[1].reason;
+  EXPECT_TRUE(tight[2].evict) << tight[2].reason;
+}
+
+// One user's objects, however many and whatever times they claim, never make another user's
+// traces "removed": each owner's objects are planned apart, /dev/shm measured as if only
+// theirs were in it.
+TEST(retention, each_owner_is_planned_apart) {
+  std::vector<trace_entry> e;
+  for (int i = 0; i < 10; ++i) {
+    trace_entry forged = ended("forged", 1, 100); // 1000 MiB, newer than any of the victim's
+    forged.uid = 65534;
+    forged.owner_known = true;
+    e.push_back(forged);
+  }
+  for (std::uint64_t ago : {5, 60, 600}) {
+    trace_entry victim = ended("victim", ago, 10);
+    victim.uid = 1000;
+    victim.owner_known = true;
+    e.push_back(victim);
+  }
+  trace_entry unknown = ended("unknown", 10 * 86400, 1);
+  e.push_back(unknown);
+  // 2 GiB /dev/shm, 10% = 204 MiB of kept traces, 15% free.
+  const auto plan = plan_retention_by_owner(e, policy("10%", "15%", 3 * 86400), 2ull << 30, k_now);
+  for (std::size_t i = 10; i < 13; ++i)
+    EXPECT_FALSE(plan[i].evict) << i << ": " << plan[i].reason;
+  int forged_removed = 0;
+  for (std::size_t i = 0; i < 10; ++i)
+    forged_removed += plan[i].evict ? 1 : 0;
+  EXPECT_GT(forged_removed, 0); // the forger is over their own budget
+  EXPECT_FALSE(plan[13].evict);
+  EXPECT_EQ(plan[13].reason, "kept: owner unknown");
+  // Planned together (what gmem clean --expired did), the victim's traces were the oldest.
+  const auto together = plan_retention(e, policy("10%", "15%", 3 * 86400),
+                                       {2ull << 30, (2ull << 30) - (1030ull << 20)}, k_now);
+  EXPECT_TRUE(together[12].evict);
+}
+
 } // namespace
 } // namespace gmem::trace

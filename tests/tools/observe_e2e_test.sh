@@ -11,7 +11,7 @@
 # observation with one warning; unknown versions and other backends are refused by name;
 # GMEM_FRAMEWORKS=off does nothing; the user's sitecustomize still runs and PYTHONPATH is the
 # user's again in the program and its children; a bootstrap directory others can write to is
-# refused.
+# refused, as is one under a directory others can write to.
 set -u
 B=$(cd "${GMEM_BUILD:-build}" && pwd)
 GMEM=$B/bin/gmem
@@ -193,6 +193,14 @@ GMEM_TRACE_KEEP=none LD_PRELOAD=$W/lib/libgmem.so python3 "$W/prog.py" >"$W/ww.o
 has "$W/ww.err" "gmem: warning: Python bootstrap not used ($W/lib/gmem/bootstrap is writable by others)" "world-writable"
 hasnt "$W/ww.err" "caching allocator kept" "world-writable"
 has "$W/ww.out" "sitecustomize 1" "world-writable: the program still runs"
+# A directory above it that others can write to: they could rename the bootstrap away and
+# put their own in its place.
+chmod o-w "$W/lib/gmem/bootstrap"
+chmod o+w "$W/lib"
+GMEM_TRACE_KEEP=none LD_PRELOAD=$W/lib/libgmem.so python3 "$W/prog.py" >"$W/wp.out" 2>"$W/wp.err"
+has "$W/wp.err" "gmem: warning: Python bootstrap not used ($W/lib is writable by others)" "parent world-writable"
+hasnt "$W/wp.err" "caching allocator kept" "parent world-writable"
+chmod o-w "$W/lib"
 
 echo "== JAX: served by gmem's pool unless the user chose otherwise"
 mkdir -p "$W/site/lib/site-packages/jax"

@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/framework_env.h"
 #include "common/options.h"
 #include "tools/option_names.h"
@@ -95,10 +100,31 @@ TEST(run_env, the_trace_records_the_framework_variables) {
 
 TEST(run_env, missing_library_is_explained) {
   std::string why;
-  EXPECT_EQ(find_libgmem("/nonexistent/bin/gmem", nullptr, &why), "");
+  EXPECT_EQ(find_libgmem("/nonexistent/bin/gmem", nullptr, &why, geteuid()), "");
   EXPECT_NE(why.find("GMEM_LIB"), std::string::npos);
-  EXPECT_EQ(find_libgmem("/nonexistent/bin/gmem", "/nonexistent/libgmem.so", &why), "");
+  EXPECT_EQ(find_libgmem("/nonexistent/bin/gmem", "/nonexistent/libgmem.so", &why, geteuid()), "");
   EXPECT_NE(why.find("not a readable file"), std::string::npos);
+}
+
+// A library in a directory that others may write is not preloaded, explicit or found.
+TEST(run_env, library_others_can_change_is_refused) {
+  char tmpl[] = "/tmp/gmem_runenv_XXXXXX";
+  const std::string root = mkdtemp(tmpl);
+  ASSERT_EQ(chmod(root.c_str(), 0777), 0);
+  ASSERT_EQ(mkdir((root + "/bin").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((root + "/lib").c_str(), 0755), 0);
+  const std::string lib = root + "/lib/libgmem.so";
+  FILE* f = std::fopen(lib.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  std::string why;
+  EXPECT_EQ(find_libgmem(root + "/bin/gmem", nullptr, &why, geteuid()), "");
+  EXPECT_NE(why.find(root + " is writable by others"), std::string::npos) << why;
+  EXPECT_EQ(find_libgmem("/usr/bin/gmem", lib.c_str(), &why, geteuid()), "");
+  EXPECT_NE(why.find("GMEM_LIB=" + lib + " is not used"), std::string::npos) << why;
+  ASSERT_EQ(chmod(root.c_str(), 0755), 0);
+  EXPECT_EQ(find_libgmem(root + "/bin/gmem", nullptr, &why, geteuid()), lib) << why;
+  (void)std::system(("rm -rf '" + root + "'").c_str());
 }
 
 } // namespace

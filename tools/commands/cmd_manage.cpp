@@ -1,10 +1,12 @@
 // Commands over the trace objects of this host: ps (list), save (copy to a file), clean
 // (remove the objects of dead processes). Objects belong to whoever created them; clean
 // removes only the caller's own unless root names a user (--user, --all-users).
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <memory>
 #include <pwd.h>
 #include <unistd.h>
@@ -12,10 +14,12 @@
 #include "common/escape.h"
 #include "common/options.h"
 #include "common/units.h"
+#include "profiler/format/trace_clock.h"
 #include "profiler/reader/pid_lookup.h"
 #include "profiler/reader/process_identity.h"
 #include "profiler/reader/retention.h"
 #include "profiler/reader/trace_listing.h"
+#include "profiler/reader/trace_open.h"
 #include "profiler/reader/trace_save.h"
 #include "tools/analysis/trace_facts.h"
 #include "tools/commands/commands.h"
@@ -59,6 +63,49 @@ bool uid_of_user(const std::string& user, std::uint32_t* uid) {
   return true;
 }
 
+// gmem ps's bounds: /dev/shm's entries looked at (anybody's), then the objects read and for how
+// long. 300,000 empty files named like traces cost an unbounded `gmem ps` 17 s.
+constexpr gmem::trace::scan_limits k_ps_scan{1'000'000, 1'000'000'000};
+constexpr std::size_t k_ps_read_max = 4096;
+constexpr std::uint64_t k_ps_read_ns = 500'000'000;
+
+// The trace objects gmem ps shows, oldest start first: found within k_ps_scan, then read in
+// turn, the caller's own first, then one of each other owner's at a time (by name), until
+// k_ps_read_max objects or k_ps_read_ns; `*not_read` counts those left unread, `*scan_cut`
+// says the walk of /dev/shm stopped early.
+std::vector<gmem::trace::trace_entry> bounded_listing(std::uint64_t* not_read, bool* scan_cut) {
+  gmem::trace::scan_stats scanned;
+  std::vector<gmem::trace::trace_entry> found = gmem::trace::stat_traces(k_ps_scan, &scanned);
+  *scan_cut = scanned.cut;
+  const auto self = static_cast<std::uint32_t>(geteuid());
+  std::map<std::uint32_t, std::vector<std::size_t>> by_owner; // by uid, each by name
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (std::size_t i = 0; i < found.size(); ++i)
+    by_owner[found[i].owner_known ? found[i].uid : ~std::uint32_t{0}].push_back(i);
+  std::vector<std::size_t> order; // the caller's own, then the others in turn
+  if (auto own = by_owner.find(self); own != by_owner.end()) {
+    order = own->second;
+    by_owner.erase(own);
+  }
+  for (std::size_t round = 0; order.size() < found.size(); ++round)
+    for (const auto& [uid, indexes] : by_owner)
+      if (round < indexes.size()) order.push_back(indexes[round]);
+  std::vector<gmem::trace::trace_entry> out;
+  const std::uint64_t deadline = gmem::trace::monotonic_ns() + k_ps_read_ns;
+  for (std::size_t i : order) {
+    if (out.size() >= k_ps_read_max || gmem::trace::monotonic_ns() >= deadline) break;
+    gmem::trace::read_trace_entry(found[i]);
+    out.push_back(std::move(found[i]));
+  }
+  *not_read = found.size() - out.size();
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    return a.start_realtime_ns != b.start_realtime_ns ? a.start_realtime_ns < b.start_realtime_ns
+                                                      : a.name < b.name;
+  });
+  return out;
+}
+
 } // namespace
 
 command_fn add_ps(CLI::App& app) {
@@ -68,10 +115,14 @@ command_fn add_ps(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   sub->add_flag("--json", *json, "one JSON document instead of text");
   return [json]() -> int {
-    const auto entries = gmem::trace::list_traces();
+    std::uint64_t not_read = 0;
+    bool scan_cut = false;
+    const auto entries = bounded_listing(&not_read, &scan_cut);
     const auto policy = gmem::trace::retention_policy::from_options(options::from_env());
     const auto space = gmem::trace::shm_space_now();
-    const auto plan = gmem::trace::plan_retention(entries, policy, space, unix_now_ns());
+    // Each owner's objects planned apart, as their own jobs plan them.
+    const auto plan =
+        gmem::trace::plan_retention_by_owner(entries, policy, space.total_bytes, unix_now_ns());
     nlohmann::json rows = nlohmann::json::array();
     std::string out;
     char line[512];
@@ -114,6 +165,18 @@ command_fn add_ps(CLI::App& app) {
              format_bytes(policy.keep_max.resolve(space.total_bytes)) +
              " (GMEM_TRACE_KEEP_MAX); /dev/shm free: " + format_bytes(space.free_bytes) +
              ". `gmem clean --expired` removes what is marked removed.\n";
+    // What the bounds left out, counted (another user can fill /dev/shm with names).
+    std::string left_out;
+    if (not_read != 0)
+      left_out = std::to_string(not_read) + " more objects named like traces were not read";
+    if (scan_cut)
+      left_out += std::string(left_out.empty() ? "" : "; ") +
+                  "/dev/shm has more entries than gmem ps looks at";
+    if (!left_out.empty())
+      out += "\ngmem ps reads at most " + std::to_string(k_ps_read_max) + " objects, for " +
+             format_duration_ns(k_ps_read_ns) +
+             ", yours first, then each user's in turn: " + left_out +
+             " (gmem leaks NAME reads one)\n";
     if (*json) return write_output("-", dump_json(rows, 2) + "\n") ? k_exit_ok : k_exit_io;
     if (entries.empty())
       out = "No gmem traces on this host. Start a program with: gmem run -- COMMAND\n";
@@ -132,7 +195,7 @@ command_fn add_save(CLI::App& app) {
   sub->add_option("pid", a->pid, "PID or trace object name (gmem.PID.TICKS)")->required();
   sub->add_option("file", a->file, "file to write")->required();
   return [a]() -> int {
-    std::string name = a->pid;
+    std::string name = a->pid, owner_note;
     if (is_pid(a->pid)) {
       const auto o = gmem::trace::find_pid_object(static_cast<std::uint32_t>(std::stoul(a->pid)));
       if (o.name.empty())
@@ -141,13 +204,34 @@ command_fn add_save(CLI::App& app) {
                         ? "pid " + a->pid + ": " + o.error
                         : "no gmem trace of pid " + a->pid +
                               ": is it running under gmem? (gmem ps lists the traces)");
+      // A dead pid's object is only a name someone chose: saved under the pid only when it is
+      // the caller's own; another user's is saved only when named (gmem ps lists it).
+      const auto self = static_cast<std::uint32_t>(geteuid());
+      if (!o.running && o.uid != self)
+        return fail(k_exit_not_found,
+                    "pid " + a->pid + " is not running and /dev/shm/" + o.name +
+                        " was left under its pid by uid " + std::to_string(o.uid) + " (" +
+                        escape_text(user_name(o.uid)) +
+                        "), not by you: nothing shows it is that process's trace; to save it "
+                        "anyway, name it: gmem save " +
+                        o.name + " FILE");
+      // Its header must name the same process as its name (open_shm refuses it otherwise).
+      gmem::trace::read_options light;
+      light.events = light.samples = light.live = false;
+      if (const auto check = gmem::trace::open_shm(o.name, light); !check)
+        return fail(k_exit_bad_trace, "pid " + a->pid + ": /dev/shm/" + o.name + ": " +
+                                          escape_text(check.error.to_string()));
       name = o.name;
+      if (o.uid != self)
+        owner_note = " (pid " + a->pid + " of uid " + std::to_string(o.uid) + " (" +
+                     escape_text(user_name(o.uid)) + "))";
     }
     std::string error;
     if (!gmem::trace::save_shm(name, a->file, &error))
       return fail(error.find("ermission") != std::string::npos ? k_exit_permission : k_exit_io,
                   "saving " + name + " to " + a->file + ": " + error);
-    std::fprintf(stderr, "gmem: saved %s to %s\n", name.c_str(), escape_text(a->file).c_str());
+    std::fprintf(stderr, "gmem: saved %s%s to %s\n", name.c_str(), owner_note.c_str(),
+                 escape_text(a->file).c_str());
     return k_exit_ok;
   };
 }
@@ -187,9 +271,11 @@ command_fn add_clean(CLI::App& app) {
                   "only root can remove other users' traces (--user, --all-users)");
     int matched = 0, removed = 0, kept = 0, failed = 0, others = 0, status = k_exit_ok;
     const auto entries = gmem::trace::list_traces();
-    const auto plan = gmem::trace::plan_retention(
+    // --expired: each owner's budget over that owner's objects alone (root's --all-users too):
+    // another user's objects, whatever their number, sizes or times, never expire yours.
+    const auto plan = gmem::trace::plan_retention_by_owner(
         entries, gmem::trace::retention_policy::from_options(options::from_env()),
-        gmem::trace::shm_space_now(), unix_now_ns());
+        gmem::trace::shm_space_now().total_bytes, unix_now_ns());
     for (std::size_t i = 0; i < entries.size(); ++i) {
       const auto& e = entries[i];
       if (!a->pid.empty() && std::to_string(e.pid) != a->pid) continue;

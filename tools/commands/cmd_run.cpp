@@ -94,8 +94,8 @@ command_fn add_run(CLI::App& app) {
       }
     }
     std::string why;
-    const std::string lib = find_libgmem(self_exe(), std::getenv("GMEM_LIB"), &why);
-    if (lib.empty()) return fail(k_exit_cannot_run, why);
+    const std::string lib = find_libgmem(self_exe(), std::getenv("GMEM_LIB"), &why, geteuid());
+    if (lib.empty()) return fail(k_exit_cannot_run, escape_text(why));
     if (const std::string problem = preload_problem(lib); !problem.empty())
       return fail(k_exit_cannot_run, "cannot preload " + escape_text(problem));
     std::vector<std::string> env;

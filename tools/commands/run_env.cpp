@@ -1,29 +1,46 @@
 #include "tools/commands/run_env.h"
 
+#include <climits>
+#include <cstdlib>
 #include <unistd.h>
 
 #include "common/options.h"
+#include "common/trusted_path.h"
 
 namespace gmem::tools {
 
-std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why) {
-  if (gmem_lib_env != nullptr && gmem_lib_env[0] != '\0') {
-    if (access(gmem_lib_env, R_OK) == 0) {
-      char resolved[4096]; // absolute: LD_PRELOAD must not depend on the program's directory
-      return realpath(gmem_lib_env, resolved) != nullptr ? std::string(resolved) : gmem_lib_env;
+std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why,
+                         uid_t uid) {
+  // The library runs as the program's user (root's too): only a file nobody else can change.
+  auto trusted = [&](const std::string& path, const std::string& what) -> std::string {
+    char resolved[PATH_MAX];
+    if (realpath(path.c_str(), resolved) == nullptr || access(resolved, R_OK) != 0) {
+      *why = what + " is not a readable file";
+      return {};
     }
-    *why = std::string("GMEM_LIB=") + gmem_lib_env + " is not a readable file";
+    if (const std::string problem = untrusted_path_problem(resolved, uid, false);
+        !problem.empty()) {
+      *why = what + " is not used: " + problem +
+             "; the library runs as you, so it and every directory above it must be owned by "
+             "root or you and writable by nobody else";
+      return {};
+    }
+    return resolved; // absolute: LD_PRELOAD must not depend on the program's directory
+  };
+  if (gmem_lib_env != nullptr && gmem_lib_env[0] != '\0')
+    return trusted(gmem_lib_env, std::string("GMEM_LIB=") + gmem_lib_env);
+  // Where the installed layout and the build tree put it: PREFIX/bin/gmem, PREFIX/lib/libgmem.so.
+  const auto slash = self_exe.rfind('/');
+  if (slash == std::string::npos || self_exe[0] != '/') {
+    *why = "cannot tell where gmem runs from (" + self_exe + "); set GMEM_LIB=/path/to/libgmem.so";
     return {};
   }
-  const auto slash = self_exe.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : self_exe.substr(0, slash);
-  const std::string lib = dir + "/../lib/libgmem.so";
-  if (access(lib.c_str(), R_OK) == 0) {
-    char resolved[4096];
-    return realpath(lib.c_str(), resolved) != nullptr ? std::string(resolved) : lib;
+  const std::string lib = self_exe.substr(0, slash) + "/../lib/libgmem.so";
+  if (access(lib.c_str(), F_OK) != 0) {
+    *why = "no libgmem.so next to gmem (looked for " + lib + "); set GMEM_LIB=/path/to/libgmem.so";
+    return {};
   }
-  *why = "no libgmem.so next to gmem (looked for " + lib + "); set GMEM_LIB=/path/to/libgmem.so";
-  return {};
+  return trusted(lib, lib);
 }
 
 std::string preload_problem(const std::string& lib) {

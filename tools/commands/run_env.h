@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <sys/types.h>
 #include <utility>
 #include <vector>
 
@@ -10,9 +11,13 @@
 
 namespace gmem::tools {
 
-// libgmem.so for this gmem: $GMEM_LIB if set, else <dir of the gmem binary>/../lib/libgmem.so.
-// Returns "" and fills `why` when there is none.
-std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why);
+// libgmem.so for this gmem: $GMEM_LIB if set, else <dir of the gmem binary>/../lib/libgmem.so
+// (the installed layout and the build tree), resolved (realpath). It must pass
+// untrusted_path_problem() (common/trusted_path.h) for `uid`, the user the program runs as:
+// owned by root or that user, like every directory above it, and writable by nobody else.
+// Returns "" and fills `why` when there is none or it fails the check.
+std::string find_libgmem(const std::string& self_exe, const char* gmem_lib_env, std::string* why,
+                         uid_t uid);
 
 // Why `lib` cannot go into LD_PRELOAD ("" when it can): the dynamic loader splits LD_PRELOAD
 // at spaces and colons, so "/opt/gm space/lib/libgmem.so" would preload "/opt/gm" and

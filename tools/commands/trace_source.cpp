@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "common/escape.h"
+#include "profiler/reader/object_names.h"
 #include "profiler/reader/pid_lookup.h"
 #include "profiler/reader/trace_open.h"
 
@@ -73,21 +74,36 @@ open_result open_by_pid(const std::string& target, const gmem::trace::read_optio
   return r;
 }
 
+// An object name from gmem ps ("gmem.PID.TICKS[.NONCE]", no slash): looked up in /dev/shm only,
+// never in the working directory, where anybody may have left a file of that name.
+open_result open_by_object_name(const std::string& target, const gmem::trace::read_options& opts) {
+  open_result r;
+  auto res = gmem::trace::open_shm(target, opts);
+  if (res) {
+    r.ok = true;
+    r.value = std::move(res.value);
+    return r;
+  }
+  const std::string file_note =
+      access(target.c_str(), F_OK) == 0
+          ? "; a file of that name in the working directory is read only as ./" + target
+          : "";
+  r.error = bad_trace("/dev/shm/" + target, res.error, "; gmem clean removes dead objects");
+  r.error.message += file_note;
+  return r;
+}
+
 open_result open_by_path(const std::string& target, const gmem::trace::read_options& opts) {
+  std::uint32_t pid = 0;
+  std::uint64_t ticks = 0;
+  if (target.find('/') == std::string::npos && gmem::trace::parse_object_name(target, &pid, &ticks))
+    return open_by_object_name(target, opts);
   open_result r;
   struct stat st {};
   if (stat(target.c_str(), &st) != 0) {
     const int err = errno;
     if (err == EACCES) {
       r.error = {k_exit_permission, target + ": permission denied"};
-    } else if (target.rfind("gmem.", 0) == 0) {
-      auto res = gmem::trace::open_shm(target, opts); // an object name from gmem ps
-      if (res) {
-        r.ok = true;
-        r.value = std::move(res.value);
-      } else {
-        r.error = bad_trace("/dev/shm/" + target, res.error, "; gmem clean removes dead objects");
-      }
     } else {
       r.error = {k_exit_not_found, target + ": " + std::strerror(err) +
                                        " (expected a pid, a trace object name from gmem ps, or a "
