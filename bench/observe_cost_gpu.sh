@@ -8,13 +8,17 @@
 #
 #   bench/observe_cost_gpu.sh [OUT_DIR]     (default $OUT, else build/bench/observe)
 #
-# Environment (defaults sized for about 7 minutes on an H100 or H200):
+# Environment:
 #   GMEM_LIB   the shim ($BUILD/lib/libgmem.so, BUILD=build)
 #   ROUNDS     rounds per workload (8); each round runs every configuration once
-#   BUDGET_S   seconds for all workloads together (400): each workload gets its share, and
+#   BUDGET_S   seconds for all workloads together (420): each workload gets its share, and
 #              starts no new round once it is spent (fewer rounds are then reported as such)
 #   CPUS       the CPUs every process is pinned to (2-11; the first 12 when fewer exist)
-#   WORKLOADS  which, with their steps (smallconv:300,decode:400,gpt:20,generate:300)
+#   WORKLOADS  which, with their steps (smallconv:200,decode:300,gpt:8,generate:200)
+# Every run starts Python, PyTorch and CUDA (about 4 s), so 8 rounds of 3 configurations take
+# about 2-3 minutes per workload: within a 10-minute call, run two workloads per call, e.g.
+#   WORKLOADS=smallconv:200,decode:300 bench/observe_cost_gpu.sh OUT/a
+#   WORKLOADS=gpt:8,generate:200 bench/observe_cost_gpu.sh OUT/b
 #   CONFIGS    caching,gmem-observe,torch-history (the first is the peer)
 # Writes OUT_DIR/<workload>/{rounds.jsonl,summary.json} and OUT_DIR/observe_cost.json (one
 # object per workload and configuration), and prints per configuration the median ratio of
@@ -26,8 +30,8 @@ BUILD=${BUILD:-build}
 OUT_DIR=${1:-${OUT:-$BUILD/bench/observe}}
 GMEM_LIB=${GMEM_LIB:-$BUILD/lib/libgmem.so}
 ROUNDS=${ROUNDS:-8}
-BUDGET_S=${BUDGET_S:-400}
-WORKLOADS=${WORKLOADS:-smallconv:300,decode:400,gpt:20,generate:300}
+BUDGET_S=${BUDGET_S:-420}
+WORKLOADS=${WORKLOADS:-smallconv:200,decode:300,gpt:8,generate:200}
 CONFIGS=${CONFIGS:-caching,gmem-observe,torch-history}
 PY=${PYTHON:-python3}
 
