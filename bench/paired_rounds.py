@@ -3,9 +3,10 @@
 running every configuration once, the order reversed every other round (A B C, then C B A), so
 that a host that drifts during the call moves every configuration alike.
 
-  paired_rounds.py --out DIR --gmem-lib PATH --rounds N [--only NAME,...] WORKLOAD [ARGS...]
+  paired_rounds.py --out DIR --gmem-lib PATH --rounds N [--only NAME,...] [--taskset CPUS]
+                   [--budget-s S] WORKLOAD [ARGS...]
 
-WORKLOAD is torch_train.py's model (gpt, convnet, smallconv, decode) and ARGS go to it
+WORKLOAD is torch_train.py's model (gpt, convnet, smallconv, decode, generate) and ARGS go to it
 (e.g. --steps 300). The configurations (--only picks some; the first one named is the peer the
 others are compared with):
   caching          PyTorch's caching allocator (what every user has)
@@ -18,16 +19,25 @@ others are compared with):
   gmem-stitch      gmem's defaults with GMEM_STITCH=1 (free arena pages stitched into ranges)
   gmem-observe     gmem with nothing set (what `gmem run` gives a PyTorch program): PyTorch's
                    caching allocator kept and each tensor observed (GMEM_FRAMEWORKS=observe)
+  torch-history    PyTorch's caching allocator with its own recorder on for the whole run:
+                   torch.cuda.memory._record_memory_history(stacks="python")
+  torch-history-all  the same with stacks="all" (Python, TorchScript and C++ frames)
+--taskset CPUS runs every process under `taskset -c CPUS`. --budget-s S starts no new round
+once S seconds have passed (the rounds run are reported; 0 = no budget).
 Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
 losses, the mean and p99 step period from timing events); at the end one summary line per
 configuration: mean steps/s, the per-round ratio to the peer (median, min, max), the mean step
-period and its p99 (median and max over rounds), NVML peak (max over rounds) and whether every
-run printed the same losses as the peer.
+period and its p99 (median and max over rounds), the per-round ratios of the mean and p99 step
+periods to the peer's (median, min, max), NVML peak (max over rounds), whether every run printed
+the same losses as the peer, and under gmem its own host time from the shim's counters
+(GMEM_VERBOSE's "gmem: observe" line: ns per observed allocation and free, stacks included, and
+their share of the run's wall time). The summaries also go to DIR/summary.json.
 """
 import argparse
 import hashlib
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -47,13 +57,24 @@ CONFIGS = {
     "gmem-nomarks": ({**NOCACHE, "GMEM_FENCE_MARKS": "0"}, True),
     "gmem-stitch": ({**NOCACHE, "GMEM_STITCH": "1"}, True),
     "gmem-observe": ({}, True),
+    "torch-history": ({"BENCH_TORCH_HISTORY": "python"}, False),
+    "torch-history-all": ({"BENCH_TORCH_HISTORY": "all"}, False),
 }
+
+
+def observe_counters(stderr):
+    """The shim's own-time counters from its GMEM_VERBOSE "gmem: observe" line, or None."""
+    for line in stderr.splitlines():
+        if line.startswith("gmem: observe "):
+            return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", line)}
+    return None
 
 
 def run_one(name, args, workload_args, sampler):
     env_add, gmem = CONFIGS[name]
     e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("PYTORCH_CUDA_ALLOC", "PYTORCH_NO_CUDA", "GMEM_", "LD_PRELOAD"))}
+         if not k.startswith(("PYTORCH_CUDA_ALLOC", "PYTORCH_NO_CUDA", "GMEM_", "LD_PRELOAD",
+                              "BENCH_TORCH_HISTORY"))}
     e.update(env_add)
     e["PYTHONUNBUFFERED"] = "1"
     if gmem:
@@ -64,6 +85,8 @@ def run_one(name, args, workload_args, sampler):
         os.remove(tmp)
     cmd = [sys.executable, os.path.join(HERE, "workloads", "torch_train.py"), "--model",
            args.workload, *workload_args, "--mode", name, "--json", tmp]
+    if args.taskset:
+        cmd = ["taskset", "-c", args.taskset, *cmd]
     base = sampler.baseline() if sampler else 0
     if sampler:
         sampler.start()
@@ -79,6 +102,7 @@ def run_one(name, args, workload_args, sampler):
     except (OSError, ValueError, KeyError):
         rec["error"] = (p.stdout + p.stderr)[-2000:]
     rec["nvml_peak_delta_mib"] = (peak - base) / 2**20 if sampler else None
+    rec["gmem_observe"] = observe_counters(p.stderr) if gmem else None
     rec["gmem_lines"] = [line for line in p.stderr.splitlines()
                          if line.startswith(("gmem: barriers", "gmem: pool device=0 kind=device",
                                              "gmem: vmm device=0", "gmem: host_time device=0",
@@ -93,6 +117,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--only", default="caching,gmem,gmem-traceoff")
     ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--taskset", default="")
+    ap.add_argument("--budget-s", type=float, default=0)
     ap.add_argument("workload")
     args, workload_args = ap.parse_known_args()
     os.makedirs(args.out, exist_ok=True)
@@ -106,8 +132,13 @@ def main():
         print(f"paired_rounds: NVML unavailable ({ex}); no memory figures", file=sys.stderr)
         sampler = None
     rows = {n: [] for n in names}
+    began = time.monotonic()
     with open(os.path.join(args.out, "rounds.jsonl"), "a") as log:
         for r in range(args.rounds):
+            if r > 0 and args.budget_s > 0 and time.monotonic() - began > args.budget_s:
+                print(f"paired_rounds: {args.workload}: budget of {args.budget_s:g} s spent after "
+                      f"{r} rounds", file=sys.stderr, flush=True)
+                break
             order = names if r % 2 == 0 else names[::-1]
             for n in order:
                 rec = run_one(n, args, workload_args, sampler)
@@ -120,6 +151,14 @@ def main():
                                    "step_ms_p99", "nvml_peak_delta_mib", "losses_md5", "rc")}),
                   flush=True)
     peer = names[0]
+
+    def spread(values, digits=4):
+        if not values:
+            return {"median": None, "min": None, "max": None}
+        return {"median": round(statistics.median(values), digits),
+                "min": round(min(values), digits), "max": round(max(values), digits)}
+
+    summaries = []
     for n in names:
         sps = [x.get("steps_per_s") for x in rows[n]]
         ok = [v for v in sps if v]
@@ -129,7 +168,18 @@ def main():
         means = [x["step_ms_mean"] for x in rows[n] if x.get("step_ms_mean")]
         p99s = [x["step_ms_p99"] for x in rows[n] if x.get("step_ms_p99")]
         same = all(x.get("losses_md5") == rows[peer][0].get("losses_md5") for x in rows[n])
-        print(json.dumps({
+        pairs = [(a, b) for a, b in zip(rows[n], rows[peer])
+                 if a.get("step_ms_mean") and b.get("step_ms_mean")]
+        mean_ratio = [a["step_ms_mean"] / b["step_ms_mean"] for a, b in pairs]
+        p99_ratio = [a["step_ms_p99"] / b["step_ms_p99"] for a, b in pairs
+                     if a.get("step_ms_p99") and b.get("step_ms_p99")]
+        obs = [x["gmem_observe"] for x in rows[n] if x.get("gmem_observe")]
+        own = {}
+        for key in ("alloc_ns", "free_ns", "share_pct", "allocs", "frees"):
+            vals = [o[key] for o in obs if key in o]
+            if vals:
+                own[key] = spread(vals, 3)
+        summary = {
             "summary": args.workload, "config": n, "vs": peer, "runs": len(sps),
             "failed": len(sps) - len(ok),
             "mean_steps_per_s": round(statistics.mean(ok), 3) if ok else None,
@@ -141,7 +191,14 @@ def main():
             "step_ms_p99_max": round(max(p99s), 3) if p99s else None,
             "nvml_peak_mib_max": round(max(peaks), 1) if peaks else None,
             "nvml_peak_mib_min": round(min(peaks), 1) if peaks else None,
-            "losses_identical": same}), flush=True)
+            "losses_identical": same,
+            "step_mean_ratio": spread(mean_ratio), "step_p99_ratio": spread(p99_ratio),
+            "gmem_own": own or None}
+        summaries.append(summary)
+        print(json.dumps(summary), flush=True)
+    with open(os.path.join(args.out, "summary.json"), "a") as f:
+        for summary in summaries:
+            f.write(json.dumps(summary) + "\n")
 
 
 if __name__ == "__main__":

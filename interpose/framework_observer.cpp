@@ -11,6 +11,7 @@
 #include "interpose/context_pools.h"
 #include "interpose/shim_state.h"
 #include "interpose/trace_hooks.h"
+#include "profiler/format/trace_clock.h"
 #include "profiler/recorder/tensor_observer.h"
 
 namespace gmem::shim {
@@ -53,6 +54,7 @@ void stop(const torch_observation& o, const std::string& why) noexcept {
 }
 
 void on_torch_event(const trace_entry& entry) noexcept {
+  const std::uint64_t since = trace::now_ticks(); // gmem's own time starts here
   torch_observation* o = g_torch.load(std::memory_order_acquire);
   if (GMEM_UNLIKELY(o == nullptr || forked_child())) return;
   const observed_event e = trace::decode(o->layout, &entry);
@@ -72,8 +74,10 @@ void on_torch_event(const trace_entry& entry) noexcept {
   if (e.type == observed_event::what::alloc) {
     const std::uint32_t stack = trace::capture_stack();
     trace::alloc(e.address, e.size, e.size, e.device, e.stream, alloc_kind::tensor, stack);
+    trace::observed(true, since);
   } else {
     trace::free(e.address, e.device, e.stream, alloc_kind::tensor);
+    trace::observed(false, since);
   }
 }
 
@@ -152,12 +156,16 @@ extern "C" int gmem_observe_enable(int framework) {
 extern "C" void gmem_observe_alloc(std::uintptr_t address, std::size_t requested,
                                    std::size_t rounded, int device, std::uintptr_t stream) {
   if (address == 0 || forked_child()) return;
+  const std::uint64_t since = gmem::trace::now_ticks();
   const std::uint32_t stack = gmem::trace::capture_stack();
   gmem::trace::alloc(address, requested, rounded < requested ? requested : rounded, device, stream,
                      gmem::trace::alloc_kind::tensor, stack);
+  gmem::trace::observed(true, since);
 }
 
 extern "C" void gmem_observe_free(std::uintptr_t address, int device) {
   if (address == 0 || forked_child()) return;
+  const std::uint64_t since = gmem::trace::now_ticks();
   gmem::trace::free(address, device, 0, gmem::trace::alloc_kind::tensor);
+  gmem::trace::observed(false, since);
 }

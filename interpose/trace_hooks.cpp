@@ -80,6 +80,15 @@ bool mark_observed(observed_framework framework, bool observed) noexcept {
   return true;
 }
 
+void observed(bool alloc, std::uint64_t since) noexcept {
+  if (trace_writer* w = recorder_writer_if_open()) w->observed(alloc, since);
+}
+
+observe_cost observed_cost() noexcept {
+  trace_writer* w = recorder_writer_if_open();
+  return w != nullptr ? w->observed_cost() : observe_cost{};
+}
+
 void sample_now() noexcept {
   recorder_sample_now();
 }

@@ -47,6 +47,11 @@ void oom(int device, std::size_t requested, const pool_stats& at_failure) noexce
 void marker(const char* label) noexcept;
 // A framework's allocator is observed per allocation (a header flag); false when not recording.
 bool mark_observed(observed_framework framework, bool observed = true) noexcept;
+// A framework's allocation (or free) observed since `since` (now_ticks() when the observer was
+// entered): gmem's own time for it, counted per thread in the trace (trace_writer::observed).
+void observed(bool alloc, std::uint64_t since) noexcept;
+// What observing cost so far (all zero when not recording).
+observe_cost observed_cost() noexcept;
 void sample_now() noexcept;      // a counter sample now (a pool's context is gone), if recording
 void modules_changed() noexcept; // after a successful dlopen / dlclose
 // Extension: an option changed at run time (client API, e.g. the limit); name = "GMEM_LIMIT".

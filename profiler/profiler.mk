@@ -66,7 +66,7 @@ TEST_SCRIPT_DEPS += $(TRACE_E2E_PROGRAM) $(SHIM_LIB) $(FAKE_CUDA_LIB)
 # another user's files there (foreign_shm_test.sh, root and setpriv; else skipped).
 TEST_SCRIPTS += tests/profiler/full_shm_test.sh tests/profiler/foreign_shm_test.sh \
                 tests/python/python_frames_test.sh tests/python/held_to_exit_test.sh \
-                tests/python/pytest_plugin_test.sh
+                tests/python/pytest_plugin_test.sh tests/python/observe_cost_test.sh
 
 # Fuzzing the reader. `make fuzz` (clang, libFuzzer, ASan+UBSan) runs FUZZ_SECONDS (60) from
 # the committed corpus; `make test` replays the corpus with a gcc-built runner.

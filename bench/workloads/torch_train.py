@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch training workloads for the allocator benchmark.
 
-  torch_train.py --model gpt|convnet --steps N --json OUT [--record-trace FILE]
+  torch_train.py --model gpt|convnet|smallconv|decode|generate --steps N --json OUT
+                 [--record-trace FILE]
 
 gpt:     a GPT-style decoder (12 layers, d=1024, 16 heads, vocab 32000, untied head), random
          weights, AdamW, bf16 autocast; every step draws a new sequence length in [64, 2048]
@@ -10,6 +11,11 @@ gpt:     a GPT-style decoder (12 layers, d=1024, 16 heads, vocab 32000, untied h
 convnet: torchvision ResNet-50, random weights, SGD, bf16 autocast, channels-last; every step
          draws a batch in [16, 96] and an image side in {128, 160, 192, 224, 256}.
 decode:  token-by-token decoding with a KV cache (many small short-lived tensors per token).
+generate: a Hugging Face-style `generate` loop: a GPT-2-style model of nn.Modules (6 layers,
+         d=768, 12 heads) keeps its past keys and values per layer (grown by torch.cat, like a
+         dynamic cache), extends an attention mask, applies temperature and top-k to the
+         logits and samples; one step is one token for a batch of 4, a new 32-token prompt every
+         128 tokens.
 smallconv: a fast-step convnet (three 3x3 conv layers of 64, 128 and 256 channels with ReLU and
          pooling, a linear head), SGD, fp32, 128x128 images, every step a batch in [16, 64]:
          ~50 steps/s on an H200, so the cost of each allocation shows (the heavy workloads
@@ -19,6 +25,9 @@ print the same losses. The allocator mode is chosen by the environment (PYTORCH_
 PYTORCH_NO_CUDA_MEMORY_CACHING, LD_PRELOAD); the script only reports what it saw.
 --record-trace writes every allocation and free PyTorch's caching allocator made (its memory
 history) as "a <addr> <bytes> <stream>" / "f <addr>" lines for bench/replay.
+BENCH_TORCH_HISTORY=python|all turns PyTorch's own recorder on for the whole run
+(torch.cuda.memory._record_memory_history(stacks=...), its defaults otherwise): the cost peer
+of gmem's observation in bench/paired_rounds.py.
 """
 import argparse
 import os
@@ -193,6 +202,88 @@ def decode_setup(rng):
     return step
 
 
+class GenBlock(nn.Module):
+    """A GPT-2 block that takes and returns its layer's past keys and values."""
+
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(d)
+        self.c_attn = nn.Linear(d, 3 * d)
+        self.c_proj = nn.Linear(d, d)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.mlp_proj = nn.Linear(4 * d, d)
+
+    def forward(self, x, past, mask):
+        b, t, d = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        if past is not None:
+            k = torch.cat([past[0], k], dim=2)
+            v = torch.cat([past[1], v], dim=2)
+        # The padding mask over all positions so far, causal inside the new tokens.
+        full = mask[:, None, None, :].bool()
+        if t > 1:
+            full = full & torch.ones(t, k.shape[2], dtype=torch.bool, device=x.device).tril(
+                k.shape[2] - t)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=full)
+        x = x + self.c_proj(y.transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)))), (k, v)
+
+
+class GenModel(nn.Module):
+    def __init__(self, vocab=32000, d=768, layers=6, heads=12, max_t=1024):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(max_t, d)
+        self.h = nn.ModuleList(GenBlock(d, heads) for _ in range(layers))
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+
+    def forward(self, ids, past, mask, positions):
+        x = self.wte(ids) + self.wpe(positions)
+        presents = []
+        for i, blk in enumerate(self.h):
+            x, kv = blk(x, past[i] if past is not None else None, mask)
+            presents.append(kv)
+        return self.lm_head(self.ln_f(x)), tuple(presents)
+
+
+def generate_setup(rng):
+    vocab, batch, prompt, per_prompt = 32000, 4, 32, 128
+    model = GenModel(vocab).cuda().eval()
+    g = torch.Generator(device="cuda").manual_seed(rng.randint(0, 1 << 30))
+    state = {}
+
+    @torch.no_grad()
+    def step(i):
+        if i % per_prompt == 0:  # a new prompt: prefill
+            ids = torch.randint(0, vocab, (batch, prompt), device="cuda", generator=g)
+            state.update(past=None, mask=torch.ones(batch, prompt, dtype=torch.long,
+                                                    device="cuda"),
+                         unfinished=torch.ones(batch, dtype=torch.long, device="cuda"))
+            positions = torch.arange(prompt, device="cuda")[None, :].expand(batch, -1)
+        else:
+            ids = state["next"][:, None]
+            state["mask"] = torch.cat([state["mask"], state["mask"].new_ones(batch, 1)], dim=-1)
+            positions = (state["mask"].sum(-1, keepdim=True) - 1)
+        logits, state["past"] = model(ids, state["past"], state["mask"], positions)
+        scores = logits[:, -1, :].float() / 0.8  # temperature
+        top = torch.topk(scores, 50).values[..., -1, None]  # top-k
+        scores = scores.masked_fill(scores < top, float("-inf"))
+        probs = F.softmax(scores, dim=-1)
+        nxt = torch.multinomial(probs, 1, generator=g).squeeze(1)
+        nxt = nxt * state["unfinished"] + 0 * (1 - state["unfinished"])  # pad finished rows
+        state["unfinished"] = state["unfinished"] & (nxt != 2).long()
+        state["next"] = nxt
+        if state["unfinished"].max() == 0:  # the stopping check: a host sync each token
+            state["unfinished"].fill_(1)
+        return scores.logsumexp(dim=-1).mean()
+
+    return step
+
+
 def write_trace(path):
     """PyTorch's memory history -> "a addr bytes stream" / "f addr" lines."""
     snap = torch.cuda.memory._snapshot()
@@ -213,7 +304,8 @@ def write_trace(path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", choices=("gpt", "convnet", "smallconv", "decode"), default="gpt")
+    ap.add_argument("--model", choices=("gpt", "convnet", "smallconv", "decode", "generate"),
+                    default="gpt")
     ap.add_argument("--steps", type=int, default=40)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1234)
@@ -237,8 +329,14 @@ def main():
     if args.record_trace:
         torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
                                                  max_entries=4_000_000)
+    history = os.environ.get("BENCH_TORCH_HISTORY", "")
+    if history:
+        if history not in ("python", "all") or args.record_trace:
+            sys.exit(f"torch_train: BENCH_TORCH_HISTORY={history!r}: python or all, and not "
+                     "with --record-trace")
+        torch.cuda.memory._record_memory_history(stacks=history)
     setups = {"gpt": gpt_setup, "convnet": convnet_setup, "smallconv": smallconv_setup,
-              "decode": decode_setup}
+              "decode": decode_setup, "generate": generate_setup}
     step = setups[args.model](rng)
     state = {"determinism": determinism}
 

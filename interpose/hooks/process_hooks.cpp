@@ -16,6 +16,7 @@
 #include "interpose/strict_mode.h"
 #include "interpose/trace_hooks.h"
 #include "interpose/upstream/stream_registry.h"
+#include "profiler/format/trace_clock.h"
 #include "profiler/recorder/cfi_unwind.h"
 #include "profiler/recorder/stack_capture.h"
 
@@ -26,6 +27,26 @@ std::once_flag g_init_once;
 
 std::size_t stats_source(trace::device_stats* out, std::size_t max) noexcept {
   return pools().fill_stats(out, max);
+}
+
+std::uint64_t g_start_ns = 0; // when the shim started: the run's wall time is counted from here
+
+// gmem's own host time observing a framework's tensors (stacks included), per event and as a
+// share of the run's wall time so far; nothing when nothing was observed.
+void print_observe_cost() {
+  const trace::observe_cost c = trace::observed_cost();
+  if (c.allocs + c.frees == 0) return;
+  const double own_ns = static_cast<double>(c.alloc_ns + c.free_ns);
+  const double wall_ns = static_cast<double>(trace::monotonic_ns() - g_start_ns);
+  auto per = [](std::uint64_t ns, std::uint64_t n) {
+    return n != 0 ? static_cast<double>(ns) / static_cast<double>(n) : 0.0;
+  };
+  std::fprintf(stderr,
+               "gmem: observe allocs=%llu alloc_ns=%.0f frees=%llu free_ns=%.0f own_ms=%.3f "
+               "wall_ms=%.1f share_pct=%.4f\n",
+               static_cast<unsigned long long>(c.allocs), per(c.alloc_ns, c.allocs),
+               static_cast<unsigned long long>(c.frees), per(c.free_ns, c.frees), own_ns / 1e6,
+               wall_ns / 1e6, wall_ns > 0 ? 100.0 * own_ns / wall_ns : 0.0);
 }
 
 void print_counters() {
@@ -112,6 +133,7 @@ void print_counters() {
                b.made, b.context, b.streams, b.busy, b.ns);
   // tracked=0: a capture begin the shim cannot see was handed out, so every stream-ordered
   // hook asks the driver whether its stream captures (interpose/capture_tracker.h).
+  print_observe_cost();
   std::fprintf(stderr, "gmem: captures open=%llu tracked=%d%s%s\n",
                static_cast<unsigned long long>(captures().open()), captures().tracked() ? 1 : 0,
                captures().tracked() ? "" : " untracked_by=", captures().untracked_by());
@@ -136,6 +158,7 @@ void on_fork_child() {
 }
 
 void init() {
+  g_start_ns = trace::monotonic_ns();
   const options& o = set_options(new options(options::from_env()));
   g_strict.store(o.strict, std::memory_order_relaxed);
   trace::init();

@@ -41,21 +41,33 @@ bool seq_ring::open(trace_space* space, layout::extent* dir, std::uint64_t capac
   size_word_ = size_word;
   last_ = layout::load_word(head);
   mask_ = first_chunk_ - 1;
-  grow_at_ = first_chunk_ < capacity ? first_chunk_ : ~std::uint64_t{0};
+  next_at_ = first_chunk_ < capacity ? first_chunk_ : ~std::uint64_t{0};
+  grow_at_ = next_at_ == ~std::uint64_t{0} ? next_at_ : next_at_ - next_at_ / 4;
   if (add_chunk(0) == nullptr) return false;
   layout::store_release(size_word_, first_chunk_);
   return true;
 }
 
 void seq_ring::grow() noexcept {
-  if (add_chunk(layout::ring_chunk_of(grow_at_, first_chunk_)) == nullptr) {
-    grow_at_ = ~std::uint64_t{0}; // wrap here from now on: the ring keeps the size it has
+  // A quarter of the last chunk before its end: the next chunk (as many records as the ring
+  // holds now). Earlier would give the helper more time and the file more unused bytes.
+  if (grow_at_ < next_at_) {
+    const std::uint64_t records = next_at_;
+    if (budget_ == nullptr ||
+        budget_->load(std::memory_order_relaxed) >= static_cast<std::int64_t>(records))
+      space_->prepare(records * record_words_ * 8);
+    grow_at_ = next_at_;
     return;
   }
-  const std::uint64_t size = grow_at_ * 2; // chunk k >= 1 holds as many records as before it
+  if (add_chunk(layout::ring_chunk_of(next_at_, first_chunk_)) == nullptr) {
+    grow_at_ = next_at_ = ~std::uint64_t{0}; // wrap here from now on: the ring keeps its size
+    return;
+  }
+  const std::uint64_t size = next_at_ * 2; // chunk k >= 1 holds as many records as before it
   layout::store_release(size_word_, size); // before any record of the new chunk
   mask_ = size - 1;
-  grow_at_ = size < capacity_ ? size : ~std::uint64_t{0};
+  next_at_ = size < capacity_ ? size : ~std::uint64_t{0};
+  grow_at_ = next_at_ == ~std::uint64_t{0} ? next_at_ : size - size / 8; // see grow()
 }
 
 std::uint64_t* seq_ring::add_chunk(std::uint32_t k) noexcept {

@@ -133,7 +133,10 @@ private:
           chunk + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_, 1);
   }
   std::uint64_t* add_chunk(std::uint32_t k) noexcept; // slow path: the first visit of chunk k
-  void grow() noexcept; // owned mode, slow path: the next chunk, or wrap where we are
+  // Owned mode, slow path at grow_at_: three quarters through the last chunk, announces the next
+  // chunk to the trace (trace_space::prepare: its pages made ready off this thread); at the
+  // chunk's start, adds it or wraps where the ring is.
+  void grow() noexcept;
 
   trace_space* space_ = nullptr;
   layout::extent* dir_ = nullptr;
@@ -150,7 +153,8 @@ private:
   std::uint64_t capacity_ = 0; // the most records the ring may grow to
   std::uint64_t* size_word_ = nullptr;
   std::uint64_t last_ = 0;                    // seq of the last record
-  std::uint64_t grow_at_ = ~std::uint64_t{0}; // index where the next chunk starts; ~0: no growth
+  std::uint64_t grow_at_ = ~std::uint64_t{0}; // index of grow()'s next call; ~0: no growth
+  std::uint64_t next_at_ = ~std::uint64_t{0}; // index where the next chunk starts
 };
 
 // Reader side: a ring section of a trace image, its chunks checked once.

@@ -242,7 +242,11 @@ inline constexpr unsigned head = 0, // seq of the last record (shared: the last 
     dropped = 1,                    // records not written (no room, or a slot still busy)
     capacity = 2,                   // records the lane holds now (a power of two; 0 = unused)
     flags = 3,                      // k_shared
-    dir = 8;                        // k_max_extents extents {offset, records}, 2 words each
+    // Version 5 (0 from older writers): gmem's own host time observing a framework's
+    // allocations and frees on this lane's threads (tensor kind), stacks included, in time
+    // stamp ticks (convert with the header's clock calibration). Written like the events.
+    observed_allocs = 4, observed_alloc_ticks = 5, observed_frees = 6, observed_free_ticks = 7,
+                          dir = 8; // k_max_extents extents {offset, records}, 2 words each
 inline constexpr unsigned count = 64;
 inline constexpr std::uint64_t k_shared = 1;
 inline constexpr std::uint32_t k_max_lanes = 4096;

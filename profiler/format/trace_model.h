@@ -181,8 +181,15 @@ struct trace_losses {
   std::uint64_t dropped_events = 0;   // events not written (no room, or a slot still busy)
 };
 
+// How long the process ran with its trace: to its exit, or to the last heartbeat while it runs.
+inline std::uint64_t recorded_wall_ns(const trace_info& i) {
+  const std::uint64_t end = i.exit_realtime_ns != 0 ? i.exit_realtime_ns : i.heartbeat_realtime_ns;
+  return end > i.start_realtime_ns ? end - i.start_realtime_ns : 0;
+}
+
 struct trace {
   trace_info info;
+  observe_cost observed;
   std::vector<device_counters> devices;
   std::vector<live_allocation> live;  // sorted by address
   std::vector<live_segment> segments; // sorted by base

@@ -59,6 +59,20 @@ std::uint64_t trace_space::allocate(std::uint64_t bytes) noexcept {
   return offset;
 }
 
+void trace_space::prepare(std::uint64_t bytes) noexcept {
+  if (backing_ == nullptr) return;
+  std::uint64_t want;
+  {
+    std::lock_guard lock(mu_);
+    // A spare that fits makes the allocation cheap already.
+    for (const spare& s : spares_)
+      if (s.bytes >= align64(bytes)) return;
+    want = end_ + align64(bytes);
+    if (want > map_bytes_) return;
+  }
+  backing_->prepare(want);
+}
+
 void trace_space::retire(std::uint64_t offset, std::uint64_t bytes) noexcept {
   bytes = align64(bytes);
   std::lock_guard lock(mu_);

@@ -27,6 +27,10 @@ public:
   // [0, new_total_bytes) must be backed by zero bytes (or what was written) when this returns
   // true. Called with the space's mutex held, never concurrently.
   virtual bool grow(std::uint64_t new_total_bytes) noexcept = 0;
+  // The trace will soon need [0, total_bytes) backed: make it so off the calling thread, if
+  // the backing can (the grow() that then asks for it finds it done and returns at once). Never
+  // blocks; a request it cannot honour is dropped (grow() does the work later). Default: no-op.
+  virtual void prepare(std::uint64_t total_bytes) noexcept { (void)total_bytes; }
 
 protected:
   ~trace_backing() = default;
@@ -51,6 +55,10 @@ public:
   // A zeroed extent of `bytes` (rounded up to 64), 64-byte aligned; its offset, or 0 when the
   // trace may not grow (counted in `refused`, the full flag set). Never throws.
   std::uint64_t allocate(std::uint64_t bytes) noexcept;
+  // The next allocate() of `bytes` is near: asks the backing to have them backed ahead of it,
+  // off the calling thread (trace_backing::prepare), so the allocating hook does not take the
+  // growth's system calls and first touches. Called at most once per extent it announces.
+  void prepare(std::uint64_t bytes) noexcept;
   // `offset` (from allocate) is no longer used by the writer; later allocate() calls may hand
   // out its bytes again (zeroed then).
   void retire(std::uint64_t offset, std::uint64_t bytes) noexcept;

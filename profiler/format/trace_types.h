@@ -68,6 +68,13 @@ enum class sample_reason : std::uint8_t {
 inline constexpr std::uint8_t k_sample_reason_max = 2;
 const char* to_string(sample_reason reason) noexcept;
 
+// gmem's own host time observing a framework's tensors (lane words observed_*, format 5): what
+// recording each costs the program, stacks included. All 0 when nothing was observed.
+struct observe_cost {
+  std::uint64_t allocs = 0, alloc_ns = 0; // allocations observed, and the time they took
+  std::uint64_t frees = 0, free_ns = 0;
+};
+
 // One pool's counters, as the interposer's stats_source hands them to the recorder.
 struct device_stats {
   int device; // CUdevice ordinal; host pools use -1

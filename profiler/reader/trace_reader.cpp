@@ -74,6 +74,14 @@ private:
 
   std::optional<failure> check_header();
   std::optional<failure> check_sections();
+  // A duration in ticks as ns (saturating: the words are the writer's, never trusted).
+  std::uint64_t ticks_as_ns(std::uint64_t ticks) const {
+    const std::uint64_t from = ticks_to_monotonic_ns(tick0_, tick0_, mono0_, tick1_, mono1_);
+    const std::uint64_t to = ticks_to_monotonic_ns(tick0_ + std::min(ticks, std::uint64_t{1} << 62),
+                                                   tick0_, mono0_, tick1_, mono1_);
+    return to > from ? to - from : 0;
+  }
+  void read_observe_cost(trace& t) const;
   std::uint64_t to_ns(std::uint64_t tick) const {
     const std::uint64_t mono = ticks_to_monotonic_ns(tick, tick0_, mono0_, tick1_, mono1_);
     return mono > start_mono_ ? mono - start_mono_ : 0;
@@ -321,6 +329,26 @@ std::optional<failure> decoder::read_live(trace& t) {
   std::sort(t.segments.begin(), t.segments.end(),
             [](const auto& a, const auto& b) { return a.base < b.base; });
   return std::nullopt;
+}
+
+// The lanes' observed_* words (format 5; 0 in older traces), added up. Read whatever the
+// options: a handful of words per lane.
+void decoder::read_observe_cost(trace& t) const {
+  if (version_ < 4) return;
+  namespace lw = l::lane_word;
+  std::uint64_t alloc_ticks = 0, free_ticks = 0;
+  auto add = [](std::uint64_t& sum, std::uint64_t v) { // saturating: a hostile trace's words
+    sum = v > ~std::uint64_t{0} - sum ? ~std::uint64_t{0} : sum + v;
+  };
+  for (std::uint32_t lane = 0; lane < lane_count_; ++lane) {
+    const std::uint64_t* d = words(fixed_[l::k_events] + std::uint64_t{lane} * lw::count * 8);
+    add(t.observed.allocs, l::load_word(d + lw::observed_allocs));
+    add(alloc_ticks, l::load_word(d + lw::observed_alloc_ticks));
+    add(t.observed.frees, l::load_word(d + lw::observed_frees));
+    add(free_ticks, l::load_word(d + lw::observed_free_ticks));
+  }
+  t.observed.alloc_ns = ticks_as_ns(alloc_ticks);
+  t.observed.free_ns = ticks_as_ns(free_ticks);
 }
 
 std::optional<failure> decoder::read_events(trace& t) {
@@ -594,6 +622,7 @@ std::optional<failure> decoder::run(trace& t) {
                           });
   }
   if (auto f = read_counters(t)) return f;
+  read_observe_cost(t);
   if (options_.live)
     if (auto f = read_live(t)) return f;
   if (options_.events)

@@ -11,6 +11,7 @@ namespace lw = layout::lane_word;
 
 constinit thread_local std::uint64_t t_lane_owner = 0;
 constinit thread_local seq_ring* t_lane_ring = nullptr;
+constinit thread_local std::uint64_t* t_lane_words = nullptr;
 
 namespace {
 std::atomic<std::uint64_t> g_lanes_serial{0};
@@ -60,6 +61,7 @@ struct lane_claims {
   ~lane_claims() {
     t_lane_owner = 0;
     t_lane_ring = nullptr;
+    t_lane_words = nullptr;
     t_lanes_exiting = true; // later events (other TLS destructors) go to lane 0
     for (auto& c : list)
       if (auto r = c.registry.lock()) r->release(c.lane);
@@ -112,6 +114,7 @@ std::uint64_t event_lanes::append_slow(const std::uint64_t* words) noexcept {
     if (c.serial == serial_) {
       t_lane_owner = serial_;
       t_lane_ring = &r.rings[c.lane];
+      t_lane_words = r.descriptor(c.lane);
       return t_lane_ring->append_owned(words);
     }
   const std::uint64_t releases = r.releases.load(std::memory_order_relaxed);
@@ -150,7 +153,28 @@ bool event_lanes::claim() noexcept {
   r.taken[lane] = true;
   t_lane_owner = serial_;
   t_lane_ring = &r.rings[lane];
+  t_lane_words = r.descriptor(lane);
   return true;
+}
+
+void event_lanes::add_observed_shared(unsigned at, std::uint64_t ticks) noexcept {
+  if (!registry_) return;
+  std::uint64_t* d = registry_->descriptor(0);
+  layout::fetch_add(d + at, 1);
+  layout::fetch_add(d + at + 1, ticks);
+}
+
+event_lanes::observed_totals event_lanes::observed() const noexcept {
+  observed_totals sum;
+  if (!registry_) return sum;
+  for (std::uint32_t i = 0; i < registry_->count; ++i) {
+    const std::uint64_t* d = registry_->descriptor(i);
+    sum.allocs += layout::load_word(d + lw::observed_allocs);
+    sum.alloc_ticks += layout::load_word(d + lw::observed_alloc_ticks);
+    sum.frees += layout::load_word(d + lw::observed_frees);
+    sum.free_ticks += layout::load_word(d + lw::observed_free_ticks);
+  }
+  return sum;
 }
 
 std::uint32_t event_lanes::lanes_claimed() const noexcept {

@@ -32,6 +32,9 @@ struct lane_registry; // the lanes' state shared with the threads' exit handlers
 // into a `lea` in an executable, and then reports a null pointer that is not there.
 extern constinit thread_local std::uint64_t t_lane_owner __attribute__((tls_model("initial-exec")));
 extern constinit thread_local seq_ring* t_lane_ring __attribute__((tls_model("initial-exec")));
+// The lane's descriptor in the trace (its observed_* words).
+extern constinit thread_local std::uint64_t* t_lane_words
+    __attribute__((tls_model("initial-exec")));
 
 class event_lanes {
 public:
@@ -62,8 +65,29 @@ public:
   // Lanes held by threads now (lane 0 not counted).
   std::uint32_t lanes_claimed() const noexcept;
 
+  // Adds one observed allocation (or free) that took `ticks` of the calling thread's time to
+  // its lane's observed_* words: plain stores to a line only this thread writes (lane 0, the
+  // shared one: atomic adds). Call after the event was appended (its lane is claimed then).
+  void add_observed(bool alloc, std::uint64_t ticks) noexcept {
+    namespace lw = layout::lane_word;
+    const unsigned at = alloc ? lw::observed_allocs : lw::observed_frees;
+    if (__builtin_expect(t_lane_owner == serial_, 1)) {
+      std::uint64_t* d = t_lane_words;
+      layout::store_word(d + at, layout::load_word(d + at) + 1);
+      layout::store_word(d + at + 1, layout::load_word(d + at + 1) + ticks);
+      return;
+    }
+    add_observed_shared(at, ticks);
+  }
+  struct observed_totals {
+    std::uint64_t allocs = 0, alloc_ticks = 0, frees = 0, free_ticks = 0;
+  };
+  // The observed_* words of all lanes added up (lanes of threads still running included).
+  observed_totals observed() const noexcept;
+
 private:
   std::uint64_t append_slow(const std::uint64_t* words) noexcept;
+  void add_observed_shared(unsigned at, std::uint64_t ticks) noexcept;
   bool claim() noexcept;
 
   const std::uint64_t serial_; // never reused: a thread's TLS cannot name a freed instance

@@ -105,7 +105,12 @@ std::string expand_path(std::string path) {
 
 // The object's file grows with the trace: each growth reserves its pages (posix_fallocate,
 // so a full /dev/shm refuses growth instead of raising SIGBUS when a page is touched) and
-// maps them in (so the hooks never take the page fault), within GMEM_TRACE_MAX.
+// maps them in (so the hooks never take the page fault), within GMEM_TRACE_MAX. Growth costs
+// system calls and a first touch of every page (milliseconds for a large event chunk): an
+// extent announced ahead of its need (prepare()) is grown by a helper thread of the backing,
+// started at the first announcement, so the hook that then allocates it finds its bytes ready.
+// The file grows by what the writer announced only: its size stays what the trace uses, give or
+// take the one extent about to be used.
 class shm_backing final : public trace_backing {
 public:
   shm_backing(int fd, std::string name, size_or_percent max) noexcept
@@ -113,6 +118,46 @@ public:
   void set_mapping(std::byte* base) noexcept { base_ = base; }
 
   bool grow(std::uint64_t new_total) noexcept override {
+    std::lock_guard lock(grow_mu_);
+    return grow_locked(new_total, true);
+  }
+
+  void prepare(std::uint64_t total) noexcept override {
+    {
+      std::lock_guard lock(ahead_mu_);
+      if (total <= ahead_want_ || base_ == nullptr) return;
+      ahead_want_ = total;
+      if (!helper_started_) {
+        try {
+          std::thread([this] { ahead_main(); }).detach();
+          helper_started_ = true;
+        } catch (...) { // no thread: grow() does the work when it is needed
+          return;
+        }
+      }
+    }
+    ahead_cv_.notify_one();
+  }
+
+private:
+  // The helper: grows the file to what was announced, quietly (a refusal here is no loss;
+  // the grow() that needs the bytes tries again and says so).
+  void ahead_main() noexcept {
+    std::unique_lock lock(ahead_mu_);
+    for (;;) {
+      ahead_cv_.wait(lock, [this] { return ahead_want_ > ahead_done_; });
+      const std::uint64_t want = ahead_want_;
+      lock.unlock();
+      {
+        std::lock_guard grow_lock(grow_mu_);
+        (void)grow_locked(want, false);
+      }
+      lock.lock();
+      ahead_done_ = want;
+    }
+  }
+
+  bool grow_locked(std::uint64_t new_total, bool warn) noexcept {
     if (new_total <= backed_) return true;
     const shm_space space = shm_space_now();
     // A share of the free space counts the trace's own bytes as free: the limit does not
@@ -120,21 +165,20 @@ public:
     const std::uint64_t limit = max_.is_percent
                                     ? max_.resolve(space.free_bytes + backed_)
                                     : (max_.bytes == 0 ? ~std::uint64_t{0} : max_.bytes);
-    if (new_total > limit) return refuse(new_total, "GMEM_TRACE_MAX allows " + format_bytes(limit));
+    if (new_total > limit)
+      return warn && refuse(new_total, "GMEM_TRACE_MAX allows " + format_bytes(limit));
     if (::ftruncate(fd_, static_cast<off_t>(new_total)) != 0)
-      return refuse(new_total, std::strerror(errno));
+      return warn && refuse(new_total, std::strerror(errno));
     if (const int err = posix_fallocate(fd_, static_cast<off_t>(backed_),
                                         static_cast<off_t>(new_total - backed_));
         err != 0) {
       (void)::ftruncate(fd_, static_cast<off_t>(backed_));
-      return refuse(new_total, std::strerror(err));
+      return warn && refuse(new_total, std::strerror(err));
     }
     if (base_ != nullptr) populate(backed_, new_total);
     backed_ = new_total;
     return true;
   }
-
-private:
   void populate(std::uint64_t from, std::uint64_t to) noexcept {
 #ifdef MADV_POPULATE_WRITE
     if (::madvise(base_ + from, to - from, MADV_POPULATE_WRITE) == 0) return;
@@ -159,8 +203,13 @@ private:
   std::string name_;
   size_or_percent max_;
   std::byte* base_ = nullptr;
-  std::uint64_t backed_ = 0;
-  bool warned_ = false;
+  std::mutex grow_mu_;       // the file's growth: grow() (under the space's mutex) and the helper
+  std::uint64_t backed_ = 0; // under grow_mu_
+  bool warned_ = false;      // under grow_mu_
+  std::mutex ahead_mu_;      // never held across a growth
+  std::condition_variable ahead_cv_;
+  std::uint64_t ahead_want_ = 0, ahead_done_ = 0; // under ahead_mu_
+  bool helper_started_ = false;                   // under ahead_mu_
 };
 
 // Creates the object at its header's size and maps room for all it may grow to; the writer

@@ -451,6 +451,17 @@ void trace_writer::mark_observed(observed_framework framework, bool observed) no
     __atomic_fetch_and(&header_->flags, ~bit, __ATOMIC_RELEASE);
 }
 
+observe_cost trace_writer::observed_cost() const noexcept {
+  const event_lanes::observed_totals sum = events_.observed();
+  const l::header& h = *header_;
+  const std::uint64_t tick0 = l::load_word(&h.tick0), mono0 = l::load_word(&h.mono0);
+  const std::uint64_t tick1 = l::load_word(&h.tick1), mono1 = l::load_word(&h.mono1);
+  auto ns = [&](std::uint64_t ticks) {
+    return ticks_to_monotonic_ns(tick0 + ticks, tick0, mono0, tick1, mono1) - mono0;
+  };
+  return {sum.allocs, ns(sum.alloc_ticks), sum.frees, ns(sum.free_ticks)};
+}
+
 bool trace_writer::is_valid() const {
   return live_.is_valid() && segments_.is_valid() && stacks_.is_valid() && strings_.is_valid();
 }

@@ -20,6 +20,7 @@
 #include "profiler/format/live_table.h"
 #include "profiler/format/module_map.h"
 #include "profiler/format/seq_ring.h"
+#include "profiler/format/trace_clock.h"
 #include "profiler/format/trace_layout.h"
 #include "profiler/format/trace_space.h"
 #include "profiler/format/trace_types.h"
@@ -115,6 +116,13 @@ public:
   // Marks that framework's allocator as observed per allocation (a header flag), or no longer
   // (observation stopped: readers then treat its cache as unobserved).
   void mark_observed(observed_framework framework, bool observed = true) noexcept;
+  // An allocation (or free) of a framework's allocator observed from `since` (now_ticks() at
+  // the observer's entry) to now, stacks included: counted on the calling thread's lane.
+  void observed(bool alloc, std::uint64_t since) noexcept {
+    events_.add_observed(alloc, now_ticks() - since);
+  }
+  // Every lane's observed_* words added up, in ns.
+  observe_cost observed_cost() const noexcept;
 
   const writer_config& config() const noexcept { return config_; }
   // Bytes in use now (the trace grows; readers copy this many).

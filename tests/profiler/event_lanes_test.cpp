@@ -182,5 +182,39 @@ TEST(event_lanes, a_lane_outlives_its_trace_without_harm) {
   EXPECT_EQ(g->head(1), 1u);
 }
 
+// Observation cost: each thread adds to its own lane's words; threads beyond the lanes add to
+// lane 0's; observed() adds up every lane.
+TEST(event_lanes, observed_costs_are_kept_per_lane_and_added_up) {
+  lanes_fixture f; // lanes 1..3 for threads, lane 0 shared
+  std::barrier all_in(4);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&f, &all_in, t] {
+      if (t < 3) f.append(1); // claims a lane; the fourth thread finds none and shares lane 0
+      all_in.arrive_and_wait();
+      if (t == 3) f.append(1);
+      for (int i = 0; i < 10; ++i) {
+        f.lanes.add_observed(true, 100 + static_cast<std::uint64_t>(t));
+        if (i % 2 == 0) f.lanes.add_observed(false, 7);
+      }
+      all_in.arrive_and_wait();
+    });
+  for (auto& t : threads)
+    t.join();
+  std::uint64_t lanes_with_10 = 0;
+  for (std::uint32_t n = 0; n < 4; ++n) {
+    EXPECT_EQ(f.lane(n)[lw::observed_allocs], 10u) << n;
+    EXPECT_EQ(f.lane(n)[lw::observed_frees], 5u) << n;
+    EXPECT_EQ(f.lane(n)[lw::observed_free_ticks], 35u) << n;
+    lanes_with_10 += f.lane(n)[lw::observed_allocs] == 10;
+  }
+  EXPECT_EQ(lanes_with_10, 4u);
+  const event_lanes::observed_totals sum = f.lanes.observed();
+  EXPECT_EQ(sum.allocs, 40u);
+  EXPECT_EQ(sum.alloc_ticks, 10u * (100 + 101 + 102 + 103));
+  EXPECT_EQ(sum.frees, 20u);
+  EXPECT_EQ(sum.free_ticks, 140u);
+}
+
 } // namespace
 } // namespace gmem::trace

@@ -229,6 +229,56 @@ TEST(seq_ring, owned_ring_wraps_early_when_the_budget_refuses_a_chunk) {
   EXPECT_EQ(f.dropped, 0u); // wrapping early loses history, never a new record
 }
 
+// The chunk after the last one is announced to the trace three quarters through the last one (its
+// pages are made ready off the writing thread), once, with its exact size; a chunk the budget
+// will refuse is not announced.
+struct announcing_backing final : trace_backing {
+  std::vector<std::uint64_t> announced; // total bytes asked for by each prepare()
+  bool grow(std::uint64_t) noexcept override { return true; }
+  void prepare(std::uint64_t total) noexcept override { announced.push_back(total); }
+};
+
+TEST(seq_ring, owned_ring_announces_each_chunk_before_it_reaches_it) {
+  for (const std::int64_t budget_records : {1000, 8}) {
+    SCOPED_TRACE(budget_records);
+    std::vector<std::uint64_t> memory(1 << 16, 0);
+    auto* h = reinterpret_cast<layout::header*>(memory.data());
+    announcing_backing b;
+    trace_space space(reinterpret_cast<std::byte*>(memory.data()), memory.size() * 8,
+                      layout::k_header_bytes, &h->total_bytes, &h->growth_refused, &h->flags, &b);
+    std::uint64_t head = 0, dropped = 0, size_word = 0;
+    layout::extent dir[layout::k_max_extents] = {};
+    std::atomic<std::int64_t> budget(budget_records);
+    seq_ring ring;
+    ASSERT_TRUE(ring.open(&space, dir, 16, 4, 8, &head, &dropped, true, &size_word, &budget));
+    std::uint64_t w[8] = {};
+    auto append_to = [&](std::uint64_t seq) {
+      while (head < seq)
+        ring.append_owned(w);
+    };
+    const std::uint64_t end0 = h->total_bytes; // chunk 0 allocated
+    append_to(3);
+    EXPECT_TRUE(b.announced.empty());
+    append_to(4); // index 3: the last quarter of chunk 0 -> chunk 1, 4 records
+    ASSERT_EQ(b.announced.size(), 1u);
+    EXPECT_EQ(b.announced[0], end0 + 4 * 64);
+    append_to(7); // index 4 opened chunk 1 (the announced bytes)
+    EXPECT_EQ(h->total_bytes, end0 + 4 * 64);
+    EXPECT_EQ(b.announced.size(), 1u);
+    append_to(8); // index 7: the last quarter of chunk 1 -> chunk 2, 8 records, if the budget
+                  // allows it
+    if (budget_records == 1000) {
+      ASSERT_EQ(b.announced.size(), 2u);
+      EXPECT_EQ(b.announced[1], end0 + 4 * 64 + 8 * 64);
+    } else {
+      EXPECT_EQ(b.announced.size(), 1u);
+    }
+    append_to(40); // at its capacity (16) or wrapped early: nothing more to announce
+    EXPECT_EQ(b.announced.size(), budget_records == 1000 ? 2u : 1u);
+    EXPECT_EQ(size_word, budget_records == 1000 ? 16u : 8u);
+  }
+}
+
 TEST(seq_ring, owned_record_being_rewritten_is_not_read) {
   owned_fixture f(8, 8, 100);
   for (std::uint64_t i = 1; i <= 3; ++i)

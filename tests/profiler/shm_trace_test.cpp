@@ -551,6 +551,40 @@ TEST(shm_trace, starts_small_and_grows_with_live_allocations) {
   EXPECT_LT(sizes[1].bytes, sizes[0].bytes + 100'000ull * 384);
 }
 
+// An event lane's next chunk is grown by the recorder's helper thread once the lane announces
+// it (three quarters through its last chunk): the object grows while the writing thread
+// records nothing more, and the chunk is then allocated without growing it again.
+TEST(shm_trace, the_next_event_chunk_is_grown_ahead_off_the_writing_thread) {
+  const auto [status, err] = in_child([] {
+    recorder_options o = small_recorder(); // lanes of 512, then 1024 events
+    o.keep = keep_mode::none;
+    recorder_init(o);
+    trace_writer* w = recorder_writer();
+    if (!w) _exit(3);
+    const std::string path = "/dev/shm/" + recorder_object_name();
+    auto file_bytes = [&] {
+      struct stat st {};
+      return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    };
+    for (int i = 0; i < 384; ++i)
+      w->marker("m");
+    const std::uint64_t before = file_bytes();
+    if (before != w->total_bytes()) _exit(4); // nothing announced yet
+    w->marker("m"); // event 385: index 384, the last quarter of the first chunk
+    const std::uint64_t chunk = 512 * 64;
+    for (int ms = 0; ms < 5000 && file_bytes() < before + chunk; ++ms)
+      usleep(1000);
+    if (file_bytes() != before + chunk || w->total_bytes() != before) _exit(5);
+    for (int i = 385; i < 513; ++i) // into the second chunk
+      w->marker("m");
+    if (w->total_bytes() != before + chunk || file_bytes() != before + chunk) _exit(6);
+    recorder_shutdown();
+    _exit(0);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1) << ": " << err;
+}
+
 TEST(shm_trace, a_limit_stops_growth_with_one_warning_and_counts_what_is_lost) {
   const auto [status, err] = in_child([] {
     setenv("GMEM_TRACE_MAX", "2M", 1);

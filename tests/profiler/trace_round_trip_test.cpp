@@ -162,6 +162,43 @@ TEST(trace_round_trip, counters_and_samples) {
   EXPECT_EQ(r.value.samples[2].stats.live_bytes, 333u);
 }
 
+// gmem's own time observing tensors: kept per thread, read back added up, in ns, and the same
+// as the writer's own total.
+TEST(trace_round_trip, observation_cost) {
+  trace_buffer b;
+  trace_writer& w = *b.writer;
+  EXPECT_EQ(decode_buffer(b).value.observed.allocs, 0u); // nothing observed: all zero
+  auto observe = [&w](bool alloc, std::uint64_t spin_ns) {
+    const std::uint64_t since = now_ticks();
+    if (alloc)
+      w.alloc(0x1000, 64, 512, 0, 0, alloc_kind::tensor, 0);
+    else
+      w.free(0x1000, 0, 0, alloc_kind::tensor);
+    for (const std::uint64_t t0 = monotonic_ns(); monotonic_ns() - t0 < spin_ns;) {
+    }
+    w.observed(alloc, since);
+  };
+  for (int i = 0; i < 3; ++i) {
+    observe(true, 200'000);
+    observe(false, 100'000);
+  }
+  std::thread([&] { observe(true, 200'000); }).join(); // another thread, another lane
+  w.heartbeat();                                       // the clock calibration
+  const read_result r = decode_buffer(b);
+  ASSERT_TRUE(r) << r.error.to_string();
+  const observe_cost& o = r.value.observed;
+  EXPECT_EQ(o.allocs, 4u);
+  EXPECT_EQ(o.frees, 3u);
+  EXPECT_GE(o.alloc_ns, 4 * 200'000u);
+  EXPECT_LT(o.alloc_ns, 4 * 200'000u + 200'000'000u); // a loaded machine, not a wrong unit
+  EXPECT_GE(o.free_ns, 3 * 100'000u);
+  EXPECT_LT(o.free_ns, o.alloc_ns);
+  const observe_cost mine = w.observed_cost();
+  EXPECT_EQ(mine.allocs, o.allocs);
+  EXPECT_NEAR(static_cast<double>(mine.alloc_ns), static_cast<double>(o.alloc_ns),
+              0.01 * static_cast<double>(o.alloc_ns));
+}
+
 TEST(trace_round_trip, stat_lists_of_other_versions_map_by_name) {
   trace_buffer b;
   device_stats s{};

@@ -181,7 +181,13 @@ json stats_json(const gmem::trace::trace& t) {
                 {"stack_overflow", l.stack_overflow},
                 {"segments", t.segments.size()},
                 {"stacks", t.stacks.size()},
-                {"modules", t.modules.size()}}}};
+                {"modules", t.modules.size()}}},
+              {"observed",
+               {{"allocs", t.observed.allocs},
+                {"alloc_ns", t.observed.alloc_ns},
+                {"frees", t.observed.frees},
+                {"free_ns", t.observed.free_ns},
+                {"wall_ns", recorded_wall_ns(t.info)}}}};
 }
 
 std::string dump_json(const nlohmann::json& j, int indent) {

@@ -37,6 +37,23 @@ std::string print_stats(const gmem::trace::trace& t) {
          std::to_string(l.live_overflow) + " not recorded), " + std::to_string(t.segments.size()) +
          " segments, " + std::to_string(t.stacks.size()) + " stacks, " +
          std::to_string(t.modules.size()) + " modules\n";
+  if (const auto& o = t.observed; o.allocs + o.frees != 0) {
+    const std::uint64_t own = o.alloc_ns + o.free_ns, wall = recorded_wall_ns(t.info);
+    char b[320];
+    std::snprintf(
+        b, sizeof b,
+        "observing: %llu allocations at %.0f ns, %llu frees at %.0f ns (stacks "
+        "included): %.3f ms of gmem's own host time, %.3f%% of the %.1f s since the trace "
+        "began\n",
+        static_cast<unsigned long long>(o.allocs),
+        o.allocs ? static_cast<double>(o.alloc_ns) / static_cast<double>(o.allocs) : 0.0,
+        static_cast<unsigned long long>(o.frees),
+        o.frees ? static_cast<double>(o.free_ns) / static_cast<double>(o.frees) : 0.0,
+        static_cast<double>(own) / 1e6,
+        wall ? 100.0 * static_cast<double>(own) / static_cast<double>(wall) : 0.0,
+        static_cast<double>(wall) / 1e9);
+    out += b;
+  }
   if (t.info.full || l.growth_refused != 0)
     out += "trace full: it stopped growing at " + format_bytes(t.info.total_bytes) + " (" +
            std::to_string(l.growth_refused) +
