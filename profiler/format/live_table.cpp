@@ -166,7 +166,8 @@ bool live_table::insert(const live_entry& e, std::uintptr_t key) noexcept {
   if (load_word(slot + w::key) == w::k_empty) ++s.used;
   store_word(slot + w::key, key);
   write_slot(slot, e);
-  ++s.live;
+  // Under the shard's lock; live_count() reads it from the sampler without one.
+  __atomic_store_n(&s.live, s.live + 1, __ATOMIC_RELAXED);
   if (s.used > s.capacity / 2) rehash(index, s);
   return true;
 }
@@ -192,7 +193,7 @@ void live_table::erase_slot(shard& s, std::uint64_t* slot) noexcept {
   layout::store_release(slot + w::version,
                         (v & ~0xffffffffull & ~w::k_held_bit) | ((v + 2) & 0xffffffffu));
   store_word(slot + w::key, w::k_tombstone);
-  --s.live;
+  __atomic_store_n(&s.live, s.live - 1, __ATOMIC_RELAXED);
   // A tombstone followed by an empty slot ends no key's probe path (every slot from a key's
   // home to the key is in use), so it and the tombstones before it become empty: a shard with
   // few live entries keeps few tombstones and rarely rehashes.
