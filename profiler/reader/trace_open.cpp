@@ -56,6 +56,7 @@ read_result open_shm_as(const std::string& name, const read_options& options,
                 ": not the trace its name claims (forged or damaged)");
   info.source = "shm " + name;
   info.object = name;
+  info.owner_uid = copy->file_stat().st_uid;
   if (info.state != trace_state::exited)
     info.state = alive_as(pid, ticks, copy->file_stat().st_uid) ? trace_state::running
                                                                 : trace_state::crashed;
@@ -76,6 +77,7 @@ read_result open_file(const std::string& path, const read_options& options) {
   }
   r.value.info.source = path;
   r.value.info.saved_file = true;
+  r.value.info.owner_uid = copy.file_stat().st_uid;
   return r;
 }
 
