@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Another user's process as the exporter serves it (no call sites: no symbolizer runs).
   gmem::tools::fleet_metrics m;
   gmem::tools::exporter_options options;
-  m.add_process(r.value, nullptr, {1000, "user", false}, options);
+  m.add_process(r.value, nullptr, {1000, "user", false, {}, false}, options);
   for (const auto& family : m.take())
     if (family.name == "gmem_live_bytes" && family.metric.size() != r.value.devices.size())
       __builtin_trap();
