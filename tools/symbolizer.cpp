@@ -3,10 +3,15 @@
 #include <cxxabi.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,6 +29,7 @@ namespace {
 
 constexpr std::string_view k_debug_dir = "/usr/lib/debug";
 constexpr std::uint32_t k_max_string = 64 * 1024; // longer names are cut
+constexpr gid_t k_nobody_group = 65534;           // nogroup
 
 // Why a module's file is not used, decided from its path alone (no file is opened).
 std::string path_note(const std::string& path) {
@@ -155,12 +161,65 @@ bool read_all_blocking(int fd, void* buf, std::size_t n) {
   return true;
 }
 
+// Who the child becomes when the reader is root.
+struct identity {
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+// The bytes mapped now (VmSize), from /proc/self/statm; 0 when unknown.
+std::uint64_t mapped_bytes() {
+  const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[64] = {};
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  return n > 0 ? std::strtoull(buf, nullptr, 10) * static_cast<std::uint64_t>(::getpagesize()) : 0;
+}
+
+// Closes every descriptor in [from, to] (close_range, or one by one on kernels before 5.9).
+void close_from(unsigned from, unsigned to) {
+  if (from > to || ::syscall(SYS_close_range, from, to, 0u) == 0) return;
+  rlimit files{};
+  ::getrlimit(RLIMIT_NOFILE, &files);
+  const auto most = static_cast<unsigned>(std::min<rlim_t>(files.rlim_cur, 1u << 20));
+  for (unsigned fd = from; fd <= to && fd < most; ++fd)
+    ::close(static_cast<int>(fd));
+}
+
+// Before elfutils sees anything: only the socket stays open (and /dev/null as stdin, stdout
+// and stderr), the address space may grow by k_helper_memory, no new privileges, not dumpable
+// (the owner it becomes can neither ptrace it nor read its memory, a copy of the reader's), and
+// a root reader becomes `who`. Returns the socket's descriptor, or -1 when a step failed (the
+// child then serves nothing).
+int confine(int sock, const identity& who, pid_t parent) {
+  if (sock < 3 && (sock = ::fcntl(sock, F_DUPFD, 3)) < 0) return -1;
+  const int null = ::open("/dev/null", O_RDWR);
+  if (null < 0) return -1;
+  for (int fd = 0; fd < 3; ++fd)
+    if (fd != null && ::dup2(null, fd) < 0) return -1;
+  close_from(3, static_cast<unsigned>(sock) - 1);
+  close_from(static_cast<unsigned>(sock) + 1, ~0u);
+  if (const std::uint64_t now = mapped_bytes(); now != 0) {
+    const rlimit as{now + symbolizer::k_helper_memory, now + symbolizer::k_helper_memory};
+    if (::setrlimit(RLIMIT_AS, &as) != 0) return -1;
+  }
+  if (::geteuid() == 0 && who.uid != 0 &&
+      (::setgroups(0, nullptr) != 0 || ::setresgid(who.gid, who.gid, who.gid) != 0 ||
+       ::setresuid(who.uid, who.uid, who.uid) != 0))
+    return -1;
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_DUMPABLE, 0) != 0) return -1;
+  // After the credentials changed (which clears it): never outlive the thread that forked us,
+  // even stuck in an open. That thread may have ended already.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  return ::getppid() == parent ? sock : -1;
+}
+
 // The child's whole life: report every usable module, send each module's verdict (stale,
 // note), then answer one ip at a time until the parent closes the socket.
 [[noreturn]] void serve(int sock, const std::vector<module_range>& modules) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL); // never outlive the reader, even stuck in an open
-  ::signal(SIGINT, SIG_IGN);          // the reader decides when we stop
-  ::unsetenv("DEBUGINFOD_URLS");      // no network lookups, whatever libdw links
+  ::signal(SIGINT, SIG_IGN);     // the reader decides when we stop
+  ::unsetenv("DEBUGINFOD_URLS"); // no network lookups, whatever libdw links
   static Dwfl_Callbacks callbacks{};
   callbacks.find_elf = refuse_find_elf;
   callbacks.find_debuginfo = find_debuginfo_safely;
@@ -323,6 +382,16 @@ bool symbolizer::start_helper() {
     helper_note_ = std::string("not symbolized: socketpair: ") + std::strerror(errno);
     return false;
   }
+  // The owner's primary group, looked up here: NSS is no place for a forked child.
+  identity who{run_as_ == k_reader ? ::geteuid() : run_as_, k_nobody_group};
+  if (who.uid != symbolizer::k_nobody) {
+    std::vector<char> buf(16384);
+    passwd pw{};
+    passwd* found = nullptr;
+    if (::getpwuid_r(run_as_, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr)
+      who.gid = found->pw_gid;
+  }
+  const pid_t parent = ::getpid();
   std::fflush(nullptr); // the child never writes to stdio, but must not inherit unflushed data
   const pid_t pid = ::fork();
   if (pid < 0) {
@@ -333,8 +402,10 @@ bool symbolizer::start_helper() {
   }
   if (pid == 0) { // never returns into the reader's code, not even by an exception
     ::close(sv[0]);
+    const int sock = confine(sv[1], who, parent);
+    if (sock < 0) ::_exit(1);
     try {
-      serve(sv[1], modules_);
+      serve(sock, modules_);
     } catch (...) {
     }
     ::_exit(1);
@@ -361,6 +432,10 @@ bool symbolizer::start_helper() {
   }
   spent_ += std::chrono::steady_clock::now() - started;
   return true;
+}
+
+int symbolizer::helper_pid() const {
+  return helper_ != nullptr ? helper_->pid : -1;
 }
 
 const module_range* symbolizer::find_module(std::uint64_t ip) const {

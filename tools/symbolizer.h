@@ -52,9 +52,19 @@ struct frame_info {
 // waits for it `budget` in all, summed over every lookup: whatever a module makes elfutils do
 // (a blocking open inside libdw, a huge DWARF section), the reader waits no longer, kills the
 // child and leaves the remaining frames as module+offset with a note.
+// The child is confined before elfutils sees a byte: every descriptor but its socket closed
+// (stdin, stdout and stderr on /dev/null), an address-space limit (k_helper_memory above what
+// it inherits), PR_SET_NO_NEW_PRIVS, not dumpable, and when the reader runs as root, the
+// trace owner's uid and gid (run_as()) with no supplementary groups: a library another user
+// planted is parsed with that user's rights at most.
+// It dies with the thread that forked it (PR_SET_PDEATHSIG): the exporter forks from one
+// scrape thread that lives as long as the exporter.
 class symbolizer {
 public:
   static constexpr std::chrono::milliseconds k_default_budget{5000};
+  static constexpr std::uint64_t k_helper_memory = std::uint64_t{512} << 20;
+  static constexpr std::uint32_t k_nobody = 65534;
+  static constexpr std::uint32_t k_reader = 0xffffffff; // run_as() never called
   explicit symbolizer(std::vector<module_range> modules,
                       std::chrono::milliseconds budget = k_default_budget);
   ~symbolizer();
@@ -64,6 +74,12 @@ public:
   // `ip` is a return address except for the innermost frame; lookups use ip - 1 so a call at
   // the end of a function is attributed to its caller's line, not the next function.
   const frame_info& resolve(std::uint64_t ip);
+  // Whose rights the child takes when the reader is root: the trace's owner (a root-owned
+  // trace keeps root; symbolizer_uid() in trace_facts.h says nobody when the owner is
+  // unknown). Before the first resolve(); never called, the reader's own.
+  void run_as(std::uint32_t uid) { run_as_ = uid; }
+  // The child's pid once started, else -1 (for tests).
+  int helper_pid() const;
 
 private:
   struct helper;
@@ -77,6 +93,7 @@ private:
   std::unique_ptr<helper> helper_;
   bool helper_started_ = false;
   std::string helper_note_; // why frames are no longer symbolized ("" while the helper works)
+  std::uint32_t run_as_ = k_reader;
   std::unordered_map<std::uint64_t, frame_info> cache_;
 };
 

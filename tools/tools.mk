@@ -119,8 +119,15 @@ TEST_SCRIPT_DEPS += $(STEADY_SERVICE)
 # FUZZ_SECONDS with an RSS limit of FUZZ_RSS_MB, so an input that makes an export allocate beyond
 # what the trace holds fails the run.
 EXPORT_REPLAY := $(BUILD)/tests/export_replay
-$(EXPORT_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/export_fuzz.o $(TOOLS_CORE_LIB) \
-                  $(TOOLS_READER) $(COMMON_LIB)
+# With prometheus-cpp, the exporter's metric families too (fleet_metrics needs its headers only).
+ifeq ($(PROMETHEUS_CPP),yes)
+EXPORT_FUZZ_METRICS := -DGMEM_FUZZ_METRICS
+$(BUILD)/tests/fuzz/export_fuzz.o: EXTRA_CPPFLAGS += $(EXPORT_FUZZ_METRICS)
+EXPORT_METRICS_OBJ := $(BUILD)/tools/prometheus/fleet_metrics.o
+FUZZ_METRICS_OBJ := $(FUZZ_OBJ)/tools/prometheus/fleet_metrics.o
+endif
+$(EXPORT_REPLAY): $(BUILD)/tests/fuzz/replay_main.o $(BUILD)/tests/fuzz/export_fuzz.o \
+                  $(EXPORT_METRICS_OBJ) $(TOOLS_CORE_LIB) $(TOOLS_READER) $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ $(TOOLS_LIBS)
 UNIT_TESTS += $(EXPORT_REPLAY)
@@ -131,7 +138,8 @@ FUZZ_TOOLS_LIB := $(FUZZ_OBJ)/libgmem_tools.a
 $(FUZZ_TOOLS_LIB): $(TOOLS_CORE_SRCS:%.cpp=$(FUZZ_OBJ)/%.o) $(PROFILER_READER_SRCS:%.cpp=$(FUZZ_OBJ)/%.o) \
                    $(COMMON_SRCS:%.cpp=$(FUZZ_OBJ)/%.o)
 	rm -f $@ && $(AR) rcs $@ $^
-$(EXPORT_FUZZ_BIN): $(FUZZ_OBJ)/tests/fuzz/export_fuzz.o $(FUZZ_TOOLS_LIB)
+$(FUZZ_OBJ)/tests/fuzz/export_fuzz.o: FUZZ_CXXFLAGS += $(EXPORT_FUZZ_METRICS)
+$(EXPORT_FUZZ_BIN): $(FUZZ_OBJ)/tests/fuzz/export_fuzz.o $(FUZZ_METRICS_OBJ) $(FUZZ_TOOLS_LIB)
 	clang++ $(FUZZ_CXXFLAGS) -o $@ $^ $(TOOLS_LIBS)
 .PHONY: fuzz-export
 fuzz: fuzz-export

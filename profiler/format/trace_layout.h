@@ -26,6 +26,17 @@ inline constexpr std::uint32_t k_header_bytes = 8192;
 inline constexpr std::uint64_t k_section_align = 64;
 inline constexpr std::uint32_t k_max_stats = 64;   // stat name slots in the header
 inline constexpr std::uint32_t k_max_extents = 24; // directory entries per section
+// Device ids a writer records: k_host_device (the pinned host pools) and CUDA ordinals up to
+// k_max_device (no host has more). The counters section holds one record per device, at most
+// k_max_device_slots; the sample ring at most k_max_samples records. A reader refuses
+// anything else: a trace another user forged must not cost more than the writer's would.
+inline constexpr int k_host_device = -1;
+inline constexpr int k_max_device = 1023;
+inline constexpr std::uint32_t k_max_device_slots = 1024;
+inline constexpr std::uint64_t k_max_samples = std::uint64_t{1} << 24;
+constexpr bool valid_device(std::int64_t device) {
+  return device >= k_host_device && device <= k_max_device;
+}
 
 enum section_id : std::uint32_t {
   k_counters = 0,     // per-device counter records (stat records, seqlocked)       fixed

@@ -45,7 +45,8 @@ struct trace_info {
   std::uint64_t sample_interval_ns = 0; // sampler period
   std::string source;                   // "shm gmem.<pid>.<ticks>.<nonce>" or the file's path
   std::string object;                   // the shared-memory object's name; "" for a file
-  bool saved_file = false; // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
+  bool saved_file = false;     // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
+  std::int64_t owner_uid = -1; // who owns the object or file read (fstat); -1 unknown
   trace_state state = trace_state::crashed;
   std::uint64_t total_bytes = 0;     // bytes in use (the object grows with what it records)
   std::uint64_t limit_bytes = 0;     // the most the writer could let it grow to

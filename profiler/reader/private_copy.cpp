@@ -27,7 +27,8 @@ private_copy::~private_copy() {
   if (base_ != nullptr) ::munmap(base_, mapped_);
 }
 
-bool private_copy::read(const std::string& path, bool no_follow, std::string* why) {
+bool private_copy::read(const std::string& path, bool no_follow, std::string* why,
+                        const page_check& check) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC |
                                           (no_follow ? O_NOFOLLOW : 0));
   if (fd < 0) {
@@ -35,12 +36,12 @@ bool private_copy::read(const std::string& path, bool no_follow, std::string* wh
                                        : std::strerror(errno);
     return false;
   }
-  const bool ok = read_fd(fd, why);
+  const bool ok = read_fd(fd, why, check);
   ::close(fd);
   return ok;
 }
 
-bool private_copy::read_fd(int fd, std::string* why) {
+bool private_copy::read_fd(int fd, std::string* why, const page_check& check) {
   if (::fstat(fd, &st_) != 0) {
     *why = std::strerror(errno);
     return false;
@@ -59,13 +60,42 @@ bool private_copy::read_fd(int fd, std::string* why) {
            std::to_string(k_max_trace_bytes >> 30) + " GiB)";
     return false;
   }
-  // Only the bytes a trace uses: the first page, then up to the total_bytes of the header
-  // copied with it (bytes the writer added later are not read: the copy stays consistent
-  // with its own header). A file that is not a trace (another magic: junk named like one)
-  // costs one page however large it is: nothing a reader would not decode is read.
-  const std::uint64_t page = 4096;
-  std::uint64_t want = std::min(size, page);
-  mapped_ = static_cast<std::size_t>(size) + 8;
+  // The first page alone, vetted before anything more is read: a file that is not a trace
+  // (another magic: junk named like one) costs one page however large it is, and a trace whose
+  // header contradicts its name or its size is refused without copying the rest.
+  constexpr std::uint64_t k_page = 4096;
+  char page[k_page] = {};
+  const std::uint64_t first = std::min(size, k_page);
+  copy_range(fd, page, 0, first);
+  std::uint64_t want = first;
+  const bool trace_like = first >= sizeof(layout::header::magic) + sizeof(std::uint64_t) * 2 &&
+                          std::memcmp(page, layout::k_magic, sizeof layout::k_magic) == 0;
+  if (trace_like) {
+    if (check) {
+      std::string bad = check({reinterpret_cast<const std::byte*>(page), first});
+      if (!bad.empty()) {
+        *why = std::move(bad);
+        return false;
+      }
+    }
+    std::uint64_t total = 0;
+    std::memcpy(&total, page + offsetof(layout::header, total_bytes), sizeof total);
+    // A writer makes the object larger before its header says so: a header naming more bytes
+    // than the file holds (checked again after reading it, as the file may have grown since
+    // the first fstat) was forged or damaged.
+    struct stat now {};
+    if (total > size &&
+        (::fstat(fd, &now) != 0 || total > static_cast<std::uint64_t>(now.st_size) ||
+         total > k_max_trace_bytes)) {
+      *why = "the header says the trace is " + std::to_string(total) + " bytes, the object holds " +
+             std::to_string(size) + ": not a trace gmem wrote (forged or damaged)";
+      return false;
+    }
+    want = std::max(total, first);
+  }
+  // Only the bytes the trace uses, up to the total_bytes of the header copied with them (bytes
+  // the writer added later are not read: the copy stays consistent with its own header).
+  mapped_ = static_cast<std::size_t>(want) + 8;
   void* p = ::mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
@@ -75,16 +105,9 @@ bool private_copy::read_fd(int fd, std::string* why) {
   base_ = p;
   ::madvise(p, mapped_, MADV_HUGEPAGE); // fewer faults while copying big objects
   auto* out = static_cast<char*>(p);
-  std::uint64_t copied = 0;
-  for (int round = 0; round < 4 && copied < want; ++round) {
-    copy_range(fd, out, copied, want);
-    copied = want;
-    std::uint64_t total = 0;
-    std::memcpy(&total, out + offsetof(layout::header, total_bytes), sizeof total);
-    if (std::memcmp(out, layout::k_magic, sizeof layout::k_magic) == 0)
-      want = std::min(size, std::max(total, want));
-  }
-  size_ = static_cast<std::size_t>(copied);
+  std::memcpy(out, page, first);
+  copy_range(fd, out, first, want);
+  size_ = static_cast<std::size_t>(want);
   return true;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <sys/stat.h>
@@ -22,15 +23,24 @@ public:
   private_copy(const private_copy&) = delete;
   private_copy& operator=(const private_copy&) = delete;
 
+  // Vets a trace's first page (its header, `page`, at most 4096 bytes) before anything more is
+  // copied: "" when the rest may be copied, else why not (e.g. the header names another pid
+  // than the object's name).
+  using page_check = std::function<std::string(std::span<const std::byte> page)>;
+
   // Opens `path` without blocking (a FIFO would hang a blocking open), regular files only,
   // and, with `no_follow`, never through a symlink. Fills `why` and returns false otherwise.
-  bool read(const std::string& path, bool no_follow, std::string* why);
+  // A file that starts like a trace is copied only after its first page passes `check` and
+  // its header's total_bytes fits the file (a header claiming more than the file holds is
+  // refused at once, never re-read); anything else costs one page.
+  bool read(const std::string& path, bool no_follow, std::string* why,
+            const page_check& check = {});
 
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(base_), size_}; }
   const struct stat& file_stat() const { return st_; }
 
 private:
-  bool read_fd(int fd, std::string* why);
+  bool read_fd(int fd, std::string* why, const page_check& check);
   // Copies the data ranges of [from, to): untouched pages of the copy read as the zeros of a
   // hole, and a file truncated meanwhile leaves the rest zero.
   static void copy_range(int fd, char* out, std::uint64_t from, std::uint64_t to);

@@ -51,6 +51,9 @@ std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
   DIR* dir = opendir(k_shm_dir);
   if (!dir) return out;
   bounded_walk walk(limits);
+  // Hard links: one object under several names is listed (and read) once, under its first
+  // name in name order (ps, retention and the exporter count its bytes once).
+  std::vector<std::pair<std::pair<dev_t, ino_t>, std::string>> linked;
   while (dirent* d = readdir(dir)) {
     if (!walk.next()) break;
     trace_entry e;
@@ -71,12 +74,23 @@ std::vector<trace_entry> stat_traces_where(const std::uint32_t* only_owner,
                    static_cast<std::uint64_t>(st.st_mtim.tv_nsec);
       e.uid = st.st_uid;
       e.owner_known = true;
+      if (st.st_nlink > 1) linked.push_back({{st.st_dev, st.st_ino}, e.name});
     }
     e.problem = "not read";
     out.push_back(std::move(e));
   }
   closedir(dir);
   walk.report(stats);
+  if (linked.size() > 1) {
+    std::sort(linked.begin(), linked.end());
+    std::vector<std::string> extra; // every name of an inode but its first
+    for (std::size_t i = 1; i < linked.size(); ++i)
+      if (linked[i].first == linked[i - 1].first) extra.push_back(linked[i].second);
+    std::sort(extra.begin(), extra.end());
+    std::erase_if(out, [&](const trace_entry& e) {
+      return std::binary_search(extra.begin(), extra.end(), e.name);
+    });
+  }
   return out;
 }
 

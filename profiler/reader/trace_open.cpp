@@ -1,6 +1,7 @@
 #include "profiler/reader/trace_open.h"
 
 #include <cstddef>
+#include <cstring>
 #include <memory>
 
 #include "profiler/format/trace_layout.h"
@@ -24,18 +25,25 @@ read_result open_shm_as(const std::string& name, const read_options& options,
   std::uint64_t ticks = 0;
   if (!parse_object_name(name, &pid, &ticks))
     return fail(name + ": not a gmem trace name (gmem.<pid>.<ticks>)");
-  // A trace grows while it is written: a copy taken as it grew may hold a header that names
-  // more bytes than were copied. A few more copies catch it between two growths.
-  read_result r;
-  std::unique_ptr<private_copy> copy;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    copy = std::make_unique<private_copy>();
-    std::string why;
-    if (!copy->read(k_shm_dir + name, true, &why))
-      return fail(name + ": cannot open the trace: " + why);
-    r = decode(copy->bytes(), options);
-    if (r || r.error.offset != offsetof(layout::header, total_bytes)) break;
-  }
+  // The header must name this object before the rest is copied: a large object whose first
+  // page names another process (or none) costs one page. The copy is consistent with its
+  // header (private_copy.h), so a failed decode is not worth a second copy.
+  auto names_this_object = [&](std::span<const std::byte> page) -> std::string {
+    std::uint32_t header_pid = 0;
+    std::uint64_t header_ticks = 0;
+    if (page.size() < offsetof(layout::header, proc_start_ticks) + sizeof header_ticks) return {};
+    std::memcpy(&header_pid, page.data() + offsetof(layout::header, pid), sizeof header_pid);
+    std::memcpy(&header_ticks, page.data() + offsetof(layout::header, proc_start_ticks),
+                sizeof header_ticks);
+    if (header_pid == pid && header_ticks == ticks) return {};
+    return "the header says pid " + std::to_string(header_pid) + " started at tick " +
+           std::to_string(header_ticks) + ": not the trace its name claims (forged or damaged)";
+  };
+  auto copy = std::make_unique<private_copy>();
+  std::string why;
+  if (!copy->read(k_shm_dir + name, true, &why, names_this_object))
+    return fail(name + ": cannot open the trace: " + why);
+  read_result r = decode(copy->bytes(), options);
   if (owner) *owner = copy->file_stat().st_uid;
   if (!r) {
     r.error.message = name + ": " + r.error.message;
@@ -48,6 +56,7 @@ read_result open_shm_as(const std::string& name, const read_options& options,
                 ": not the trace its name claims (forged or damaged)");
   info.source = "shm " + name;
   info.object = name;
+  info.owner_uid = copy->file_stat().st_uid;
   if (info.state != trace_state::exited)
     info.state = alive_as(pid, ticks, copy->file_stat().st_uid) ? trace_state::running
                                                                 : trace_state::crashed;
@@ -68,6 +77,7 @@ read_result open_file(const std::string& path, const read_options& options) {
   }
   r.value.info.source = path;
   r.value.info.saved_file = true;
+  r.value.info.owner_uid = copy.file_stat().st_uid;
   return r;
 }
 

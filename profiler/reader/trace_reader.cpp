@@ -200,6 +200,14 @@ std::optional<failure> decoder::check_sections() {
                                  ", expected " + std::to_string(expected[i])};
     if (s.capacity == 0 || s.capacity > (std::uint64_t{1} << 40))
       return failure{at, name + "capacity " + std::to_string(s.capacity) + " is out of range"};
+    // The sections whose records each become a decoded record (and, in the exporter, a series
+    // per device): no larger than a writer makes them.
+    const std::uint64_t most = i == l::k_counters  ? l::k_max_device_slots
+                               : i == l::k_samples ? l::k_max_samples
+                                                   : s.capacity;
+    if (s.capacity > most)
+      return failure{at, name + "capacity " + std::to_string(s.capacity) + " is over the " +
+                             std::to_string(most) + " records a writer makes"};
     if (s.extent_count == 0 || s.extent_count > l::k_max_extents)
       return failure{at + 12, name + "extent count " + std::to_string(s.extent_count) +
                                   " is out of range (1.." + std::to_string(l::k_max_extents) + ")"};
@@ -273,6 +281,17 @@ std::optional<failure> decoder::read_counters(trace& t) {
     device_counters d;
     d.device =
         static_cast<std::int32_t>(static_cast<std::uint32_t>(w[l::stat_word::device_reason]));
+    // One record per device, as the writer keeps them: anything else is forged or damaged, and
+    // would repeat a series (or make one per made-up device) in every report and scrape.
+    const std::uint64_t at =
+        fixed_[l::k_counters] + i * s.record_bytes + 8 * l::stat_word::device_reason;
+    if (!l::valid_device(d.device))
+      return failure{at, "counter record " + std::to_string(i) + " names device " +
+                             std::to_string(d.device) + ", which no writer records"};
+    for (const auto& other : t.devices)
+      if (other.device == d.device)
+        return failure{at, "counter record " + std::to_string(i) + " repeats device " +
+                               std::to_string(d.device)};
     d.time_ns = to_ns(w[l::stat_word::tick]);
     read_stat_values(w.data(), d.stats, &d.unknown);
     for (std::size_t k = 0; k < k_known_stats; ++k)
@@ -513,6 +532,10 @@ std::optional<failure> decoder::read_samples(trace& t) {
     x.time_ns = to_ns(w[l::stat_word::tick]);
     x.device =
         static_cast<std::int32_t>(static_cast<std::uint32_t>(w[l::stat_word::device_reason]));
+    if (!l::valid_device(x.device))
+      return failure{ring.offset_of(seq) + 8 * l::stat_word::device_reason,
+                     "sample " + std::to_string(seq) + " names device " + std::to_string(x.device) +
+                         ", which no writer records"};
     x.reason = static_cast<sample_reason>(reason);
     read_stat_values(w.data(), x.stats, nullptr);
     t.samples.push_back(x);

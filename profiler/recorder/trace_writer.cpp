@@ -95,13 +95,13 @@ writer_config writer_config::normalized() const {
   c.segment_slots = pow2_at_least(segment_slots, 64, std::uint64_t{1} << 24);
   c.events = pow2_at_least(events, 64, std::uint64_t{1} << 28);
   c.event_lanes = std::clamp<std::uint32_t>(event_lanes, 1, l::lane_word::k_max_lanes);
-  c.samples = pow2_at_least(samples, 16, std::uint64_t{1} << 24);
+  c.samples = pow2_at_least(samples, 16, l::k_max_samples);
   c.stack_slots = pow2_at_least(stack_slots, 64, std::uint64_t{1} << 24);
   c.stack_ips = std::clamp<std::uint64_t>(stack_ips, 1024, std::uint64_t{1} << 31);
   c.string_slots = pow2_at_least(string_slots, 64, std::uint64_t{1} << 24);
   c.string_bytes = std::clamp<std::uint64_t>(string_bytes, 4096, std::uint64_t{1} << 31);
   c.module_slots = std::clamp<std::uint64_t>(module_slots, 16, 65536);
-  c.device_slots = std::clamp<std::uint32_t>(device_slots, 1, 1024);
+  c.device_slots = std::clamp<std::uint32_t>(device_slots, 1, l::k_max_device_slots);
   c.stack_depth = std::min(stack_depth, l::k_max_stack_depth);
   c.python_depth = std::min(python_depth, l::k_max_python_depth);
   return c;
@@ -311,6 +311,7 @@ void trace_writer::trim(int device, std::size_t released_bytes) noexcept {
 }
 
 void trace_writer::oom(int device, std::size_t requested, const pool_stats& at_failure) noexcept {
+  if (!l::valid_device(device)) return; // readers would refuse the trace
   std::uint64_t w[k_stat_record_words];
   write_stat_record(w, 0, device, sample_reason::oom, at_failure);
   const std::uint64_t seq = samples_.append(w);
@@ -404,6 +405,7 @@ void trace_writer::sample(const device_stats* stats, std::size_t n, sample_reaso
   std::lock_guard lock(mu_);
   std::uint64_t* table = counters_;
   for (std::size_t d = 0; d < n; ++d) {
+    if (!l::valid_device(stats[d].device)) continue; // readers would refuse the trace
     std::uint64_t w[k_stat_record_words];
     write_stat_record(w, 0, stats[d].device, reason, stats[d].stats);
     samples_.append(w);

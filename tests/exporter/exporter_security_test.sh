@@ -129,9 +129,11 @@ grep -q 'uid="65534",user="nobody",exe="leak_sites"' "$W/first.txt" ||
 grep -q "gmem_site_live_bytes{pid=\"$RJ\"" "$W/first.txt" ||
   fail "the exporter's own user's call sites are missing"
 
-echo "== bidi: U+202E in argv[0] is escaped in labels"
+echo "== exe is the executable, not argv[0] (which holds U+202E); nothing raw"
 grep -q $'\u202e' "$W/first.txt" && fail "U+202E served raw"
-grep -qF 'exe="\\u202egnp.exe"' "$W/first.txt" || fail "argv[0] with U+202E not escaped as \\u202e"
+grep -q 'gnp.exe' "$W/first.txt" && fail "exe taken from argv[0]: $(grep -m1 'gnp.exe' "$W/first.txt")"
+[ "$(grep -c '^gmem_process_info{.*uid="65534",user="nobody",exe="leak_sites"' "$W/first.txt")" -ge 2 ] ||
+  fail "nobody's jobs (one started as argv[0] gnp.exe) are not both named exe=leak_sites"
 
 echo "== promtool check metrics"
 promtool check metrics <"$W/first.txt" >"$W/promtool.txt" 2>&1 ||

@@ -33,9 +33,9 @@ exporter_options opts(std::size_t top = 5, std::uint64_t window_ns = 4500 * k_ms
   return o;
 }
 
-// The exporter's own user: command line and call sites are shown.
+// The exporter's own user, with --command-line: command line and call sites are shown.
 process_owner owner_self() {
-  return {1000, "alice", true};
+  return {1000, "alice", true, "/opt/app/leaky", true};
 }
 
 std::size_t count_lines(const std::string& text, const std::string& prefix) {
@@ -179,7 +179,8 @@ TEST(fleet_metrics, another_users_process_shows_no_command_line_or_frames) {
   symbolizer symbols(module_ranges(t));
   site_resolver sites(symbols);
   fleet_metrics m;
-  m.add_process(t, &sites, {1001, "bob", false}, opts());
+  m.add_process(t, &sites, {1001, "bob", false, "/home/bob/secret-project/bin/train (deleted)"},
+                opts());
   const std::string out = exposition(m.take());
   EXPECT_EQ(out.find("hunter2"), std::string::npos) << out;
   EXPECT_EQ(out.find("secret-project"), std::string::npos) << out;
@@ -192,6 +193,25 @@ TEST(fleet_metrics, another_users_process_shows_no_command_line_or_frames) {
       << out;
 }
 
+// Command lines are served only with --command-line (and only where call sites are); exe is
+// the executable the collector found under /proc, never argv[0], which a program sets.
+TEST(fleet_metrics, no_command_line_by_default_and_exe_from_the_executable) {
+  auto t = sample_trace();
+  t.info.argv = {"/usr/bin/innocent", "--api-token=hunter2"};
+  t.info.command_line = "/usr/bin/innocent --api-token=hunter2";
+  fleet_metrics m;
+  m.add_process(t, nullptr, {0, "root", true, "/opt/batch/bin/real-job"}, opts(0));
+  const std::string out = exposition(m.take());
+  EXPECT_EQ(out.find("hunter2"), std::string::npos) << out;
+  EXPECT_EQ(out.find("command="), std::string::npos) << out;
+  EXPECT_EQ(out.find("innocent"), std::string::npos) << out;
+  EXPECT_NE(out.find("exe=\"real-job\""), std::string::npos) << out;
+  fleet_metrics opted;
+  opted.add_process(t, nullptr, {0, "root", true, "/opt/batch/bin/real-job", true}, opts(0));
+  EXPECT_NE(exposition(opted.take()).find("command=\"/usr/bin/innocent --api-token=hunter2\""),
+            std::string::npos);
+}
+
 // A minor case of docs/security.md: a right-to-left override (U+202E) and the other bidirectional
 // controls never reach a label raw; they are escaped as the terminal output is.
 TEST(fleet_metrics, bidirectional_controls_in_labels_are_escaped) {
@@ -201,7 +221,9 @@ TEST(fleet_metrics, bidirectional_controls_in_labels_are_escaped) {
   symbolizer symbols(module_ranges(t));
   site_resolver sites(symbols);
   fleet_metrics m;
-  m.add_process(t, &sites, owner_self(), opts(0));
+  process_owner owner = owner_self();
+  owner.exe = "/tmp/" + t.info.argv[0].substr(2);
+  m.add_process(t, &sites, owner, opts(0));
   const std::string out = exposition(m.take());
   EXPECT_EQ(out.find("\xe2\x80\xae"), std::string::npos);
   EXPECT_EQ(out.find("\xe2\x81\xa6"), std::string::npos);
@@ -236,7 +258,7 @@ TEST(fleet_collector, rank_entries_is_fair_and_puts_future_times_last) {
   std::vector<ranked_entry> w;
   for (const auto& x : e)
     w.push_back({&x, 0, 0});
-  rank_entries(w, now);
+  rank_entries(w, now, 0);
   std::vector<std::uint32_t> order;
   for (const auto& r : w)
     order.push_back(r.entry->pid);
@@ -249,6 +271,34 @@ TEST(fleet_collector, rank_entries_is_fair_and_puts_future_times_last) {
   for (std::size_t k = 8; k < order.size(); ++k)
     EXPECT_TRUE((order[k] >= 100 && order[k] < 110) || order[k] == 300) << k;
   EXPECT_EQ(order.back(), 300u);
+}
+
+// A slow forged trace named after the attacker's own running process, claiming a start 30 s
+// ahead, used to rank first every turn and spend the scrape's budget before the victim's
+// running job. Now nothing a trace claims moves it ahead: the exporter's own user first, then
+// users in turns, the smaller object first; and preselect reads in that order too.
+TEST(fleet_collector, a_claimed_start_time_does_not_rank_a_trace_first) {
+  const std::uint64_t now = 1'790'000'000'000'000'000u;
+  std::vector<gmem::trace::trace_entry> e(3);
+  e[0].name = "gmem.500.9000", e[0].uid = 666, e[0].pid = 500, e[0].proc_start_ticks = 9000;
+  e[0].start_realtime_ns = now + 30'000'000'000u, e[0].allocated_bytes = 512u << 20;
+  e[1].name = "gmem.400.100", e[1].uid = 1000, e[1].pid = 400, e[1].proc_start_ticks = 100;
+  e[1].start_realtime_ns = now - 60'000'000'000u, e[1].allocated_bytes = 1u << 20;
+  e[2].name = "gmem.300.50", e[2].uid = 0, e[2].pid = 300, e[2].proc_start_ticks = 50;
+  e[2].start_realtime_ns = now - 90'000'000'000u, e[2].allocated_bytes = 2u << 20;
+  std::vector<ranked_entry> w;
+  for (auto& x : e) {
+    x.readable = true;
+    x.state = gmem::trace::trace_state::running;
+    w.push_back({&x, 0, 0});
+  }
+  rank_entries(w, now, 0);
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_EQ(w[0].entry->pid, 300u); // the exporter's own user (root)
+  EXPECT_EQ(w[1].entry->pid, 400u); // the victim: smaller, though it claims an older start
+  EXPECT_EQ(w[2].entry->pid, 500u);
+  rank_entries(w, now, 666); // an exporter run by the attacker's user serves that user first
+  EXPECT_EQ(w[0].entry->pid, 500u);
 }
 
 // Case R7, the reading side: however many objects one user plants, a scrape reads at most a
@@ -271,7 +321,7 @@ TEST(fleet_collector, preselect_bounds_each_users_objects_before_reading) {
     x.uid = 1000;
     e.push_back(x);
   }
-  EXPECT_EQ(preselect(e, 10), 290u);
+  EXPECT_EQ(preselect(e, 10, 0), 290u);
   ASSERT_EQ(e.size(), 13u);
   std::size_t alice = 0;
   std::uint64_t oldest_kept = ~std::uint64_t{0};

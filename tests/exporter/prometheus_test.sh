@@ -68,7 +68,8 @@ PIDS+=("$LEAK" "$STABLE")
 echo "leak pid $LEAK, stable pid $STABLE"
 
 echo "== gmem exporter"
-"$GMEM" exporter --listen 127.0.0.1:0 --growth-window 3s --keep-exited 1m 2>"$W/exporter.err" &
+"$GMEM" exporter --listen 127.0.0.1:0 --growth-window 3s --keep-exited 1m --command-line \
+  2>"$W/exporter.err" &
 JOBS+=($!)
 for _ in $(seq 50); do
   EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter.err")

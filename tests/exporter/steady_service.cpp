@@ -4,6 +4,8 @@
 //                                   64 KiB in leak_slowly() (never freed)
 //   steady_service stable STOPFILE  holds 4 MiB in hold_stable(), and every 100 ms frees that
 //                                   buffer and allocates a new one of the same size there
+//   steady_service later STOPFILE   holds 8 MiB in hold_model(), and leaks like `leak` only
+//                                   once STOPFILE.go exists (call sites new to a later scrape)
 // Prints "ready <pid>" once the first allocations are made; runs until STOPFILE exists or 60 s
 // have passed, then frees nothing and exits 0.
 #include <cuda.h>
@@ -12,6 +14,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -53,11 +56,14 @@ __attribute__((noinline)) CUdeviceptr hold_stable() {
 } // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 3 || (std::strcmp(argv[1], "leak") != 0 && std::strcmp(argv[1], "stable") != 0)) {
-    std::fprintf(stderr, "usage: steady_service leak|stable STOPFILE\n");
+  if (argc != 3 || (std::strcmp(argv[1], "leak") != 0 && std::strcmp(argv[1], "stable") != 0 &&
+                    std::strcmp(argv[1], "later") != 0)) {
+    std::fprintf(stderr, "usage: steady_service leak|stable|later STOPFILE\n");
     return 2;
   }
-  const bool leak = std::strcmp(argv[1], "leak") == 0;
+  const bool later = std::strcmp(argv[1], "later") == 0;
+  const bool leak = later || std::strcmp(argv[1], "leak") == 0;
+  const std::string go = std::string(argv[2]) + ".go";
   void* lib = dlopen("libcuda.so.1", RTLD_NOW);
   if (lib == nullptr) {
     std::fprintf(stderr, "steady_service: %s\n", dlerror());
@@ -84,7 +90,7 @@ int main(int argc, char** argv) {
   for (int tick = 0; tick < 600 && access(argv[2], F_OK) != 0; ++tick) {
     usleep(100'000);
     if (leak) {
-      leak_slowly();
+      if (!later || access(go.c_str(), F_OK) == 0) leak_slowly();
     } else {
       g_free(stable);
       stable = hold_stable();

@@ -1,6 +1,8 @@
-// libFuzzer target for the exports (case R4 of docs/security.md): any bytes that decode to a trace
-// must export to Chrome trace JSON and to a PyTorch snapshot pickle without a crash, a sanitizer
-// report, or memory beyond what the trace holds (`make fuzz` runs it with an RSS limit). The
+// libFuzzer target for the exports (cases R4, R13 and R21 of docs/security.md): any bytes that decode to a trace must export to Chrome
+// trace JSON, to a PyTorch snapshot pickle and (where prometheus-cpp is installed) to the
+// exporter's metric families, per device counters and sample rates included, without a crash,
+// a sanitizer report, or memory beyond what the trace holds (`make fuzz` runs it with an RSS
+// limit); the metrics hold one series per device, as the decoder keeps one record each. The
 // committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test` through
 // replay_main.cpp, built with gcc.
 #include <cstddef>
@@ -14,6 +16,9 @@
 #include "tools/export/pickle_writer.h"
 #include "tools/export/pytorch_export.h"
 #include "tools/symbolizer.h"
+#ifdef GMEM_FUZZ_METRICS
+#include "tools/prometheus/fleet_metrics.h"
+#endif
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto bytes = std::span<const std::byte>(reinterpret_cast<const std::byte*>(data), size);
@@ -26,5 +31,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string pickle =
       gmem::tools::encode_pickle(gmem::tools::pytorch_snapshot(r.value, symbols));
   if (json.empty() || pickle.empty()) __builtin_trap();
+#ifdef GMEM_FUZZ_METRICS
+  // Another user's process as the exporter serves it (no call sites: no symbolizer runs).
+  gmem::tools::fleet_metrics m;
+  gmem::tools::exporter_options options;
+  m.add_process(r.value, nullptr, {1000, "user", false, {}, false}, options);
+  for (const auto& family : m.take())
+    if (family.name == "gmem_live_bytes" && family.metric.size() != r.value.devices.size())
+      __builtin_trap();
+#endif
   return 0;
 }

@@ -307,6 +307,30 @@ int main(int argc, char** argv) {
     save(dir, "hostile_event_devices", im);
   }
   {
+    // Counters and samples of two devices (0 and the host pool), then forged: a device no
+    // writer records, a device repeated, a sample on a made-up device.
+    image im;
+    fill(*im.w, 5);
+    gmem::pool_stats s;
+    s.live_bytes = 4096;
+    const device_stats d[2] = {{0, s}, {-1, s}};
+    im.w->sample(d, 2, sample_reason::periodic);
+    im.w->sample(d, 2, sample_reason::periodic);
+    save(dir, "valid_two_devices", im);
+    const std::uint32_t record = im.h().sections[layout::k_counters].record_bytes / 8;
+    std::uint64_t* counters = im.first_extent(layout::k_counters);
+    std::uint64_t& second = counters[record + layout::stat_word::device_reason];
+    const std::uint64_t kept = second;
+    second = (second & ~std::uint64_t{0xffffffff}) | 5000u;
+    save(dir, "hostile_counter_device", im);
+    second = kept & ~std::uint64_t{0xffffffff}; // device 0 again
+    save(dir, "hostile_counter_repeated", im);
+    second = kept;
+    std::uint64_t& sample = im.first_extent(layout::k_samples)[layout::stat_word::device_reason];
+    sample = (sample & ~std::uint64_t{0xffffffff}) | 0xfffffffeu; // device -2
+    save(dir, "hostile_sample_device", im);
+  }
+  {
     std::vector<unsigned char> garbage(12000);
     for (std::size_t i = 0; i < garbage.size(); ++i)
       garbage[i] = static_cast<unsigned char>(i * 131 + 7);

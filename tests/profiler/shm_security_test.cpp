@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "profiler/format/trace_layout.h"
 #include "profiler/reader/object_names.h"
 #include "profiler/reader/pid_lookup.h"
 #include "profiler/reader/process_identity.h"
@@ -222,6 +224,71 @@ TEST(shm_security, a_header_that_contradicts_the_name_is_refused) {
   EXPECT_NE(r.error.message.find("not the trace its name claims"), std::string::npos)
       << r.error.to_string();
   unlink(("/dev/shm/" + name).c_str());
+}
+
+// Peak RSS since the last reset_peak_rss(), in bytes (VmHWM).
+std::uint64_t peak_rss() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+
+// Another user's large object (real data, no holes) whose first page is a trace header that
+// claims 2^62 bytes, or names another process than the object's name: refused after its first
+// page, never copied whole (it used to be copied whole, up to four times, per name). Ten hard
+// links to one object are listed once.
+TEST(shm_security, a_large_forged_object_costs_a_reader_one_page) {
+  constexpr std::size_t k_bytes = std::size_t{192} << 20;
+  const std::uint32_t pid = dead_pid();
+  const std::string huge = object_name(pid, 501, 0x1111), other = object_name(pid, 502, 0x2222);
+  std::vector<char> image = trace_image(pid, 501);
+  image.resize(k_bytes, 'x');
+  const std::uint64_t claim = std::uint64_t{1} << 62;
+  std::memcpy(image.data() + offsetof(layout::header, total_bytes), &claim, sizeof claim);
+  std::vector<std::string> links;
+  ASSERT_EQ(
+      as_attacker([&] {
+        if (!write_new("/dev/shm/" + huge, image)) return 1;
+        std::uint64_t real = k_bytes;
+        std::memcpy(image.data() + offsetof(layout::header, total_bytes), &real, sizeof real);
+        if (!write_new("/dev/shm/" + other, image)) return 1; // header: ticks 501, not 502
+        for (int i = 0; i < 10; ++i)
+          if (link(("/dev/shm/" + huge).c_str(),
+                   ("/dev/shm/" + object_name(pid, 600 + static_cast<std::uint64_t>(i))).c_str()) !=
+              0)
+            return 1;
+        return 0;
+      }),
+      0);
+  for (int i = 0; i < 10; ++i)
+    links.push_back("/dev/shm/" + object_name(pid, 600 + static_cast<std::uint64_t>(i)));
+  EXPECT_EQ(run_reader([&] {
+              reset_peak_rss();
+              const auto before = peak_rss();
+              const read_result a = open_shm(huge), b = open_shm(other);
+              const auto grown = peak_rss() - before;
+              std::size_t listed = 0;
+              for (const trace_entry& e : list_traces())
+                listed += e.pid == pid;
+              const auto after_list = peak_rss() - before;
+              std::fprintf(stderr, "peak RSS grew by %llu KiB (reads), %llu KiB (listing)\n",
+                           static_cast<unsigned long long>(grown >> 10),
+                           static_cast<unsigned long long>(after_list >> 10));
+              return !a && a.error.message.find("forged or damaged") != std::string::npos && !b &&
+                     b.error.message.find("not the trace its name claims") != std::string::npos &&
+                     grown < (std::uint64_t{16} << 20) && after_list < (std::uint64_t{16} << 20) &&
+                     listed == 2; // `huge` (one of its 11 names) and `other`
+            }),
+            "");
+  unlink(("/dev/shm/" + huge).c_str());
+  unlink(("/dev/shm/" + other).c_str());
+  for (const auto& l : links)
+    unlink(l.c_str());
 }
 
 // Cases 1 and 2: saving a trace writes only a file it created itself, beside the target:

@@ -199,6 +199,55 @@ TEST(trace_round_trip, observation_cost) {
               0.01 * static_cast<double>(o.alloc_ns));
 }
 
+// Readers decode only what a writer makes: one counter record per device, device ids a
+// writer records (-1 to 1023), no more counter records or samples than a writer keeps. A
+// forged trace with a new device id in each of 65,536 counter records used to cost a scrape a
+// million series and root's `gmem ps` gigabytes.
+TEST(trace_round_trip, counters_and_samples_only_as_a_writer_makes_them) {
+  trace_buffer b;
+  device_stats s[2] = {};
+  s[0].device = 0;
+  s[1].device = -1;
+  b.writer->sample(s, 2, sample_reason::periodic);
+  ASSERT_TRUE(decode_buffer(b));
+  const std::vector<std::byte> good(b.bytes().begin(), b.bytes().end());
+  const auto* h = reinterpret_cast<const layout::header*>(good.data());
+  const std::uint64_t counters = h->extents[layout::k_counters][0].offset;
+  const std::uint32_t record = h->sections[layout::k_counters].record_bytes;
+  const std::uint64_t samples = h->extents[layout::k_samples][0].offset;
+  auto with = [&](std::uint64_t at, std::uint32_t device) {
+    std::vector<std::byte> copy = good;
+    std::memcpy(copy.data() + at + 8 * layout::stat_word::device_reason, &device, 4);
+    return decode(copy);
+  };
+  // Record 1 (the host pool) claims device 0, -2, 1024: refused, naming the record.
+  for (const std::uint32_t device : {0u, 0xfffffffeu, 1024u, 0x80000000u}) {
+    const read_result r = with(counters + record, device);
+    ASSERT_FALSE(r) << device;
+    EXPECT_EQ(r.error.offset, counters + record + 16);
+    EXPECT_NE(r.error.message.find("counter record 1"), std::string::npos) << r.error.message;
+  }
+  EXPECT_TRUE(with(counters + record, 1023u));
+  // A sample on a device no writer records.
+  const read_result bad_sample = with(samples, 5000u);
+  ASSERT_FALSE(bad_sample);
+  EXPECT_NE(bad_sample.error.message.find("sample 1 names device 5000"), std::string::npos);
+  EXPECT_TRUE(decode(good, {.samples = false})) << "the light read does not decode samples";
+  // More counter records, or samples, than a writer makes.
+  std::vector<std::byte> big = good;
+  auto* bh = reinterpret_cast<layout::header*>(big.data());
+  bh->sections[layout::k_counters].capacity = layout::k_max_device_slots + 1;
+  bh->extents[layout::k_counters][0].capacity = layout::k_max_device_slots + 1;
+  const read_result too_many = decode(big);
+  ASSERT_FALSE(too_many);
+  EXPECT_EQ(too_many.error.offset, 128u);
+  EXPECT_NE(too_many.error.message.find("over the 1024 records"), std::string::npos);
+  big = good;
+  bh = reinterpret_cast<layout::header*>(big.data());
+  bh->sections[layout::k_samples].capacity = layout::k_max_samples * 2;
+  EXPECT_NE(decode(big).error.message.find("section 4 capacity"), std::string::npos);
+}
+
 TEST(trace_round_trip, stat_lists_of_other_versions_map_by_name) {
   trace_buffer b;
   device_stats s{};

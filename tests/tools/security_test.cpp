@@ -1,7 +1,9 @@
 // The shared-host cases in the tools (docs/security.md): case 5 (symbolization cannot be steered),
 // 7 (nothing raw reaches a terminal), 8 (bounded report) and 9 (reports written safely), over
 // hand-built traces.
+#include <filesystem>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <fcntl.h>
@@ -102,6 +104,56 @@ TEST(symbolizer_safety, a_fifo_or_an_unverified_file_is_not_used) {
   EXPECT_NE(symbols.resolve(0x200010).note.find("no build id recorded"), std::string::npos);
   EXPECT_TRUE(symbols.resolve(0x300010).stale);
   EXPECT_NE(symbols.resolve(0x300010).note.find("rebuilt"), std::string::npos);
+}
+
+// The symbolizer's child holds only its socket (and /dev/null as 0-2): not the reader's other
+// descriptors (the exporter's listening socket, its clients, other children's sockets); it
+// runs with an address-space limit, no new privileges, and under a root reader as the trace's
+// owner (here nobody) with no supplementary groups.
+TEST(symbolizer_safety, the_child_is_confined) {
+  char self[4096];
+  const auto n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(n, 0);
+  self[n] = '\0';
+  const int listener = socket(AF_INET, SOCK_STREAM, 0); // open without O_CLOEXEC, like civetweb's
+  ASSERT_GE(listener, 0);
+  symbolizer symbols({{self, 0x200000, 0x1000, 0x200000, "0011", false, {}}});
+  symbols.run_as(65534);
+  (void)symbols.resolve(0x200010); // starts the child
+  const int pid = symbols.helper_pid();
+  ASSERT_GT(pid, 0);
+  if (geteuid() != 0) GTEST_SKIP() << "the child is not dumpable: only root reads its /proc";
+  const std::string proc = "/proc/" + std::to_string(pid);
+  std::vector<std::string> open_fds;
+  std::error_code no_access;
+  std::filesystem::directory_iterator fds(proc + "/fd", no_access);
+  if (no_access) GTEST_SKIP() << "cannot read " << proc << "/fd: " << no_access.message();
+  for (const auto& e : fds) {
+    const std::string target = std::filesystem::read_symlink(e.path()).string();
+    if (target != "/dev/null" && target != self) // the module it reads is its own to open
+      open_fds.push_back(e.path().filename().string() + " " + target);
+  }
+  ASSERT_EQ(open_fds.size(), 1u) << ::testing::PrintToString(open_fds);
+  EXPECT_NE(open_fds[0].find("socket:"), std::string::npos) << open_fds[0];
+  std::ifstream status(proc + "/status");
+  std::string line, uid, groups, no_new_privs;
+  while (std::getline(status, line)) {
+    if (line.rfind("Uid:", 0) == 0) uid = line;
+    if (line.rfind("Groups:", 0) == 0) groups = line;
+    if (line.rfind("NoNewPrivs:", 0) == 0) no_new_privs = line;
+  }
+  EXPECT_EQ(no_new_privs, "NoNewPrivs:\t1");
+  if (geteuid() == 0) {
+    EXPECT_EQ(uid, "Uid:\t65534\t65534\t65534\t65534");
+    EXPECT_EQ(groups.find_first_of("0123456789"), std::string::npos) << groups;
+  }
+  std::ifstream limits(proc + "/limits");
+  bool limited = false;
+  while (std::getline(limits, line))
+    if (line.rfind("Max address space", 0) == 0)
+      limited = line.find("unlimited") == std::string::npos;
+  EXPECT_TRUE(limited);
+  close(listener);
 }
 
 // Case 8: 2000 device ids and 2000 markers make a small report, quickly.

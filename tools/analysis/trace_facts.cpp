@@ -36,4 +36,10 @@ std::vector<module_range> module_ranges(const gmem::trace::trace& t) {
   return m;
 }
 
+std::uint32_t symbolizer_uid(const gmem::trace::trace& t) {
+  return t.info.owner_uid >= 0 && t.info.owner_uid <= 0xffffffff
+             ? static_cast<std::uint32_t>(t.info.owner_uid)
+             : symbolizer::k_nobody;
+}
+
 } // namespace gmem::tools

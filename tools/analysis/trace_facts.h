@@ -18,5 +18,8 @@ std::uint64_t trace_now_ns(const gmem::trace::trace& t);
 
 // The recorded module map, for the symbolizer.
 std::vector<module_range> module_ranges(const gmem::trace::trace& t);
+// Whose rights the symbolizer's child takes under a root reader (symbolizer::run_as): the
+// owner of the object or file the trace was read from; nobody when unknown.
+std::uint32_t symbolizer_uid(const gmem::trace::trace& t);
 
 } // namespace gmem::tools

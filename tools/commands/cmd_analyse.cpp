@@ -37,6 +37,8 @@ command_fn add_diff(CLI::App& app) {
     auto tb = load(a->b, status, opts);
     if (!tb) return status;
     symbolizer sa(module_ranges(*ta)), sb(module_ranges(*tb));
+    sa.run_as(symbolizer_uid(*ta));
+    sb.run_as(symbolizer_uid(*tb));
     site_resolver ra(sa), rb(sb);
     trace_diff d = build_trace_diff(*ta, ra, *tb, rb);
     if (a->top != 0 && d.sites.size() > a->top) d.sites.resize(a->top); // totals stay whole
@@ -70,6 +72,7 @@ command_fn add_oom(CLI::App& app) {
     auto t = load(a->target, status, {.events = true, .samples = true});
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
+    symbols.run_as(symbolizer_uid(*t));
     site_resolver sites(symbols);
     const oom_report r = build_oom_report(*t, sites, a->top);
     if (!write_output("-", a->json ? dump(ooms_json(*t, r, sites))

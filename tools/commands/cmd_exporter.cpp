@@ -57,8 +57,15 @@ command_fn add_exporter(CLI::App& app) {
                                      "--max-per-user",
                                      std::to_string(o->max_per_user),
                                      "--threads",
-                                     std::to_string(o->threads)};
+                                     std::to_string(o->threads),
+                                     "--request-timeout",
+                                     o->request_timeout,
+                                     "--max-series",
+                                     std::to_string(o->max_series),
+                                     "--max-bytes",
+                                     o->max_bytes};
     if (o->expose_all_users) args.push_back("--expose-all-users");
+    if (o->command_line) args.push_back("--command-line");
     std::vector<char*> argv;
     for (auto& a : args)
       argv.push_back(a.data());

@@ -68,6 +68,7 @@ int leak_growth(const std::string& target, const std::string& window, std::size_
   auto t = load(target, status, {.events = true, .samples = false});
   if (!t) return status;
   symbolizer symbols(module_ranges(*t));
+  symbols.run_as(symbolizer_uid(*t));
   site_resolver sites(symbols);
   const growth_report r = build_growth_report(*t, sites, *ns, top);
   print_options o;
@@ -203,6 +204,7 @@ command_fn add_leaks(CLI::App& app) {
                    complete ? "" : " (the event ring lost its oldest events: some are missing)");
     }
     symbolizer symbols(module_ranges(*t));
+    symbols.run_as(symbolizer_uid(*t));
     const leak_report r = build_leak_report(*t, symbols, f);
     print_options o;
     o.frames = a->frames;
@@ -276,6 +278,7 @@ command_fn add_report(CLI::App& app) {
     auto t = load(a->target, status);
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
+    symbols.run_as(symbolizer_uid(*t));
     if (!write_output(a->out, html_report(*t, symbols, frame_view_of(a->native, a->all_frames)),
                       a->force))
       return k_exit_io;
@@ -307,6 +310,7 @@ command_fn add_export(CLI::App& app) {
     auto t = load(a->target, status);
     if (!t) return status;
     symbolizer symbols(module_ranges(*t));
+    symbols.run_as(symbolizer_uid(*t));
     const std::string data =
         a->format == "chrome"
             ? chrome_trace(*t, symbols, a->all_frames)

@@ -44,6 +44,7 @@ command_fn add_top(CLI::App& app) {
       auto r = open_trace(a->target, {.events = false, .samples = false});
       if (!r.ok) return fail(r.error.code, r.error.message);
       symbolizer symbols(module_ranges(r.value));
+      symbols.run_as(symbolizer_uid(r.value));
       std::string frame;
       if (a->json) {
         leak_filter f;

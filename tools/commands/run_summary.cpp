@@ -59,6 +59,7 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
   // Leaks as `gmem leaks` counts them: by call site (Python first), the default suppressions
   // (library-lifetime CUDA library allocations) listed apart.
   symbolizer symbols(module_ranges(*t));
+  symbols.run_as(symbolizer_uid(*t));
   const suppression_list supp = suppression_list::defaults();
   leak_filter filter;
   filter.suppressions = &supp;

@@ -46,12 +46,14 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
-    // civetweb gives each connection a worker thread until its request is read: without a
-    // request timeout, a few idle connections of any local user hold every worker and each
-    // scrape waits for them. No keep-alive: a worker is free again after each response.
+    // civetweb gives each connection a worker thread until its request is read: any local
+    // user's idle connections hold workers, and a scrape queued behind them waits. So many
+    // workers (64) and a short request timeout (500 ms; a scraper sends its request at once):
+    // 128 idle connections cost a scrape about one timeout. No keep-alive: a worker is free
+    // again after each response.
     exposer = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
         "listening_ports", o.listen, "num_threads", std::to_string(o.threads), "request_timeout_ms",
-        std::to_string(k_exporter_request_timeout_ms), "enable_keep_alive", "no"});
+        std::to_string(o.request_timeout_ms), "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gmem: error: cannot listen on %s: %s\n", o.listen.c_str(), e.what());
     return 6;

@@ -14,9 +14,6 @@ namespace gmem::tools {
 
 inline constexpr const char* k_exporter_default_listen = "127.0.0.1:9464";
 inline constexpr const char* k_exporter_program = "gmem-exporter";
-// A connection that has not sent its whole request within this time is closed, so idle
-// connections hold a worker thread for at most this long.
-inline constexpr int k_exporter_request_timeout_ms = 3000;
 
 struct exporter_options {
   std::string listen = k_exporter_default_listen;
@@ -26,12 +23,20 @@ struct exporter_options {
   std::string scrape_budget = "15s"; // reading stops after this long; the rest waits
   std::size_t max_processes = 256;   // traces exported per scrape, newest first
   std::size_t max_per_user = 64;     // of which at most this many of one user
-  std::size_t threads = 16;          // HTTP worker threads
-  bool expose_all_users = false;     // command lines and call sites of every user's processes
+  std::size_t max_series = 100000;   // series per scrape: processes beyond it wait
+  std::string max_bytes = "1G";      // bytes of trace objects a scrape reads
+  std::size_t threads = 64;          // HTTP worker threads
+  // A connection that has not sent its whole request within this long is closed: an idle
+  // connection holds a worker at most this long (civetweb gives each one a worker).
+  std::string request_timeout = "500ms";
+  bool expose_all_users = false; // call sites (and command lines) of every user's processes
+  bool command_line = false;     // label command, where call sites are shown
   // Parsed by check():
   std::uint64_t growth_window_ns = 0;
   std::uint64_t keep_exited_ns = 0;
   std::uint64_t scrape_budget_ns = 0;
+  std::uint64_t request_timeout_ms = 0;
+  std::uint64_t max_read_bytes = 0;
 };
 
 inline constexpr const char* k_exporter_description =
@@ -62,13 +67,28 @@ inline void add_exporter_options(CLI::App& sub, exporter_options& o) {
                  "scrape_timeout)");
   sub.add_option("--max-per-user", o.max_per_user,
                  "at most this many traces of one user per scrape (default 64)");
+  sub.add_option("--max-series", o.max_series,
+                 "stop adding processes to a scrape once it holds this many series; those left "
+                 "are counted as over_budget (default 100000)");
+  sub.add_option("--max-bytes", o.max_bytes,
+                 "read at most this many bytes of trace objects per scrape (their /dev/shm "
+                 "blocks, counted before each read); those left are counted as over_budget "
+                 "(default 1G)");
   sub.add_option("--threads", o.threads,
-                 "HTTP worker threads (default 16; a connection that sends no request within "
-                 "3 s is closed)");
+                 "HTTP worker threads, 1 to 256 (default 64): each connection holds one until "
+                 "its request has arrived");
+  sub.add_option("--request-timeout", o.request_timeout,
+                 "close a connection that has not sent its whole request within this long "
+                 "(default 500ms, at most 10s): N idle connections delay a scrape by about "
+                 "N / --threads times this");
   sub.add_flag("--expose-all-users", o.expose_all_users,
-               "also export other users' command lines (label command) and call sites (labels "
-               "frame and caller: their function names and source paths); without it they are "
-               "exported only for the exporter's own uid. Whoever reaches --listen reads them");
+               "also export other users' call sites (labels frame and caller: their function "
+               "names and source paths), and with --command-line their command lines; without "
+               "it only the exporter's own uid's. Whoever reaches --listen reads them");
+  sub.add_flag("--command-line", o.command_line,
+               "add label command (the command line, cut to 100 bytes) for the processes whose "
+               "call sites are exported (default off: command lines hold paths and tokens, and "
+               "whoever reaches --listen reads them)");
 }
 
 // Parses the durations and checks ranges; "" when all is well, else the message.
@@ -84,7 +104,13 @@ inline std::string check(exporter_options& o) {
   if (o.top_sites > 100) return "--top-sites " + std::to_string(o.top_sites) + " is over 100";
   if (o.max_processes == 0) return "--max-processes must be at least 1";
   if (o.max_per_user == 0) return "--max-per-user must be at least 1";
-  if (o.threads == 0 || o.threads > 64) return "--threads must be 1 to 64";
+  if (o.max_series == 0) return "--max-series must be at least 1";
+  const auto mb = parse_size(o.max_bytes);
+  if (!mb || *mb == 0) return "--max-bytes '" + o.max_bytes + "' is not a size (e.g. 1G, 512M)";
+  if (o.threads == 0 || o.threads > 256) return "--threads must be 1 to 256";
+  const auto rt = parse_duration_ns(o.request_timeout);
+  if (!rt || *rt < 1'000'000 || *rt > 10'000'000'000)
+    return "--request-timeout '" + o.request_timeout + "' is not a duration from 1ms to 10s";
   const auto colon = o.listen.rfind(':');
   if (colon == std::string::npos || colon + 1 == o.listen.size() ||
       o.listen.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
@@ -93,6 +119,8 @@ inline std::string check(exporter_options& o) {
   o.growth_window_ns = *w;
   o.keep_exited_ns = *k;
   o.scrape_budget_ns = *b;
+  o.request_timeout_ms = *rt / 1'000'000;
+  o.max_read_bytes = *mb;
   return {};
 }
 

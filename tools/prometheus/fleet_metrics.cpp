@@ -113,12 +113,19 @@ std::string command_label(const std::string& command_line) {
   return cut_label(command_line, 100);
 }
 
-std::string exe_label(const gmem::trace::trace_info& info) {
-  std::string_view exe = info.argv.empty() ? std::string_view(info.command_line) : info.argv[0];
-  if (info.argv.empty()) exe = exe.substr(0, exe.find(' '));
+std::string exe_label(std::string_view exe) {
+  constexpr std::string_view k_deleted = " (deleted)";
+  if (exe.size() > k_deleted.size() && exe.substr(exe.size() - k_deleted.size()) == k_deleted)
+    exe.remove_suffix(k_deleted.size());
   if (const auto slash = exe.rfind('/'); slash != std::string_view::npos)
     exe = exe.substr(slash + 1);
   return cut_label(exe, 100);
+}
+
+std::string_view executable_path(const gmem::trace::trace& t, const process_owner& owner) {
+  if (!owner.exe.empty()) return owner.exe;
+  // The recorder names the main program, its first module, by its /proc/self/exe.
+  return t.modules.empty() ? std::string_view() : std::string_view(t.modules.front().path);
 }
 
 fleet_metrics::fleet_metrics() {
@@ -141,6 +148,7 @@ ClientMetric& fleet_metrics::sample(const char* family, label_list labels, doubl
   else
     m.gauge.value = value;
   f.metric.push_back(std::move(m));
+  ++series_;
   return f.metric.back();
 }
 
@@ -152,9 +160,10 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver* site
   label_list proc = {{"pid", std::to_string(i.pid)},
                      {"uid", std::to_string(owner.uid)},
                      {"user", cut_label(owner.user, 64)},
-                     {"exe", exe_label(i)},
+                     {"exe", exe_label(executable_path(t, owner))},
                      {"start_time", std::to_string(i.start_realtime_ns / 1'000'000'000u)}};
-  if (owner.details) proc.push_back({"command", command_label(i.command_line)});
+  if (owner.details && owner.command_line)
+    proc.push_back({"command", command_label(i.command_line)});
   auto with = [&](std::initializer_list<ClientMetric::Label> extra) {
     label_list l = proc;
     l.insert(l.end(), extra.begin(), extra.end());

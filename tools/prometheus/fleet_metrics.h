@@ -2,10 +2,11 @@
 // /dev/shm, no clock, no HTTP), so the golden tests pin the exact exposition text.
 //
 // Who may read what: the exporter often runs as root and anyone who reaches its port reads
-// everything it serves, so a process of another user is named only by pid, uid, user,
-// start_time and exe (its executable's base name); its command line (label `command`) and call
+// everything it serves, so a process is named by pid, uid, user, start_time and exe (the base
+// name of its executable as /proc/PID/exe names it, never argv[0], which a program sets); call
 // sites (`frame`, `caller`: function names and source paths) are exported only for the
-// exporter's own uid, or for everyone with --expose-all-users.
+// exporter's own uid, or for everyone with --expose-all-users; command lines (label `command`:
+// they hold tokens and paths) only with --command-line, for the same processes.
 //
 // Label cardinality is bounded by construction: per process (uid, pid, start_time) one
 // series per metric and device, plus at most 2K call-site series per site metric (the top K
@@ -17,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -47,8 +49,10 @@ struct scrape_health {
 // of the trace), and how much of it may be shown.
 struct process_owner {
   std::uint32_t uid = 0;
-  std::string user;     // the account's name, or the uid in digits when it has none
-  bool details = false; // command line and call sites: own uid, or --expose-all-users
+  std::string user;          // the account's name, or the uid in digits when it has none
+  bool details = false;      // call sites: own uid, or --expose-all-users
+  std::string exe;           // /proc/PID/exe while it ran ("" unknown): executable_path()
+  bool command_line = false; // label command: details and --command-line
 };
 
 class fleet_metrics {
@@ -62,17 +66,25 @@ public:
   void add_health(const scrape_health& h);
   // The families with at least one sample, in a fixed order.
   std::vector<prometheus::MetricFamily> take();
+  // Samples added so far.
+  std::size_t series() const { return series_; }
 
 private:
   prometheus::ClientMetric&
   sample(const char* family, std::vector<prometheus::ClientMetric::Label> labels, double value);
   std::vector<prometheus::MetricFamily> families_;
   std::unordered_map<std::string, std::size_t> index_;
+  std::size_t series_ = 0;
 };
 
 // Label value for a command line: escaped (escape_text), at most 100 bytes.
 std::string command_label(const std::string& command_line);
-// Label value for the executable: the base name of argv[0], escaped, at most 100 bytes.
-std::string exe_label(const gmem::trace::trace_info& info);
+// The executable of a process: owner.exe (/proc/PID/exe, read by the collector while the
+// process ran), else the trace's main program (its first module, which the recorder names by
+// /proc/self/exe); never argv[0].
+std::string_view executable_path(const gmem::trace::trace& t, const process_owner& owner);
+// Label value for the executable: the base name of `path` (" (deleted)" dropped), escaped, at
+// most 100 bytes.
+std::string exe_label(std::string_view path);
 
 } // namespace gmem::tools
