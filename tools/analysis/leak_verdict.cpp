@@ -157,8 +157,8 @@ site_trends(const gmem::trace::trace& t,
 }
 
 bool native_program_ended(const gmem::trace::trace& t) {
-  const bool alive = t.info.state == gmem::trace::trace_state::running && !t.info.saved_file;
-  return !alive && t.python_stacks.empty();
+  // A saved copy of a running process is not an end: the program may free it yet.
+  return t.info.state != gmem::trace::trace_state::running && t.python_stacks.empty();
 }
 
 leak_verdict verdict_of(const site_trend& tr, bool native_ended) {

@@ -65,7 +65,8 @@ site_trends(const gmem::trace::trace& t,
             const std::function<std::size_t(std::uint32_t, gmem::trace::alloc_kind)>& site_of,
             std::size_t site_count, std::uint64_t window_ns = k_rate_window_ns);
 
-// A program with no Python frames that has ended: what it never freed is a leak whatever its
+// A program with no Python frames that has ended (exited or died; a saved copy of a running
+// process has not): what it never freed is a leak whatever its
 // trend (the interpreter's shutdown frees a Python program's globals; nothing frees a native
 // program's).
 bool native_program_ended(const gmem::trace::trace& t);
