@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The leak benchmark's native programs (bench/leaks/native_programs.cpp) on the fake driver: each
-# judged while it runs; every LEAK line must be named as a leak and nothing else (the weights,
-# a bounded cache and per-step buffers are held).
+# The leak benchmark's programs that need no framework, on the fake driver: the native ones
+# (bench/leaks/native_programs.cpp) judged while they run, two Python ones through ctypes. Every
+# LEAK line must be named as a leak and nothing else (weights, a bounded cache and per-step
+# buffers are held).
 set -u
 B=${GMEM_BUILD:-build}
 for f in "$B/bin/gmem" "$B/bench/leaks/native_programs" "$B/lib/libgmem.so" \
@@ -13,4 +14,7 @@ specs=()
 for p in step_outputs growing_cache early_return weights_and_steps bounded_cache per_step_buffers; do
   specs+=("native:$B/bench/leaks/native_programs:$p")
 done
-python3 bench/leaks/run_leaks.py --gmem "$B/bin/gmem" --attach-timeout 10 "${specs[@]}"
+# Python through ctypes (no framework): a service leaking 1 MiB per request (5 a second here),
+# judged while it runs, and a clean loop judged at exit.
+specs+=(bench/leaks/programs/ctypes_service_leak.py bench/leaks/programs/ctypes_train_clean.py)
+REQUEST_S=0.2 python3 bench/leaks/run_leaks.py --gmem "$B/bin/gmem" --attach-timeout 10 "${specs[@]}"
