@@ -135,6 +135,20 @@ TEST(leak_verdict, a_bounded_cache_that_evicts_is_held_one_that_never_does_grows
   EXPECT_TRUE(tr[5].growing);
 }
 
+TEST(leak_verdict, one_loop_that_fills_a_list_at_the_end_is_held) {
+  program p;
+  for (int step = 0; step < 20; ++step)
+    p.temporaries(5);
+  for (int i = 0; i < 24; ++i) { // an index built in the run's second half, kept to the end
+    p.temporaries(3);
+    p.alloc(6);
+  }
+  const auto tr = trends(p.end());
+  EXPECT_GE(tr[6].slices, 4u);
+  EXPECT_EQ(tr[6].early_slices, 0u);
+  EXPECT_FALSE(tr[6].growing);
+}
+
 TEST(leak_verdict, too_few_repetitions_show_no_growth) {
   program p;
   for (int step = 0; step < 3; ++step) {

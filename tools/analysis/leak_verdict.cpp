@@ -64,8 +64,8 @@ const char* to_string(leak_verdict v) noexcept {
 
 bool is_growing(const site_trend& tr) {
   const std::uint64_t need = std::max<std::uint64_t>(k_leak_min_rise, tr.live_count / 8);
-  return tr.slices >= k_leak_min_slices && tr.rise_count >= static_cast<std::int64_t>(need) &&
-         tr.rise_bytes > 0;
+  return tr.slices >= k_leak_min_slices && tr.early_slices >= 1 &&
+         tr.rise_count >= static_cast<std::int64_t>(need) && tr.rise_bytes > 0;
 }
 
 std::vector<site_trend>
@@ -146,6 +146,9 @@ site_trends(const gmem::trace::trace& t,
     if (tr.live_count == 0) continue;
     for (std::uint32_t bits = slice_bits[s]; bits != 0; bits &= bits - 1)
       ++tr.slices;
+    for (std::uint32_t bits = slice_bits[s] & ((1u << k_trend_slices / 2) - 1); bits != 0;
+         bits &= bits - 1)
+      ++tr.early_slices;
     tr.rise_count =
         static_cast<std::int64_t>(tr.live_count) - static_cast<std::int64_t>(max_live[s]);
     tr.rise_bytes =

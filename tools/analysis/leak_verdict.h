@@ -8,7 +8,8 @@
 // so a burst of weights is short however long loading took, and a step of a training loop is as
 // long as its allocations make it):
 //   growing(site) = the site's survivors lie in at least k_leak_min_slices of the run's
-//                   k_trend_slices equal slices (many executions, spread over the run),
+//                   k_trend_slices equal slices, one at least in its first half (many
+//                   executions, spread over the run: not one loop that fills a list at the end),
 //               and its live count now exceeds the most it held at any point of the run's first
 //                   half by at least max(k_leak_min_rise, live/8) allocations (still rising in
 //                   the later part; a bounded cache that filled early, or one that evicts, does
@@ -39,11 +40,13 @@ inline constexpr std::uint64_t k_leak_min_rise = 2;
 inline constexpr std::uint64_t k_rate_window_ns = 300'000'000'000ull; // the rate's window: 5 min
 
 // What the trace says about one site's outstanding memory over the run. Invariants:
-// slices <= k_trend_slices; rise_count <= live_count; window_ns <= the run's length.
+// early_slices <= slices <= k_trend_slices; rise_count <= live_count; window_ns <= the run's
+// length.
 struct site_trend {
-  std::uint64_t live_count = 0; // outstanding now
-  std::uint64_t live_bytes = 0; // requested
-  std::uint32_t slices = 0;     // slices of the run's allocation clock holding a survivor
+  std::uint64_t live_count = 0;   // outstanding now
+  std::uint64_t live_bytes = 0;   // requested
+  std::uint32_t slices = 0;       // slices of the run's allocation clock holding a survivor
+  std::uint32_t early_slices = 0; // of them, in the run's first half
   // Live now minus the most live at any point of the run's first half (allocation clock).
   std::int64_t rise_count = 0;
   std::int64_t rise_bytes = 0;

@@ -59,14 +59,12 @@ json site_json(const leak_site& s) {
   if (!s.suppressed_by.empty()) j["suppressed_by"] = s.suppressed_by;
   if (s.cache != nullptr) j["held_by"] = s.cache->cache;
   j["verdict"] = to_string(s.verdict);
-  j["trend"] = json{{"growing", s.trend.growing},
-                    {"live_count", s.trend.live_count},
-                    {"live_bytes", s.trend.live_bytes},
-                    {"slices", s.trend.slices},
-                    {"rise_count", s.trend.rise_count},
-                    {"rise_bytes", s.trend.rise_bytes},
-                    {"window_growth_bytes", s.trend.window_growth_bytes},
-                    {"window_ns", s.trend.window_ns}};
+  j["trend"] = json{
+      {"growing", s.trend.growing},           {"live_count", s.trend.live_count},
+      {"live_bytes", s.trend.live_bytes},     {"slices", s.trend.slices},
+      {"early_slices", s.trend.early_slices}, {"rise_count", s.trend.rise_count},
+      {"rise_bytes", s.trend.rise_bytes},     {"window_growth_bytes", s.trend.window_growth_bytes},
+      {"window_ns", s.trend.window_ns}};
   return j;
 }
 
