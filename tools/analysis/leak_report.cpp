@@ -49,7 +49,8 @@ bool leak_report::is_valid() const {
     const auto& s = sites[i];
     if (s.count == 0 || s.oldest_age_ns < s.youngest_age_ns || s.rounded_bytes < s.bytes)
       return false;
-    if (i > 0 && site_before(s, sites[i - 1])) return false;
+    if (i > 0 && (by_bytes ? sites[i - 1].bytes < s.bytes : site_before(s, sites[i - 1])))
+      return false;
     b += s.bytes;
     c += s.count;
   }
@@ -189,7 +190,11 @@ leak_report build_leak_report(const gmem::trace::trace& trace, symbolizer& symbo
     (listed ? leaks : r.held_sites).push_back(std::move(s));
   }
   r.sites = std::move(leaks);
-  sort_sites(r.sites);
+  r.by_bytes = filter.by_bytes;
+  if (filter.by_bytes)
+    sort_by_bytes(r.sites);
+  else
+    sort_sites(r.sites);
   sort_sites(r.held_sites);
   sort_by_bytes(r.suppressed);
   sort_by_bytes(r.cached);

@@ -27,6 +27,7 @@ struct leak_filter {
   // What `sites` lists: the leaks (held sites go to `held_sites`), the held sites only, or
   // every outstanding site as a leak whatever its verdict (compute-sanitizer's view).
   enum class show : std::uint8_t { leaks, held, all } verdicts = show::leaks;
+  bool by_bytes = false; // `sites` by bytes only, growing or not (gmem top: what holds memory)
 };
 
 // One call site. Invariant: bytes = sum of the requested sizes of its `count` allocations;
@@ -89,6 +90,7 @@ struct leak_report {
   std::uint64_t held_sites_bytes = 0;
   std::uint64_t held_sites_count = 0;
   leak_filter::show verdicts = leak_filter::show::leaks;
+  bool by_bytes = false;     // leak_filter's
   bool native_ended = false; // native_program_ended(): never freed = leak
   // Tensors the frameworks' allocators handed out (alloc_kind::tensor) and the program holds,
   // through the same age filters as the sites: each is also in `sites` (the program's), inside
