@@ -81,3 +81,16 @@ $(HOST_COSTS): $(BUILD)/bench/probes/host_costs.o
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -static-libstdc++ -static-libgcc -o $@ $^ -pthread
 LIBS_ALL += $(HOST_COSTS)
+
+# --- leak benchmark (bench/leaks/) -----------------------------------------------------------
+# Programs with known verdicts and the runner that checks gmem's (bench/leaks/run_leaks.py).
+# The native ones reach the driver through dlopen (examples/cuda_driver.h), so `make test` runs
+# them on the fake driver (tests/tools/leak_bench_test.sh); the framework ones are GPU tests.
+LEAK_BENCH_NATIVE := $(BUILD)/bench/leaks/native_programs
+$(BUILD)/bench/leaks/native_programs.o: EXTRA_CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/bench/leaks/native_programs.o: EXTRA_CXXFLAGS += -O1 -fno-inline -fno-omit-frame-pointer
+$(LEAK_BENCH_NATIVE): $(BUILD)/bench/leaks/native_programs.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl
+LIBS_ALL += $(LEAK_BENCH_NATIVE)
+TEST_SCRIPT_DEPS += $(LEAK_BENCH_NATIVE)

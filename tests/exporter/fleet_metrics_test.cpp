@@ -63,8 +63,8 @@ TEST(fleet_metrics, framework_caches_are_labelled_and_summed) {
       << out;
   EXPECT_EQ(count_lines(out, "gmem_site_live_bytes{"), 3u);
   std::size_t held = 0;
-  for (auto at = out.find("held_by=\"PyTorch's caching allocator\"} "); at != std::string::npos;
-       at = out.find("held_by=\"PyTorch's caching allocator\"} ", at + 1))
+  const std::string cache = "held_by=\"PyTorch's caching allocator\",verdict=\"framework_cache\"} ";
+  for (auto at = out.find(cache); at != std::string::npos; at = out.find(cache, at + 1))
     ++held;
   EXPECT_EQ(held, 9u); // 3 sites x live bytes, live allocations, growth
   // Told that PyTorch's cache was off, the same sites are the program's.
@@ -100,7 +100,7 @@ TEST(fleet_metrics, golden_exposition) {
   EXPECT_NE(out.find("gmem_site_growth_bytes{pid=\"4242\",uid=\"1000\",user=\"alice\","
                      "exe=\"leaky\",start_time=\"1790000000\",command=\"./leaky --steps 3\","
                      "site=\"b6b8ff5654c0\",frame=\"libmodel.so+0x3030\","
-                     "caller=\"libmodel.so+0x2020\"} 8388608"),
+                     "caller=\"libmodel.so+0x2020\",verdict=\"leak\"} 8388608"),
             std::string::npos);
 }
 

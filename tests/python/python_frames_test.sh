@@ -41,11 +41,11 @@ cat "$W/run.out" "$W/run.err"
 PID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/run.err")
 [ -n "$PID" ] || { fail "no pid in the run summary"; exit 1; }
 PIDS+=("$PID")
-grep -q "LEAKS: 7.75 MiB in 7 allocations from 5 call sites" "$W/run.err" ||
+grep -q "held all run: 7.75 MiB in 7 allocations from 5 sites" "$W/run.err" ||
   fail "run summary: expected 7.75 MiB in 7 allocations from 5 call sites"
 
 echo "== gmem leaks $PID (golden $GOLDEN)"
-"$GMEM" leaks "$PID" >"$W/leaks.raw"
+"$GMEM" leaks --all "$PID" >"$W/leaks.raw"
 rc=$?
 [ $rc = 1 ] || fail "gmem leaks: exit status $rc, expected 1 (leaks)"
 normalize <"$W/leaks.raw" >"$W/leaks.txt"
@@ -65,16 +65,16 @@ grep -q "no Python frames: the allocating thread was not running Python code" "$
   fail "the native thread's allocation is not explained"
 
 echo "== gmem leaks --json / --native / --all-frames"
-"$GMEM" leaks "$PID" --json >"$W/leaks.json"
-"$GMEM" leaks "$PID" --native >"$W/native.txt"
-"$GMEM" leaks "$PID" --all-frames --frames 64 >"$W/all.txt"
+"$GMEM" leaks --all "$PID" --json >"$W/leaks.json"
+"$GMEM" leaks --all "$PID" --native >"$W/native.txt"
+"$GMEM" leaks --all "$PID" --all-frames --frames 64 >"$W/all.txt"
 grep -q "(python)" "$W/native.txt" && fail "--native shows Python frames"
 grep -q "SUMMARY: 7.75 MiB in 7 allocations from 3 call sites" "$W/native.txt" ||
   fail "--native groups by native stack (3 sites)"
 grep -q "_PyEval_EvalFrameDefault" "$W/all.txt" || fail "--all-frames hides the eval loop"
 grep -q "load_weights at leaky_frames.py:$LEAK_A (python)" "$W/all.txt" ||
   fail "--all-frames lacks the Python frames"
-"$GMEM" leaks "$PID" --native --all-frames >/dev/null 2>&1 && fail "--native with --all-frames accepted"
+"$GMEM" leaks --all "$PID" --native --all-frames >/dev/null 2>&1 && fail "--native with --all-frames accepted"
 python3 - "$W/leaks.json" "$LEAK_A" "$LEAK_B" "$LEAK_C" <<'PY' || fail "JSON"
 import json, sys
 doc = json.load(open(sys.argv[1]))
@@ -166,7 +166,7 @@ exec 3>"$W/in"
 for _ in $(seq 100); do grep -q ready "$W/wait.out" 2>/dev/null && break; sleep 0.1; done
 LPID=$(pgrep -f "leaky_frames.py --wait" -P "$RUNNER" | head -1)
 [ -n "$LPID" ] && PIDS+=("$LPID")
-"$GMEM" leaks "${LPID:-0}" >"$W/live.txt"
+"$GMEM" leaks --all "${LPID:-0}" >"$W/live.txt"
 grep -q "still running" "$W/live.txt" || fail "live: not reported as running"
 sed -n '/^#1 /,/^$/p' "$W/live.txt" | grep -q "#1  load_weights at leaky_frames.py:$LEAK_A (python)" ||
   fail "live: the largest site is not named at LEAK-A"
@@ -193,7 +193,7 @@ PYEOF
 "$GMEM" run -- python3 "$W/uni/données_𝔘.py" >/dev/null 2>"$W/uni.err"
 UPID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/uni.err")
 [ -n "$UPID" ] && PIDS+=("$UPID")
-"$GMEM" leaks "${UPID:-0}" >"$W/uni.txt"
+"$GMEM" leaks --all "${UPID:-0}" >"$W/uni.txt"
 grep -q "#0  λ_alloc at données_𝔘.py:10 (python)" "$W/uni.txt" &&
   grep -q "#1  réserver at données_𝔘.py:12 (python)" "$W/uni.txt" ||
   { fail "non-ASCII function or file name not read"; cat "$W/uni.txt"; }
@@ -227,7 +227,7 @@ PYEOF
 "$GMEM" run -- python3 "$W/memo/alternate.py" >/dev/null 2>"$W/memo.err"
 MPID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/memo.err")
 [ -n "$MPID" ] && PIDS+=("$MPID")
-"$GMEM" leaks --json "${MPID:-0}" >"$W/memo.json"
+"$GMEM" leaks --all --json "${MPID:-0}" >"$W/memo.json"
 python3 - "$W/memo.json" <<'PY' || fail "an allocation carries another capture's Python frames"
 import collections, json, sys
 sites = collections.Counter()
@@ -246,7 +246,7 @@ echo "== GMEM_PYTHON_DEPTH=0"
 GMEM_PYTHON_DEPTH=0 "$GMEM" run -- python3 "$PROG" >/dev/null 2>"$W/off.err"
 OPID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/off.err")
 [ -n "$OPID" ] && PIDS+=("$OPID")
-"$GMEM" leaks "${OPID:-0}" >"$W/off.txt"
+"$GMEM" leaks --all "${OPID:-0}" >"$W/off.txt"
 # The absence checks below mean something only if the report lists the leaks, by native frames.
 grep -q '^#1 ' "$W/off.txt" && grep -q '^SUMMARY: 7.75 MiB in 7 allocations' "$W/off.txt" ||
   fail "GMEM_PYTHON_DEPTH=0: no leak report to check: $(head -3 "$W/off.txt")"

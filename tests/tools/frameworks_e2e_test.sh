@@ -35,7 +35,7 @@ cat "$W/run.err"
 [ $rc -eq 0 ] || fail "gmem run exited $rc"
 PID=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/run.err")
 [ -n "$PID" ] || { fail "no pid in the run summary"; exit 1; }
-has "$W/run.err" "gmem: LEAKS: 6.00 MiB in 2 allocations from 1 call sites were never freed" "summary"
+has "$W/run.err" "gmem: LEAKS: 6.00 MiB in 2 allocations from 1 call site were never freed" "summary"
 has "$W/run.err" "gmem: PyTorch's caching allocator holds 42.0 MiB in 4 allocations at exit: its cached segments, not your tensors" "summary"
 has "$W/run.err" "start with gmem run --frameworks pool (PYTORCH_NO_CUDA_MEMORY_CACHING=1" "summary"
 has "$W/run.err" "gmem: suppressed: 4.06 MiB in 2 allocations from 2 call sites" "summary"

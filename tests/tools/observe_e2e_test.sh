@@ -88,7 +88,7 @@ RUN=$!
 for _ in $(seq 500); do [ -e "$W/ready" ] && break; sleep 0.02; done
 if [ -e "$W/ready" ]; then
   LIVE_PID=$(cat "$W/ready")
-  "$GMEM" leaks "$LIVE_PID" >"$W/live.txt" 2>&1
+  "$GMEM" leaks --all "$LIVE_PID" >"$W/live.txt" 2>&1
   cat "$W/live.txt"
   sed -n '/^#1 /,/^$/p' "$W/live.txt" >"$W/live1.txt"
   has "$W/live1.txt" "#1 20.0 MiB in 5 allocations" "live leaks #1"
@@ -112,14 +112,14 @@ has "$W/run.out" "PYTHONPATH $W/site/lib/site-packages:$W/user" "PYTHONPATH is t
 has "$W/run.out" "child $W/site/lib/site-packages:$W/user" "PYTHONPATH is the user's in a child"
 
 echo "== at exit: the tensors kept to the end, the cache apart"
-has "$W/run.err" "gmem: LEAKS: 20.0 MiB in 5 allocations from 1 call sites were never freed" "summary"
+has "$W/run.err" "gmem: held all run: 20.0 MiB in 5 allocations from 1 site, not leaks" "summary"
 has "$W/run.err" "gmem: PyTorch's caching allocator holds 64.0 MiB in 1 allocation at exit: memory it keeps for reuse, not leaks; 20.0 MiB of it in live tensors" "summary: the cache"
 if [ -n "$PID" ]; then
-  "$GMEM" leaks "$PID" >"$W/exit.txt"
+  "$GMEM" leaks --all "$PID" >"$W/exit.txt"
   has "$W/exit.txt" "#1 20.0 MiB in 5 allocations" "exit leaks"
   has "$W/exit.txt" "#0  remember at prog.py:11" "exit leaks: the line"
   has "$W/exit.txt" "step at prog.py:14" "exit leaks: its caller"
-  "$GMEM" leaks "$PID" --json >"$W/exit.json"
+  "$GMEM" leaks --all "$PID" --json >"$W/exit.json"
   python3 - "$W/exit.json" <<'PY' || fail "gmem leaks --json"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -285,9 +285,9 @@ EOF
 cat "$W/cupy.err"
 P=$(pid_of "$W/cupy.err"); [ -n "$P" ] && PIDS+=("$P")
 has "$W/cupy.err" "gmem: CuPy: memory pool kept; each array traced with its line" "CuPy: the one line"
-has "$W/cupy.err" "gmem: LEAKS: 16.0 MiB in 4 allocations from 2 call sites were never freed" "CuPy: 3 arrays + 1 from a thread (its own stack)"
+has "$W/cupy.err" "gmem: held all run: 16.0 MiB in 4 allocations from 2 sites, not leaks" "CuPy: 3 arrays + 1 from a thread (its own stack)"
 if [ -n "$P" ]; then
-  "$GMEM" leaks "$P" >"$W/cupy_leaks.txt"
+  "$GMEM" leaks --all "$P" >"$W/cupy_leaks.txt"
   has "$W/cupy_leaks.txt" "#0  keep at cupy_prog.py:5" "CuPy: the array's line first"
 fi
 

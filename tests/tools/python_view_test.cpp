@@ -129,6 +129,7 @@ TEST(leak_report, python_sites_group_by_python_stack_and_suppressions_go_apart) 
   const auto supp = suppression_list::defaults();
   leak_filter f;
   f.suppressions = &supp;
+  f.verdicts = leak_filter::show::all; // grouping, whatever the verdicts
   const leak_report r = build_leak_report(t, symbols, f);
   ASSERT_TRUE(r.is_valid());
   ASSERT_EQ(r.sites.size(), 2u);
@@ -148,7 +149,9 @@ TEST(leak_report, python_sites_group_by_python_stack_and_suppressions_go_apart) 
   EXPECT_EQ(j["sites"][1]["frames"][0]["line"], 88);
   EXPECT_EQ(j["suppressed"][0]["suppressed_by"], "leak:libcublas (default:2)");
   // Without suppressions the workspace is a leak like any other.
-  const leak_report plain = build_leak_report(t, symbols, {});
+  leak_filter all;
+  all.verdicts = leak_filter::show::all;
+  const leak_report plain = build_leak_report(t, symbols, all);
   EXPECT_EQ(plain.sites.size(), 3u);
   EXPECT_TRUE(plain.suppressed.empty());
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "profiler/format/trace_model.h"
+#include "tools/analysis/leak_verdict.h"
 #include "tools/analysis/suppressions.h"
 #include "tools/frameworks.h"
 #include "tools/stack_view.h"
@@ -23,6 +24,10 @@ struct leak_filter {
   frame_view view = frame_view::python_first;     // what a site shows and is grouped by
   const suppression_list* suppressions = nullptr; // sites matching are listed apart
   bool framework_caches = true; // sites of a framework's cache (frameworks.h) are listed apart
+  // What `sites` lists: the leaks (held sites go to `held_sites`), the held sites only, or
+  // every outstanding site as a leak whatever its verdict (compute-sanitizer's view).
+  enum class show : std::uint8_t { leaks, held, all } verdicts = show::leaks;
+  bool by_bytes = false; // `sites` by bytes only, growing or not (gmem top: what holds memory)
 };
 
 // One call site. Invariant: bytes = sum of the requested sizes of its `count` allocations;
@@ -44,10 +49,19 @@ struct leak_site {
   std::uint64_t youngest_age_ns = 0;
   std::vector<int> devices;       // sorted, unique
   std::vector<std::string> kinds; // alloc kinds seen, e.g. "device", "host_pinned"
+  // From the whole run, whatever the filters (leak_verdict.h): `trend` counts every survivor of
+  // the site, not only the shown ones.
+  leak_verdict verdict = leak_verdict::leak;
+  site_trend trend;
 };
 
+// The order of `sites`: growing sites first by their window's growth, then by bytes, count and
+// the printed stack.
+bool site_before(const leak_site& a, const leak_site& b);
+
 struct leak_report {
-  std::vector<leak_site> sites;  // sorted by bytes, descending; filtered
+  std::vector<leak_site>
+      sites; // the leaks (leak_filter::verdicts), sorted by site_before; filtered
   std::uint64_t total_bytes = 0; // of the shown sites
   std::uint64_t total_count = 0;
   // Of the shown sites: allocations the program still held when its code ended, released only
@@ -69,6 +83,15 @@ struct leak_report {
   std::uint64_t cached_bytes = 0;
   std::uint64_t cached_count = 0;
   std::vector<const framework_cache*> caches;
+  // Sites whose verdict is held (leak_verdict.h), filtered like `sites`, sorted by bytes; not
+  // in the totals, not counted by the exit status. Empty with leak_filter::show::all; with
+  // show::held they are `sites` and this lists the leaks.
+  std::vector<leak_site> held_sites;
+  std::uint64_t held_sites_bytes = 0;
+  std::uint64_t held_sites_count = 0;
+  leak_filter::show verdicts = leak_filter::show::leaks;
+  bool by_bytes = false;     // leak_filter's
+  bool native_ended = false; // native_program_ended(): never freed = leak
   // Tensors the frameworks' allocators handed out (alloc_kind::tensor) and the program holds,
   // through the same age filters as the sites: each is also in `sites` (the program's), inside
   // a cache's site in `cached`. Suppressed ones (a library's workspace the cache served) are
@@ -82,7 +105,7 @@ struct leak_report {
   }
   bool process_alive = false; // a live process's "leaks" may still be freed
   bool incomplete = false;    // the live table overflowed: some allocations are missing
-  // Sites sorted by bytes, each site's invariant, totals equal to the sums over sites.
+  // Sites sorted by site_before, each site's invariant, totals equal to the sums over sites.
   bool is_valid() const;
 };
 

@@ -99,13 +99,15 @@ std::string dump(const nlohmann::json& j) {
 
 command_fn add_leaks(CLI::App& app) {
   auto* sub = app.add_subcommand(
-      "leaks", "Outstanding allocations grouped by call site, largest first. Exits 1 when any is "
-               "reported (like LeakSanitizer), so CI can fail on leaks.");
+      "leaks", "Outstanding allocations grouped by call site, each with its verdict: leak (its "
+               "memory grows as the program repeats; growing sites first, with their rate) or "
+               "held (allocated a bounded number of times and kept), listed apart. Exits 1 when "
+               "a leak is reported, so CI can fail on leaks.");
   struct args {
-    std::string target, min_age, max_age, min_bytes, since_marker, growth;
+    std::string target, min_age, max_age, min_bytes, since_marker, growth, verdict;
     std::size_t top = 0, frames = 8;
     bool json = false, full_paths = false, native = false, all_frames = false,
-         no_default_suppressions = false, no_framework_caches = false, at_peak = false;
+         no_default_suppressions = false, no_framework_caches = false, at_peak = false, all = false;
     std::vector<std::string> suppressions;
   };
   auto a = std::make_shared<args>();
@@ -133,6 +135,13 @@ command_fn add_leaks(CLI::App& app) {
   sub->add_flag("--no-framework-caches", a->no_framework_caches,
                 "count what frameworks' caching allocators hold (PyTorch, CuPy, XLA) as leaks "
                 "instead of listing it apart");
+  sub->add_flag("--all", a->all,
+                "every outstanding allocation is a leak, whatever its verdict (held sites "
+                "counted too, as compute-sanitizer counts them); same as --verdict all");
+  sub->add_option("--verdict", a->verdict,
+                  "which sites to list: leak (default; held sites in one line each after "
+                  "them), held (the held sites; the leaks after them), all (every site, as --all)")
+      ->type_name("leak|held|all");
   sub->add_option("--min-age", a->min_age, "only allocations at least this old (30s, 5m, 250ms)");
   sub->add_option("--max-age", a->max_age,
                   "only allocations at most this old (made in the last 30s, 5m, 250ms)");
@@ -151,6 +160,14 @@ command_fn add_leaks(CLI::App& app) {
                          a->full_paths, a->json);
     leak_filter f;
     f.top = a->top;
+    if (a->verdict == "held")
+      f.verdicts = leak_filter::show::held;
+    else if (a->verdict == "all" || a->all)
+      f.verdicts = leak_filter::show::all;
+    else if (!a->verdict.empty() && a->verdict != "leak")
+      return fail(k_exit_usage, "--verdict '" + a->verdict + "' is not leak, held or all");
+    if (a->all && !a->verdict.empty() && a->verdict != "all")
+      return fail(k_exit_usage, "--all and --verdict " + a->verdict + " contradict each other");
     if (!a->min_age.empty()) {
       auto ns = parse_duration_ns(a->min_age);
       if (!ns)
@@ -183,8 +200,8 @@ command_fn add_leaks(CLI::App& app) {
     f.suppressions = &supp;
     f.framework_caches = !a->no_framework_caches;
     int status = 0;
-    auto t = load(a->target, status,
-                  {.events = a->at_peak || !a->since_marker.empty(), .samples = false});
+    // The events decide the verdicts (leak_verdict.h).
+    auto t = load(a->target, status, {.events = true, .samples = false});
     if (!t) return status;
     if (!a->since_marker.empty()) {
       bool found = false;
@@ -196,6 +213,7 @@ command_fn add_leaks(CLI::App& app) {
                                           "' in the trace's event ring (never set, or lapped)");
     }
     if (a->at_peak) {
+      f.verdicts = leak_filter::show::all; // what was live at the peak, not a verdict on leaks
       bool complete = true;
       std::uint64_t peak_ns = 0;
       t->live = live_at_peak(*t, f.min_time_ns, &complete, &peak_ns);
@@ -211,7 +229,9 @@ command_fn add_leaks(CLI::App& app) {
     o.full_paths = a->full_paths;
     if (!write_output("-", a->json ? dump(leaks_json(*t, r)) : print_leaks(*t, r, o)))
       return k_exit_io;
-    return r.sites.empty() ? k_exit_ok : k_exit_leaks;
+    const bool leaks =
+        f.verdicts == leak_filter::show::held ? !r.held_sites.empty() : !r.sites.empty();
+    return leaks ? k_exit_leaks : k_exit_ok;
   };
 }
 

@@ -50,6 +50,8 @@ command_fn add_top(CLI::App& app) {
         leak_filter f;
         f.top = a->sites;
         f.view = frame_view_of(a->native, a->all_frames);
+        f.verdicts = leak_filter::show::all; // every holder, leak or held, largest first
+        f.by_bytes = true;
         f.framework_caches = false; // as the text view: every holder, caches included
         nlohmann::json j = stats_json(r.value);
         j["top_sites"] = leaks_json(r.value, build_leak_report(r.value, symbols, f))["sites"];

@@ -26,6 +26,9 @@ static std::string saved_path(std::string file, std::uint32_t pid) {
   return file;
 }
 
+// Leak sites the summary names, largest growing first.
+constexpr std::size_t k_summary_sites = 3;
+
 std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
                                const std::string& program, int wait_status,
                                const std::string& problem, bool saved_ok) {
@@ -56,8 +59,8 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
            format_bytes(s.live_bytes) + " live in " + std::to_string(s.live_blocks) + " blocks\n";
   }
   if (t->devices.empty()) out += "gmem: no pooled allocation was made\n";
-  // Leaks as `gmem leaks` counts them: by call site (Python first), the default suppressions
-  // (library-lifetime CUDA library allocations) listed apart.
+  // Leaks as `gmem leaks` counts them: by call site (Python first), by verdict (held sites in
+  // one line), the default suppressions (library-lifetime CUDA library allocations) apart.
   symbolizer symbols(module_ranges(*t));
   symbols.run_as(symbolizer_uid(*t));
   const suppression_list supp = suppression_list::defaults();
@@ -71,20 +74,40 @@ std::string format_run_summary(const gmem::trace::trace* t, std::uint32_t pid,
          std::to_string(fences) + " fences, " + std::to_string(ooms) + " out-of-memory errors\n";
   if (t->live.empty())
     out += "gmem: no leaks: every allocation was freed\n";
-  else if (leaks.sites.empty() && leaks.cached.empty())
+  else if (leaks.sites.empty() && leaks.cached.empty() && leaks.held_sites.empty())
     out += "gmem: no leaks: every allocation was freed or is suppressed\n";
-  else if (leaks.sites.empty())
+  else if (leaks.sites.empty() && leaks.held_sites.empty())
     out += "gmem: no leaks seen outside the frameworks' caches below\n";
+  else if (leaks.sites.empty())
+    out += "gmem: no leaks: no call site's memory grew as the program repeated\n";
   else
     out += "gmem: LEAKS: " + format_bytes(leaks.total_bytes) + " in " +
-           std::to_string(leaks.total_count) + " allocations from " +
-           std::to_string(leaks.sites.size()) + " call sites were never freed" +
+           plural(leaks.total_count, "allocation", "allocations") + " from " +
+           plural(leaks.sites.size(), "call site", "call sites") +
+           (leaks.native_ended ? " were never freed" : " grew as the program repeated") +
            (leaks.held_count == 0
                 ? std::string()
                 : " (" + std::to_string(leaks.held_count) +
                       " of them still held when the program's code ended, freed only by the "
                       "interpreter's shutdown)") +
            ": gmem leaks " + p + "\n";
+  // The largest leaks by name, growing ones first: what to fix without another command.
+  for (std::size_t i = 0; i < leaks.sites.size() && i < k_summary_sites; ++i) {
+    const leak_site& s = leaks.sites[i];
+    const std::string growth = growth_rate_text(s.trend);
+    out += "gmem:   " + format_bytes(s.bytes) + " in " +
+           plural(s.count, "allocation", "allocations") + " at " + escape_text(site_summary(s)) +
+           (s.trend.growing && !growth.empty() ? ", " + growth : "") + "\n";
+  }
+  if (leaks.sites.size() > k_summary_sites)
+    out += "gmem:   ... " +
+           plural(leaks.sites.size() - k_summary_sites, "more site", "more sites") + "\n";
+  if (!leaks.held_sites.empty())
+    out += "gmem: held all run: " + format_bytes(leaks.held_sites_bytes) + " in " +
+           plural(leaks.held_sites_count, "allocation", "allocations") + " from " +
+           plural(leaks.held_sites.size(), "site", "sites") +
+           ", not leaks (allocated a bounded number of times and kept; gmem leaks " + p +
+           " --verdict held)\n";
   // A framework's cache keeps what its tensors were freed into: say what it is and how to see
   // the tensors instead of calling it a leak.
   for (const framework_cache* c : leaks.caches) {
@@ -143,7 +166,8 @@ std::string run_summary(const child_process& child, const std::string& program, 
                          ? gmem::trace::find_child_object(pid, child.proc_start_ticks, child.uid)
                          : gmem::trace::pid_object{};
   if (!found.name.empty()) {
-    auto res = gmem::trace::open_shm(found.name, {.events = false, .samples = false});
+    // The events decide the leak verdicts (leak_verdict.h).
+    auto res = gmem::trace::open_shm(found.name, {.events = true, .samples = false});
     if (res) {
       r.ok = true;
       r.value = std::move(res.value);
@@ -155,7 +179,7 @@ std::string run_summary(const child_process& child, const std::string& program, 
   }
   // GMEM_TRACE_KEEP may have removed the object at exit: the saved copy, if it is the child's.
   if (!r.ok && r.error.code == k_exit_not_found && !saved.empty() && save_problem.empty())
-    if (auto f = gmem::trace::open_file(saved, {.events = false, .samples = false}); f) {
+    if (auto f = gmem::trace::open_file(saved, {.events = true, .samples = false}); f) {
       r.ok = true;
       r.value = std::move(f.value);
     }

@@ -5,6 +5,7 @@
 
 #include "common/escape.h"
 #include "tools/analysis/growth_report.h"
+#include "tools/analysis/leak_verdict.h"
 #include "tools/analysis/trace_facts.h"
 
 namespace gmem::tools {
@@ -51,7 +52,8 @@ constexpr family_def k_families[] = {
     {"gmem_oom_errors_total", MetricType::Counter, "allocations that failed with out of memory"},
     {"gmem_segments", MetricType::Gauge, "segments currently mapped"},
     {"gmem_site_live_bytes", MetricType::Gauge,
-     "outstanding bytes (requested) of a call site; top K sites by live bytes or growth"},
+     "outstanding bytes (requested) of a call site; top K sites by live bytes or growth; label "
+     "verdict: leak, held or framework_cache (gmem leaks)"},
     {"gmem_site_live_allocations", MetricType::Gauge, "outstanding allocations of a call site"},
     {"gmem_site_growth_bytes", MetricType::Gauge,
      "growth of a call site's outstanding bytes over the growth window (negative: shrank)"},
@@ -229,11 +231,23 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver* site
   for (const auto& [c, bytes] : held)
     sample("gmem_framework_cache_bytes", with({{"framework", c->framework}, {"cache", c->cache}}),
            as_double(bytes));
+  // Each site's verdict (leak_verdict.h), as gmem leaks gives it: the growth report resolved
+  // every site of the live table and the ring, so the resolver numbers them all.
+  const std::vector<site_trend> trends = site_trends(
+      t,
+      [&](std::uint32_t stack_id, gmem::trace::alloc_kind kind) {
+        return sites->site_of(t, stack_id, kind);
+      },
+      sites->size());
+  const bool native_ended = native_program_ended(t);
   for (const std::size_t k : chosen) {
     const site_growth& s = g.sites[k];
     const call_site& cs = sites->site(s.site);
     label_list sl = with({{"site", cs.id}, {"frame", cs.label}, {"caller", cs.caller}});
     if (cs.held_by != nullptr) sl.push_back({"held_by", cs.held_by->cache});
+    sl.push_back({"verdict", cs.held_by != nullptr
+                                 ? to_string(leak_verdict::framework_cache)
+                                 : to_string(verdict_of(trends[s.site], native_ended))});
     sample("gmem_site_live_bytes", sl, as_double(s.live_bytes));
     sample("gmem_site_live_allocations", sl, as_double(s.live_count));
     sample("gmem_site_growth_bytes", sl, static_cast<double>(s.growth_bytes));

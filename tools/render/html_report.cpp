@@ -71,7 +71,10 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
   leak_filter filter;
   filter.view = view;
   filter.suppressions = &supp;
-  const leak_report lr = build_leak_report(t, symbols, filter);
+  filter.verdicts = leak_filter::show::all; // one table, each site with its verdict
+  leak_report lr = build_leak_report(t, symbols, filter);
+  std::stable_partition(lr.sites.begin(), lr.sites.end(),
+                        [](const leak_site& s) { return s.verdict == leak_verdict::leak; });
   gmem::pool_stats sum;
   for (const auto& d : t.devices) {
     sum.peak_live_bytes += d.stats.peak_live_bytes;
@@ -203,8 +206,8 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
   if (lr.sites.empty())
     h += "<p class=\"note\">None.</p>\n";
   else {
-    h +=
-        "<table><tr><th>#</th><th>bytes</th><th>count</th><th>oldest</th><th>call site</th></tr>\n";
+    h += "<table><tr><th>#</th><th>bytes</th><th>count</th><th>oldest</th><th>verdict</th><th>call "
+         "site</th></tr>\n";
     std::size_t n = 0;
     for (const auto& s : lr.sites) {
       if (++n > 50) break;
@@ -214,9 +217,10 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
         stack += f.name() + (f.file.empty() ? "" : "  " + f.location()) + "\n";
       h += "<tr><td class=\"n\">" + std::to_string(n) + "</td><td class=\"n\">" +
            format_bytes(s.bytes) + "</td><td class=\"n\">" + std::to_string(s.count) +
-           "</td><td class=\"n\">" + format_duration_ns(s.oldest_age_ns) +
-           "</td><td><details><summary><code>" + html_escape(top) + "</code></summary><pre>" +
-           html_escape(stack) + "</pre></details></td></tr>\n";
+           "</td><td class=\"n\">" + format_duration_ns(s.oldest_age_ns) + "</td><td>" +
+           html_escape(verdict_text(s, lr)) + "</td><td><details><summary><code>" +
+           html_escape(top) + "</code></summary><pre>" + html_escape(stack) +
+           "</pre></details></td></tr>\n";
     }
     h += "</table>\n";
     if (lr.sites.size() > 50)

@@ -58,6 +58,13 @@ json site_json(const leak_site& s) {
   if (s.note != gmem::trace::python_note::none) j["python_note"] = describe(s.note);
   if (!s.suppressed_by.empty()) j["suppressed_by"] = s.suppressed_by;
   if (s.cache != nullptr) j["held_by"] = s.cache->cache;
+  j["verdict"] = to_string(s.verdict);
+  j["trend"] = json{
+      {"growing", s.trend.growing},           {"live_count", s.trend.live_count},
+      {"live_bytes", s.trend.live_bytes},     {"slices", s.trend.slices},
+      {"early_slices", s.trend.early_slices}, {"rise_count", s.trend.rise_count},
+      {"rise_bytes", s.trend.rise_bytes},     {"window_growth_bytes", s.trend.window_growth_bytes},
+      {"window_ns", s.trend.window_ns}};
   return j;
 }
 
@@ -65,7 +72,9 @@ json site_json(const leak_site& s) {
 
 json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
   json sites = json::array(), suppressed = json::array(), cached = json::array(),
-       caches = json::array();
+       caches = json::array(), held = json::array();
+  for (const auto& s : r.held_sites)
+    held.push_back(site_json(s));
   for (const auto& s : r.sites)
     sites.push_back(site_json(s));
   for (const auto& s : r.suppressed)
@@ -88,7 +97,14 @@ json leaks_json(const gmem::trace::trace& t, const leak_report& r) {
               {"all_bytes", r.all_bytes},
               {"all_count", r.all_count},
               {"hidden_sites", r.hidden_sites},
+              {"verdicts", r.verdicts == leak_filter::show::leaks  ? "leak"
+                           : r.verdicts == leak_filter::show::held ? "held"
+                                                                   : "all"},
+              {"native_program_ended", r.native_ended},
               {"sites", sites},
+              {"apart_bytes", r.held_sites_bytes},
+              {"apart_count", r.held_sites_count},
+              {"apart", held},
               {"suppressed_bytes", r.suppressed_bytes},
               {"suppressed_count", r.suppressed_count},
               {"suppressed", suppressed},

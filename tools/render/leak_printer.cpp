@@ -22,6 +22,15 @@ std::string join_ints(const std::vector<int>& v) {
 
 } // namespace
 
+std::string verdict_text(const leak_site& s, const leak_report& r) {
+  const std::string rate = growth_rate_text(s.trend);
+  if (s.verdict == leak_verdict::held)
+    return "held: allocated a bounded number of times and kept, not growing";
+  if (s.trend.growing)
+    return "leak: grows as the program repeats" + (rate.empty() ? "" : ", " + rate);
+  return r.native_ended ? "leak: never freed before the program exited" : "leak";
+}
+
 std::string plural(std::uint64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
@@ -104,6 +113,24 @@ std::string cached_summary(const leak_report& r) {
   return out;
 }
 
+// One line per site of a list apart (held sites, or the leaks under --verdict held).
+std::string print_apart(const leak_report& r) {
+  if (r.held_sites.empty()) return {};
+  const bool held = r.verdicts != leak_filter::show::held;
+  std::string out =
+      held ? "Held, not leaks: " + format_bytes(r.held_sites_bytes) + " in " +
+                 plural(r.held_sites_count, "allocation", "allocations") + " from " +
+                 plural(r.held_sites.size(), "call site", "call sites") +
+                 " allocated a bounded number of times and kept (weights, optimizer state, "
+                 "globals, bounded caches; --all lists them as leaks):\n"
+           : "Leaks: " + format_bytes(r.held_sites_bytes) + " in " +
+                 plural(r.held_sites_count, "allocation", "allocations") + " (--verdict leak):\n";
+  for (const auto& s : r.held_sites)
+    out += "    " + format_bytes(s.bytes) + " in " + plural(s.count, "allocation", "allocations") +
+           ": " + escape_text(site_summary(s)) + "\n";
+  return out + "\n";
+}
+
 std::string print_suppressed(const leak_report& r) {
   if (r.suppressed.empty()) return {};
   std::string out = "Suppressed: " + format_bytes(r.suppressed_bytes) + " in " +
@@ -130,8 +157,14 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
   if (r.incomplete)
     out += "warning: the live table overflowed (" + std::to_string(t.losses.live_overflow) +
            " allocations not recorded); totals are a lower bound.\n";
+  if (r.native_ended && r.verdicts == leak_filter::show::leaks)
+    out += "A native program that exited: what it never freed is a leak; growing sites first.\n";
   if (r.sites.empty()) {
     out += r.all_count == 0 ? "No outstanding allocations.\n"
+           : r.verdicts == leak_filter::show::held && r.held_sites_count > 0
+               ? "Nothing held: every outstanding allocation of the program's own is a leak.\n"
+           : r.held_sites_count > 0
+               ? "No leaks: no call site's outstanding memory grows as the program repeats.\n"
            : r.all_count == r.suppressed_count
                ? "No leaks: every outstanding allocation is suppressed.\n"
            : r.all_count == r.suppressed_count + r.cached_count
@@ -140,8 +173,10 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
                : "No call site passes the filters (" +
                      plural(r.all_count, "allocation", "allocations") + ", " +
                      format_bytes(r.all_bytes) + " outstanding in all).\n";
-    if (!r.cached.empty()) out += "\n" + print_cached(r);
-    if (!r.suppressed.empty()) out += (r.cached.empty() ? "\n" : "") + print_suppressed(r);
+    if (!r.held_sites.empty()) out += "\n" + print_apart(r);
+    if (!r.cached.empty()) out += (r.held_sites.empty() ? "\n" : "") + print_cached(r);
+    if (!r.suppressed.empty())
+      out += (r.cached.empty() && r.held_sites.empty() ? "\n" : "") + print_suppressed(r);
     return out;
   }
   out += "\n";
@@ -164,10 +199,11 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
     if (s.held_count > 0)
       out += s.held_count == s.count ? ", held to exit"
                                      : ", " + std::to_string(s.held_count) + " held to exit";
-    out += "\n";
+    out += "\n    " + verdict_text(s, r) + "\n";
     out += print_frames(s, o);
     out += "\n";
   }
+  out += print_apart(r);
   out += print_cached(r);
   out += print_suppressed(r);
   out += "SUMMARY: " + format_bytes(r.total_bytes) + " in " +
@@ -180,6 +216,9 @@ std::string print_leaks(const gmem::trace::trace& t, const leak_report& r, const
   if (r.suppressed_count > 0)
     out += "; " + format_bytes(r.suppressed_bytes) + " in " +
            plural(r.suppressed_count, "allocation", "allocations") + " suppressed";
+  if (r.held_sites_count > 0 && r.verdicts != leak_filter::show::held)
+    out += "; " + format_bytes(r.held_sites_bytes) + " in " +
+           plural(r.held_sites_count, "allocation", "allocations") + " held, not leaks";
   out += cached_summary(r);
   out += ".\n";
   return out;

@@ -11,6 +11,7 @@ namespace gmem::tools {
 
 struct frame_info;
 struct leak_report;
+struct leak_site;
 struct leak_filter;
 struct frag_report;
 struct timeline;
@@ -23,6 +24,9 @@ struct print_options {
 
 // "1 allocation", "3 allocations".
 std::string plural(std::uint64_t n, const char* one, const char* many);
+// A site's verdict in words: "leak: grows as the program repeats, +1.00 MiB/min over the last
+// 5 min", "held: ...", "leak: never freed before the program exited".
+std::string verdict_text(const leak_site& s, const leak_report& r);
 // A frame as the read commands print it, without a newline: "    #2  f() at file.cpp:12"
 // (escaped; full source path with o.full_paths).
 std::string frame_head(const frame_info& f, std::size_t index, const print_options& o);

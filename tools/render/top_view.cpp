@@ -58,6 +58,8 @@ std::string render_top(const gmem::trace::trace& t, symbolizer& symbols, const t
   leak_filter f;
   f.view = view;
   f.top = sites;
+  f.verdicts = leak_filter::show::all; // every holder, leak or held, largest first
+  f.by_bytes = true;
   f.framework_caches = false; // what holds memory, caches included: not a leak list
   const leak_report r = build_leak_report(t, symbols, f);
   out += "\nTOP CALL SITES BY LIVE BYTES (" + std::to_string(r.all_count) + " live allocations, " +
