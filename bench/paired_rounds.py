@@ -5,8 +5,9 @@ that a host that drifts during the call moves every configuration alike.
 
   paired_rounds.py --out DIR --gmem-lib PATH --rounds N [--only NAME,...] WORKLOAD [ARGS...]
 
-WORKLOAD is torch_train.py's model (gpt, convnet, smallconv, decode) and ARGS go to it
-(e.g. --steps 300). The configurations (--only picks some; the first one named is the peer the
+WORKLOAD is torch_train.py's model (gpt, convnet, smallconv, decode), or cupy
+(workloads/cupy_work.py) or jax (workloads/jax_work.py), and ARGS go to it (e.g. --steps 300).
+The configurations of a PyTorch model (--only picks some; the first one named is the peer the
 others are compared with):
   caching          PyTorch's caching allocator (what every user has)
   expandable       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -16,8 +17,13 @@ others are compared with):
   gmem-fanout      gmem's defaults with GMEM_CONTEXT_BARRIER=0 (every barrier a fan-out)
   gmem-nomarks     gmem's defaults with GMEM_FENCE_MARKS=0 (every fence a barrier)
   gmem-stitch      gmem's defaults with GMEM_STITCH=1 (free arena pages stitched into ranges)
+  gmem-stitch-keep0  the same with GMEM_STITCH_KEEP=0 (a freed range given back at once)
   gmem-observe     gmem with nothing set (what `gmem run` gives a PyTorch program): PyTorch's
                    caching allocator kept and each tensor observed (GMEM_FRAMEWORKS=observe)
+cupy's: cupy-pool (CuPy's own MemoryPool, no gmem), gmem (--pool off: every array a
+cudaMalloc/cudaFree that gmem serves), gmem-stitch, gmem-stitch-keep0. jax's: jax-bfc (XLA's
+BFC pool, preallocating), jax-ondemand (BFC grown on demand), gmem (XLA_PYTHON_CLIENT_ALLOCATOR=
+platform under gmem, what `gmem run` gives a JAX program), gmem-stitch, gmem-stitch-keep0.
 Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
 losses, the mean and p99 step period from timing events); at the end one summary line per
 configuration: mean steps/s, the per-round ratio to the peer (median, min, max), the mean step
@@ -46,14 +52,42 @@ CONFIGS = {
     "gmem-fanout": ({**NOCACHE, "GMEM_CONTEXT_BARRIER": "0"}, True),
     "gmem-nomarks": ({**NOCACHE, "GMEM_FENCE_MARKS": "0"}, True),
     "gmem-stitch": ({**NOCACHE, "GMEM_STITCH": "1"}, True),
+    "gmem-stitch-keep0": ({**NOCACHE, "GMEM_STITCH": "1", "GMEM_STITCH_KEEP": "0"}, True),
     "gmem-observe": ({}, True),
+}
+STITCH = {"GMEM_STITCH": "1"}
+KEEP0 = {"GMEM_STITCH": "1", "GMEM_STITCH_KEEP": "0"}
+PLATFORM = {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}
+# Other frameworks' workloads: script, and per configuration (environment, under gmem, the
+# script's own arguments).
+FRAMEWORKS = {
+    "cupy": ("cupy_work.py", {
+        "cupy-pool": ({}, False, ["--pool", "on"]),
+        "gmem": ({}, True, ["--pool", "off"]),
+        "gmem-stitch": (STITCH, True, ["--pool", "off"]),
+        "gmem-stitch-keep0": (KEEP0, True, ["--pool", "off"]),
+    }),
+    "jax": ("jax_work.py", {
+        "jax-bfc": ({}, False, []),
+        "jax-ondemand": ({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, False, []),
+        "gmem": (PLATFORM, True, []),
+        "gmem-stitch": ({**PLATFORM, **STITCH}, True, []),
+        "gmem-stitch-keep0": ({**PLATFORM, **KEEP0}, True, []),
+    }),
 }
 
 
+def configs_of(workload):
+    if workload in FRAMEWORKS:
+        return FRAMEWORKS[workload][1]
+    return {n: (env, gmem, []) for n, (env, gmem) in CONFIGS.items()}
+
+
 def run_one(name, args, workload_args, sampler):
-    env_add, gmem = CONFIGS[name]
+    env_add, gmem, script_args = configs_of(args.workload)[name]
     e = {k: v for k, v in os.environ.items()
-         if not k.startswith(("PYTORCH_CUDA_ALLOC", "PYTORCH_NO_CUDA", "GMEM_", "LD_PRELOAD"))}
+         if not k.startswith(("PYTORCH_CUDA_ALLOC", "PYTORCH_NO_CUDA", "GMEM_", "LD_PRELOAD",
+                              "XLA_PYTHON_CLIENT"))}
     e.update(env_add)
     e["PYTHONUNBUFFERED"] = "1"
     if gmem:
@@ -62,8 +96,12 @@ def run_one(name, args, workload_args, sampler):
     tmp = os.path.join(args.out, "tmp-run.json")
     if os.path.exists(tmp):
         os.remove(tmp)
-    cmd = [sys.executable, os.path.join(HERE, "workloads", "torch_train.py"), "--model",
-           args.workload, *workload_args, "--mode", name, "--json", tmp]
+    if args.workload in FRAMEWORKS:
+        cmd = [sys.executable, os.path.join(HERE, "workloads", FRAMEWORKS[args.workload][0]),
+               *script_args, *workload_args, "--mode", name, "--json", tmp]
+    else:
+        cmd = [sys.executable, os.path.join(HERE, "workloads", "torch_train.py"), "--model",
+               args.workload, *workload_args, "--mode", name, "--json", tmp]
     base = sampler.baseline() if sampler else 0
     if sampler:
         sampler.start()
@@ -97,9 +135,11 @@ def main():
     args, workload_args = ap.parse_known_args()
     os.makedirs(args.out, exist_ok=True)
     names = [n for n in args.only.split(",") if n]
+    known = configs_of(args.workload)
     for n in names:
-        if n not in CONFIGS:
-            sys.exit(f"paired_rounds: unknown configuration '{n}' (known: {', '.join(CONFIGS)})")
+        if n not in known:
+            sys.exit(f"paired_rounds: unknown configuration '{n}' for {args.workload} "
+                     f"(known: {', '.join(known)})")
     try:
         sampler = Sampler()
     except Exception as ex:  # noqa: BLE001
