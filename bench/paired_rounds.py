@@ -6,8 +6,10 @@ that a host that drifts during the call moves every configuration alike.
   paired_rounds.py --out DIR --gmem-lib PATH --rounds N [--only NAME,...] [--taskset CPUS]
                    [--budget-s S] WORKLOAD [ARGS...]
 
-WORKLOAD is torch_train.py's model (gpt, convnet, smallconv, decode, generate) and ARGS go to it
-(e.g. --steps 300). The configurations (--only picks some; the first one named is the peer the
+WORKLOAD is torch_train.py's model (gpt, convnet, smallconv, decode,
+generate), or cupy
+(workloads/cupy_work.py) or jax (workloads/jax_work.py), and ARGS go to it (e.g. --steps 300).
+The configurations of a PyTorch model (--only picks some; the first one named is the peer the
 others are compared with):
   caching          PyTorch's caching allocator (what every user has)
   expandable       PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -17,6 +19,7 @@ others are compared with):
   gmem-fanout      gmem's defaults with GMEM_CONTEXT_BARRIER=0 (every barrier a fan-out)
   gmem-nomarks     gmem's defaults with GMEM_FENCE_MARKS=0 (every fence a barrier)
   gmem-stitch      gmem's defaults with GMEM_STITCH=1 (free arena pages stitched into ranges)
+  gmem-stitch-keep0  the same with GMEM_STITCH_KEEP=0 (a freed range given back at once)
   gmem-observe     gmem with nothing set (what `gmem run` gives a PyTorch program): PyTorch's
                    caching allocator kept and each tensor observed (GMEM_FRAMEWORKS=observe)
   torch-history    PyTorch's caching allocator with its own recorder on for the whole run:
@@ -24,6 +27,10 @@ others are compared with):
   torch-history-all  the same with stacks="all" (Python, TorchScript and C++ frames)
 --taskset CPUS runs every process under `taskset -c CPUS`. --budget-s S starts no new round
 once S seconds have passed (the rounds run are reported; 0 = no budget).
+cupy's: cupy-pool (CuPy's own MemoryPool, no gmem), gmem (--pool off: every array a
+cudaMalloc/cudaFree that gmem serves), gmem-stitch, gmem-stitch-keep0. jax's: jax-bfc (XLA's
+BFC pool, preallocating), jax-ondemand (BFC grown on demand), gmem (XLA_PYTHON_CLIENT_ALLOCATOR=
+platform under gmem, what `gmem run` gives a JAX program), gmem-stitch, gmem-stitch-keep0.
 Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
 losses, the mean and p99 step period from timing events); at the end one summary line per
 configuration: mean steps/s, the per-round ratio to the peer (median, min, max), the mean step
@@ -56,10 +63,37 @@ CONFIGS = {
     "gmem-fanout": ({**NOCACHE, "GMEM_CONTEXT_BARRIER": "0"}, True),
     "gmem-nomarks": ({**NOCACHE, "GMEM_FENCE_MARKS": "0"}, True),
     "gmem-stitch": ({**NOCACHE, "GMEM_STITCH": "1"}, True),
+    "gmem-stitch-keep0": ({**NOCACHE, "GMEM_STITCH": "1", "GMEM_STITCH_KEEP": "0"}, True),
     "gmem-observe": ({}, True),
     "torch-history": ({"BENCH_TORCH_HISTORY": "python"}, False),
     "torch-history-all": ({"BENCH_TORCH_HISTORY": "all"}, False),
 }
+STITCH = {"GMEM_STITCH": "1"}
+KEEP0 = {"GMEM_STITCH": "1", "GMEM_STITCH_KEEP": "0"}
+PLATFORM = {"XLA_PYTHON_CLIENT_ALLOCATOR": "platform"}
+# Other frameworks' workloads: script, and per configuration (environment, under gmem, the
+# script's own arguments).
+FRAMEWORKS = {
+    "cupy": ("cupy_work.py", {
+        "cupy-pool": ({}, False, ["--pool", "on"]),
+        "gmem": ({}, True, ["--pool", "off"]),
+        "gmem-stitch": (STITCH, True, ["--pool", "off"]),
+        "gmem-stitch-keep0": (KEEP0, True, ["--pool", "off"]),
+    }),
+    "jax": ("jax_work.py", {
+        "jax-bfc": ({}, False, []),
+        "jax-ondemand": ({"XLA_PYTHON_CLIENT_PREALLOCATE": "false"}, False, []),
+        "gmem": (PLATFORM, True, []),
+        "gmem-stitch": ({**PLATFORM, **STITCH}, True, []),
+        "gmem-stitch-keep0": ({**PLATFORM, **KEEP0}, True, []),
+    }),
+}
+
+
+def configs_of(workload):
+    if workload in FRAMEWORKS:
+        return FRAMEWORKS[workload][1]
+    return {n: (env, gmem, []) for n, (env, gmem) in CONFIGS.items()}
 
 
 def observe_counters(stderr):
@@ -71,10 +105,10 @@ def observe_counters(stderr):
 
 
 def run_one(name, args, workload_args, sampler):
-    env_add, gmem = CONFIGS[name]
+    env_add, gmem, script_args = configs_of(args.workload)[name]
     e = {k: v for k, v in os.environ.items()
          if not k.startswith(("PYTORCH_CUDA_ALLOC", "PYTORCH_NO_CUDA", "GMEM_", "LD_PRELOAD",
-                              "BENCH_TORCH_HISTORY"))}
+                              "BENCH_TORCH_HISTORY", "XLA_PYTHON_CLIENT"))}
     e.update(env_add)
     e["PYTHONUNBUFFERED"] = "1"
     if gmem:
@@ -83,8 +117,12 @@ def run_one(name, args, workload_args, sampler):
     tmp = os.path.join(args.out, "tmp-run.json")
     if os.path.exists(tmp):
         os.remove(tmp)
-    cmd = [sys.executable, os.path.join(HERE, "workloads", "torch_train.py"), "--model",
-           args.workload, *workload_args, "--mode", name, "--json", tmp]
+    if args.workload in FRAMEWORKS:
+        cmd = [sys.executable, os.path.join(HERE, "workloads", FRAMEWORKS[args.workload][0]),
+               *script_args, *workload_args, "--mode", name, "--json", tmp]
+    else:
+        cmd = [sys.executable, os.path.join(HERE, "workloads", "torch_train.py"), "--model",
+               args.workload, *workload_args, "--mode", name, "--json", tmp]
     if args.taskset:
         cmd = ["taskset", "-c", args.taskset, *cmd]
     base = sampler.baseline() if sampler else 0
@@ -123,9 +161,11 @@ def main():
     args, workload_args = ap.parse_known_args()
     os.makedirs(args.out, exist_ok=True)
     names = [n for n in args.only.split(",") if n]
+    known = configs_of(args.workload)
     for n in names:
-        if n not in CONFIGS:
-            sys.exit(f"paired_rounds: unknown configuration '{n}' (known: {', '.join(CONFIGS)})")
+        if n not in known:
+            sys.exit(f"paired_rounds: unknown configuration '{n}' for {args.workload} "
+                     f"(known: {', '.join(known)})")
     try:
         sampler = Sampler()
     except Exception as ex:  # noqa: BLE001

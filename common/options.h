@@ -81,6 +81,12 @@
     "up to it, maps those pages into a new address range instead of growing the arena; arena "     \
     "pages are then 2 MiB unless GMEM_ARENA_PAGE_MB is set (only whole free pages can be "         \
     "stitched); 0 = the arena grows")                                                              \
+  X(stitch_keep, "GMEM_STITCH_KEEP", count, tune, "256", "",                                       \
+    "with GMEM_STITCH: freed stitched ranges kept mapped for reuse (no page mapped when one "      \
+    "serves again), the least recently used given back beyond this many; 0 = none kept")           \
+  X(stitch_time_pct, "GMEM_STITCH_TIME_PCT", count, tune, "1", "",                                 \
+    "with GMEM_STITCH: percent of the run's time (counted as at least 10 s) that making and "      \
+    "giving back stitched ranges may take; past it the arena grows instead; 100 = no budget")      \
   X(strict, "GMEM_STRICT", flag, fallback, "0", "",                                                \
     "1 = CUDA's synchronization exactly: a stream-less free (cuMemFree, cuMemFreeHost) returns "   \
     "once the device has finished the work issued before it, and an allocation orders the "        \

@@ -148,6 +148,8 @@ context_entry* context_pools::create_locked(const real_driver& real, CUcontext c
   // granularity does not divide) arena_page() is 0 and the pool ignores the flag.
   o.arena = opt.arena && e->vmm != nullptr;
   o.stitch = o.arena && opt.stitch; // the upstream stitches arena pages only
+  o.stitch_keep_ranges = static_cast<std::size_t>(opt.stitch_keep);
+  o.stitch_time_share = static_cast<double>(opt.stitch_time_pct) / 100.0;
   if (opt.arena && opt.verbose != 0 && (e->vmm == nullptr || e->vmm->arena_page() == 0)) {
     std::fprintf(stderr, "gmem: device %d: no virtual memory management; GMEM_ARENA ignored\n",
                  device);

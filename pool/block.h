@@ -76,10 +76,11 @@ struct segment {
   block* last = nullptr;
   bool arena = false; // part of the arena (upstream::extend): never idle, trimmed by page
   // A stitched range (pool_stitch.cpp): one block, live, on the arena blocks in `lent` (in
-  // page order; all but the last are whole pages), which map stitched_pages pages. Never idle,
-  // counts nothing in reserved_bytes (its memory is the arena's).
+  // page order; all but the last are whole pages). The range maps the arena pages `pages`, in
+  // order, those the lent blocks cover. Never idle, counts nothing in reserved_bytes (its
+  // memory is the arena's).
   bool stitched = false;
-  std::size_t stitched_pages = 0;
+  std::vector<std::uintptr_t> pages;
   std::vector<block*> lent;
   start_bitmap starts; // bit i set <=> a block starts at base + i * 512 (oversize: 1 bit)
   std::size_t granule(std::uintptr_t address) const {

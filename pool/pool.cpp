@@ -18,7 +18,7 @@ std::uint64_t next_pool_id() {
 } // namespace
 
 pool_impl::pool_impl(upstream& up, fences& fe, const pool_options& options, pool_observer* observer)
-    : up_(up), fe_(fe), id_(next_pool_id()), opt_(options), obs_(observer) {
+    : up_(up), fe_(fe), id_(next_pool_id()), opt_(options), obs_(observer), start_ns_(now_ns()) {
   opt_.small_segment_bytes =
       round_up(std::max(opt_.small_segment_bytes, k_block_granule), k_block_granule);
   opt_.large_segment_bytes =
@@ -84,8 +84,10 @@ pool_impl::~pool_impl() {
   for (event_handle e : unstitch_events_)
     fe_.release(e);
   if (mark_.ev != 0) fe_.release(mark_.ev);
-  for (auto& [base, seg] : segments_) // stitched ranges first: they map arena pages
-    if (seg->stitched) up_.unstitch(base, seg->stitched_pages);
+  for (const auto& [base, k] : kept_) // stitched ranges first: they map arena pages
+    up_.unstitch(base, k.pages.size());
+  for (auto& [base, seg] : segments_)
+    if (seg->stitched) up_.unstitch(base, seg->pages.size());
   for (auto& [base, seg] : segments_)
     if (!seg->stitched) up_.unmap(base, seg->size);
 }
@@ -112,12 +114,14 @@ void pool_impl::abandon() {
   unstitch_events_.clear();
   unstitch_queued_.store(false, std::memory_order_relaxed);
   lending_blocks_ = 0;
+  kept_.clear();
   blocks_ = slab<block>{};
   events_ = slab<event_ref>{}; // their events die with the context
   st_.live_bytes = st_.live_requested_bytes = st_.live_blocks = 0;
   st_.reserved_bytes = st_.segments = 0;
   st_.pending_bytes = st_.pending_blocks = st_.stream_free_bytes = 0;
   st_.stitched_ranges = st_.stitched_bytes = 0;
+  st_.kept_ranges = st_.kept_range_bytes = 0;
 }
 
 stream_cache* pool_impl::find_stream_locked(stream_handle s) const {
@@ -349,6 +353,7 @@ void pool_impl::run_deferred(deferred& d) {
     return;
   }
   std::size_t unmapped = 0;
+  if (!d.unmaps.empty()) drain_unstitches(); // kept ranges on those pages go first
   for (auto [base, bytes] : d.unmaps) {
     up_.unmap(base, bytes);
     unmapped += bytes;
@@ -448,7 +453,7 @@ void pool_impl::release_block_locked(block* b, stream_handle s, event_handle (&r
   b->requested = 0;
   b->owner = nullptr;
   if (b->seg->stitched) { // its pages go back to the arena with this free's safety
-    dissolve_locked(b, s);
+    release_range_locked(b, s);
   } else if (!opt_.reuse_safety) {
     insert_free_locked(b);
   } else if (s == k_no_stream) { // stream-less: pending
@@ -492,8 +497,9 @@ pool_status pool_impl::deallocate_shared(std::uintptr_t address, stream_handle s
       b = nullptr;
     }
     if (b == nullptr) {
-      status =
-          segment_of_locked(address) != nullptr ? pool_status::invalid : pool_status::not_owned;
+      status = segment_of_locked(address) != nullptr || kept_of_locked(address)
+                   ? pool_status::invalid
+                   : pool_status::not_owned;
       if (status == pool_status::invalid) ++st_.invalid_frees;
     } else {
       release_block_locked(b, s, released, &d, true);

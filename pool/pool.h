@@ -39,8 +39,9 @@
 //      requests (fence_batch): they merge with their free neighbours, and large free ranges
 //      stay whole;
 //      (c) grow: first the request's own stream is sealed and the threads' caches give back
-//      their free blocks; with pool_options::stitch, the arena's whole free pages serve the
-//      request in a stitched range when they add up to it (pool_stitch.cpp); then extend the
+//      their free blocks; with pool_options::stitch, a kept stitched range whose pages are
+//      free, or the arena's whole free pages mapped into a new range when they add up to it
+//      (within a time budget), serve the request (pool_stitch.cpp); then extend the
 //      arena, or map a small segment (unmapping wholly free ones first while reserved would
 //      exceed 1.05 x demand); a growth that would cross the limit gives back every idle
 //      segment and free arena page first;
@@ -139,8 +140,23 @@ struct pool_options {
   // Arena only: a large request that no free block fits, while the arena's wholly free pages
   // add up to it, is served from those pages mapped into a fresh range of address space
   // (upstream::stitch) before the arena grows; freeing it gives the pages back to the arena,
-  // with the free's safety (pool_stitch.cpp). Ignored when the upstream cannot stitch.
+  // with the free's safety, and keeps the range mapped (pool_stitch.cpp). Ignored when the
+  // upstream cannot stitch.
   bool stitch = false;
+  // Stitching: a freed range stays mapped ("kept") and serves a later request of as many
+  // pages while the pages that request needs are free in the arena, with no driver call.
+  // Kept ranges are given back least recently used first beyond this many or this much
+  // address space, and when the arena unmaps one of their pages (trim, limit, out of memory).
+  // 0 ranges: none kept (a freed range is given back at once).
+  std::size_t stitch_keep_ranges = 256;
+  std::size_t stitch_keep_bytes = std::size_t{1} << 40;
+  // Stitching: the host time spent in the upstream's stitch and unstitch calls stays under this
+  // share of the time since the pool was made, counted as at least stitch_time_floor_ns (so
+  // that a young pool may stitch: 1% of 10 s is 100 ms, ~2,500 page maps of ~40 us); past it,
+  // a request that no free block or kept range serves grows the arena instead of making a new
+  // range. 1 or more: no budget.
+  double stitch_time_share = 0.01;
+  std::uint64_t stitch_time_floor_ns = 10'000'000'000;
 };
 
 enum class pool_status {
@@ -184,6 +200,7 @@ struct segment_view {
   std::size_t size = 0;
   segment_kind kind = segment_kind::small;
   bool stitched = false; // a stitched range (pool_options::stitch): one live block on arena pages
+  bool kept = false;     // stitched, kept mapped for reuse: no block (its pages are the arena's)
   std::vector<block_view> blocks;
 };
 
@@ -196,8 +213,9 @@ public:
   virtual void on_fence(std::uint64_t /*duration_ns*/, std::size_t /*released_bytes*/) noexcept {}
   virtual void on_trim(std::size_t /*released_bytes*/) noexcept {}
   virtual void on_oom(std::size_t /*requested_bytes*/) noexcept {}
-  // A stitched range (pool_options::stitch) of `bytes` (its block) now serves a request / is
-  // gone: its pages are the arena's again. It maps no new memory.
+  // A stitched range (pool_options::stitch) of `bytes` (its block) now serves a request (made
+  // or kept one reused) / serves nothing any more: its pages are the arena's again (the range
+  // may stay mapped, kept for reuse). It maps no new memory.
   virtual void on_stitch(std::uintptr_t /*base*/, std::size_t /*bytes*/) noexcept {}
   virtual void on_unstitch(std::uintptr_t /*base*/, std::size_t /*bytes*/) noexcept {}
 };

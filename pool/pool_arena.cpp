@@ -124,6 +124,7 @@ segment* pool_impl::cut_locked(segment* seg, block* b, std::uintptr_t p0, std::u
                                deferred& d) {
   const std::uintptr_t end = seg->base + seg->size;
   const std::uintptr_t b_end = b->address + b->size;
+  release_kept_touching_locked(p0, p1); // no range may map a page the arena gives back
   free_[k_large].remove(b);
   d.segment_events.push_back({false, seg->base, seg->size});
   if (p0 > seg->base) d.segment_events.push_back({true, seg->base, p0 - seg->base});

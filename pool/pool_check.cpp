@@ -25,7 +25,11 @@ bool pool_impl::is_valid() const {
 //  - a stitched range is one live block on its lent arena blocks, in page order: each starts
 //    on a page, all but the last are whole pages, and their sizes add up to the range's; every
 //    lent block belongs to one range (or to one being stitched); ranges count nothing in
-//    reserved_bytes;
+//    reserved_bytes. A range's page j maps the arena page pages[j] (two addresses, one
+//    physical page): while the range serves, the arena block there is lent to it, so a page is
+//    free only when free through every address;
+//  - kept ranges serve nothing and own no block: their pages are the arena's (mapped), free or
+//    used through the arena's addresses; they lie apart from every segment, within the budget;
 //  - the stats equal the sums over the blocks, and the slabs hold no other blocks.
 bool pool_impl::is_valid_locked() const {
   std::size_t live = 0, live_requested = 0, live_blocks = 0, free_bytes = 0, free_blocks = 0;
@@ -42,16 +46,19 @@ bool pool_impl::is_valid_locked() const {
       if (b != seg->last || b->state != block_state::live || b->lent || page_ == 0 ||
           seg->lent.empty())
         return false;
+      // Page j of the range maps arena page pages[j]; the block covers the first pages, and the
+      // arena block at each of those is lent to this range: live through one address only.
       std::size_t lent_bytes = 0, pages = 0;
       for (std::size_t i = 0; i < seg->lent.size(); ++i) {
         const block* x = seg->lent[i];
         if (!x->lent || x->state != block_state::live || !x->seg->arena ||
             x->address % page_ != 0 || (i + 1 < seg->lent.size() && x->size % page_ != 0))
           return false;
+        for (std::uintptr_t p = x->address; p < x->address + x->size; p += page_, ++pages)
+          if (pages >= seg->pages.size() || seg->pages[pages] != p) return false;
         lent_bytes += x->size;
-        pages += (x->size + page_ - 1) / page_;
       }
-      if (lent_bytes != seg->size || pages != seg->stitched_pages) return false;
+      if (lent_bytes != seg->size || pages != seg->pages.size()) return false;
       range_lent += seg->lent.size();
       ++ranges;
       range_bytes += seg->size;
@@ -192,6 +199,29 @@ bool pool_impl::is_valid_locked() const {
   if (claimed > 0 && st_.live_blocks != live_blocks) return false;
   if (lent_blocks != range_lent + lending_blocks_ || st_.stitched_ranges != ranges ||
       st_.stitched_bytes != range_bytes)
+    return false;
+  // Kept ranges: apart from every segment and each other, within the budget, and mapping
+  // distinct pages the arena still maps (it gives a page back only with the ranges on it).
+  std::size_t kept_bytes = 0;
+  std::uintptr_t kept_end = 0;
+  for (const auto& [base, k] : kept_) {
+    const std::size_t bytes = k.pages.size() * page_;
+    if (k.pages.empty() || base < kept_end || base % page_ != 0 ||
+        segment_of_locked(base) != nullptr || segment_of_locked(base + bytes - 1) != nullptr ||
+        k.last_use > kept_uses_)
+      return false;
+    std::vector<std::uintptr_t> sorted = k.pages;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return false;
+    for (std::uintptr_t p : k.pages) {
+      const segment* a = segment_of_locked(p);
+      if (p % page_ != 0 || a == nullptr || !a->arena) return false;
+    }
+    kept_bytes += bytes;
+    kept_end = base + bytes;
+  }
+  if (st_.kept_ranges != kept_.size() || st_.kept_range_bytes != kept_bytes ||
+      kept_.size() > opt_.stitch_keep_ranges || kept_bytes > opt_.stitch_keep_bytes)
     return false;
   return st_.live_bytes == live && st_.live_requested_bytes == live_requested &&
          st_.live_blocks == live_blocks && st_.reserved_bytes == reserved &&

@@ -11,14 +11,6 @@
 
 namespace gmem {
 
-namespace {
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-} // namespace
-
 std::size_t pool_impl::pending_or_stream_bytes_locked(unsigned cls, stream_handle s) const {
   std::size_t n = pending_class_bytes_[cls];
   for (const auto& sc : streams_)

@@ -16,6 +16,7 @@
 #include "pool/thread_cache.h"
 
 #include <atomic>
+#include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -30,6 +31,13 @@ constexpr std::size_t round_up(std::size_t n, std::size_t to) {
 }
 constexpr std::size_t round_down(std::size_t n, std::size_t to) {
   return n / to * to;
+}
+
+// The steady clock, for the pool's own timings.
+inline std::uint64_t now_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
 }
 
 // Upstream, fence and observer calls collected under the lock, made after unlocking.
@@ -63,6 +71,13 @@ inline const void* this_thread_tag() {
   static thread_local char tag;
   return &tag;
 }
+
+// A stitched range kept mapped after its block's free (pool_stitch.cpp): it maps `pages`
+// (arena pages, in order) and serves nothing until a request reuses it.
+struct kept_range {
+  std::vector<std::uintptr_t> pages;
+  std::uint64_t last_use = 0; // larger: used more recently
+};
 
 // Stream-free blocks of one stream, by segment class.
 struct stream_cache {
@@ -340,9 +355,23 @@ private:
   // The lent blocks go back to the arena: with b's free (stream-less: pending; on a stream:
   // stream-free there; without reuse safety: free). Events released land in `events`.
   void return_pages_locked(segment* range, stream_handle s, std::vector<event_handle>& events);
-  // The stitched block b, freed (its stats already counted), dissolves: its pages go back and
-  // its range is queued for upstream::unstitch (run by drain_unstitches()).
-  void dissolve_locked(block* b, stream_handle s);
+  // The stitched block b, freed (its stats already counted): its pages go back to the arena and
+  // its range is kept (kept_), or, when none are kept, queued for upstream::unstitch (run by
+  // drain_unstitches()).
+  void release_range_locked(block* b, stream_handle s);
+  // A kept range of the pages `size` needs, whose pages are free for that request: its
+  // blocks lent (in `lent`, page order) and its record out of kept_ into `pages`; false: none.
+  // *waiting: a candidate's pages would all be free after a fence (pending or stream-free).
+  bool reuse_kept_locked(std::size_t size, std::vector<block*>& lent,
+                         std::vector<std::uintptr_t>& pages, std::uintptr_t& base, bool* waiting);
+  // The kept range at `it` is given back (queued for upstream::unstitch).
+  void release_kept_locked(std::map<std::uintptr_t, kept_range>::iterator it);
+  // Least recently used kept ranges go while more are kept than the options allow.
+  void enforce_keep_budget_locked();
+  // Kept ranges that map an arena page in [p0, p1) go: the arena is about to unmap it.
+  void release_kept_touching_locked(std::uintptr_t p0, std::uintptr_t p1);
+  // Stitching's time budget (pool_options::stitch_time_share) is spent.
+  bool stitch_budget_spent() const;
   void drain_unstitches(); // without mu_: the queued unstitch calls and event releases
   std::size_t free_whole_pages_locked() const; // whole pages inside free arena blocks
   // Growth for a request of `size` that stitching could serve after it: the pages the free
@@ -358,6 +387,7 @@ private:
   bool is_valid_locked() const;
   // --- pool_query.cpp ---
   segment* segment_of_locked(std::uintptr_t address) const;
+  bool kept_of_locked(std::uintptr_t address) const; // inside a kept stitched range
 
   upstream& up_;
   fences& fe_;
@@ -423,17 +453,27 @@ private:
   // The arena: its page (0: no arena) and the segment it last grew, which it grows next.
   std::size_t page_ = 0;
   segment* arena_tip_ = nullptr;
-  // Stitched ranges dissolved under the lock and not yet given back (base, bytes, pages),
+  // Stitched ranges freed under the lock (bytes: the block's, for the observer) and kept ranges
+  // given back (pages != 0: upstream::unstitch; observed: the observer already heard of it),
   // and events their pages let go of; drained without the lock.
   struct unstitch_call {
     std::uintptr_t base;
     std::size_t bytes;
     std::size_t pages;
+    bool observed = false;
   };
   std::vector<unstitch_call> unstitches_;
   std::vector<event_handle> unstitch_events_;
   std::atomic<bool> unstitch_queued_{false}; // read without the lock on the free path
   std::size_t lending_blocks_ = 0; // lent while their range is being stitched (no mu_ held)
+  // Kept ranges (pool_options::stitch_keep_ranges), by base: mapped, serving nothing, their
+  // pages free or used through the arena's addresses. last_use orders them for release.
+  std::map<std::uintptr_t, kept_range> kept_;
+  std::uint64_t kept_uses_ = 0;
+  // Stitching's host time (upstream stitch and unstitch calls) and the pool's start, for the
+  // time budget; read without the lock.
+  std::atomic<std::uint64_t> stitch_ns_{0};
+  const std::uint64_t start_ns_;
 };
 
 } // namespace gmem

@@ -2,6 +2,7 @@
 // segment reports. The invariant walker is in pool_check.cpp.
 #include "pool/pool_impl.h"
 
+#include <algorithm>
 #include <mutex>
 
 namespace gmem {
@@ -14,9 +15,16 @@ segment* pool_impl::segment_of_locked(std::uintptr_t address) const {
   return address - seg->base < seg->size ? seg : nullptr;
 }
 
+bool pool_impl::kept_of_locked(std::uintptr_t address) const {
+  auto it = kept_.upper_bound(address);
+  if (it == kept_.begin()) return false;
+  --it;
+  return address - it->first < it->second.pages.size() * page_;
+}
+
 bool pool_impl::owns(std::uintptr_t address) const {
   std::lock_guard lock(mu_);
-  return segment_of_locked(address) != nullptr;
+  return segment_of_locked(address) != nullptr || kept_of_locked(address);
 }
 
 std::optional<block_info> pool_impl::find(std::uintptr_t address) const {
@@ -43,6 +51,7 @@ pool_stats pool_impl::stats() const {
     s.largest_free_block = largest;
     s.limit_bytes = opt_.limit_bytes;
   }
+  s.stitch_ns = stitch_ns_.load(std::memory_order_relaxed);
   // The pool counts the blocks of the threads' caches live; free ones are stream-free for the
   // program. Read after the pool's counters: a block moving meanwhile may be off by one
   // block until the next read (never below zero).
@@ -92,7 +101,17 @@ void pool_impl::for_each_segment(const std::function<void(const segment_view&)>&
       }
       views.push_back(std::move(v));
     }
+    for (const auto& [base, k] : kept_) { // kept ranges: no block, pages the arena's
+      segment_view v;
+      v.base = base;
+      v.size = k.pages.size() * page_;
+      v.kind = segment_kind::large;
+      v.stitched = v.kept = true;
+      views.push_back(std::move(v));
+    }
   }
+  std::sort(views.begin(), views.end(),
+            [](const segment_view& x, const segment_view& y) { return x.base < y.base; });
   for (const auto& v : views)
     f(v);
 }

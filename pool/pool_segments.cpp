@@ -42,7 +42,7 @@ segment* pool_impl::new_segment_locked(std::uintptr_t base, std::size_t bytes, s
     owned->idle = false;
     owned->arena = false;
     owned->stitched = false;
-    owned->stitched_pages = 0;
+    owned->pages.clear();
     owned->lent.clear();
   }
   segment* seg = owned.get();

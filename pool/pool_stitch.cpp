@@ -10,10 +10,22 @@
 // covers what the request needs of its page: the rest of that page stays free in the arena
 // (two addresses for one physical page, used by two owners at disjoint offsets). A stitched
 // range is a segment of one live block (segment::stitched) that counts nothing in
-// reserved_bytes. Its free dissolves it: the lent blocks go back to the arena with the free's
-// safety, as the block itself would have (pending until a fence, or stream-free on the
-// freeing stream), and merge with their neighbours as any freed block; the range is queued for
-// upstream::unstitch, which the upstream performs once device work issued before it is done.
+// reserved_bytes. At its free the lent blocks go back to the arena with the free's safety, as
+// the block itself would have (pending until a fence, or stream-free on the freeing stream),
+// and merge with their neighbours as any freed block.
+//
+// Kept ranges: the freed range keeps its mapping (kept_), so one physical page may stay mapped
+// at two addresses, the arena's and the range's. Its pages serve arena blocks meanwhile; a
+// later request of as many pages reuses it, with no driver call, when the pages it needs
+// are free for all in the arena (then lent again). A kept range is thus simply unavailable
+// while any of those pages is in use through another address. Kept ranges are given back
+// (upstream::unstitch, which the upstream performs once device work issued before it is done)
+// least recently used first beyond stitch_keep_ranges / stitch_keep_bytes, and before the
+// arena unmaps one of their pages; with stitch_keep_ranges 0, at the free.
+//
+// The time budget: new ranges only while the host time in stitch and unstitch calls is below
+// stitch_time_share of the pool's age (at least stitch_time_floor_ns); past it the arena grows
+// instead.
 //
 // Trade of the page: only whole free pages are stitched, so free space inside pages that a
 // live block touches stays unused, and the lent pages are pinned while the range lives.
@@ -96,16 +108,173 @@ void pool_impl::return_pages_locked(segment* range, stream_handle s,
   range->lent.clear();
 }
 
-void pool_impl::dissolve_locked(block* b, stream_handle s) {
+void pool_impl::release_range_locked(block* b, stream_handle s) {
   segment* range = b->seg;
   return_pages_locked(range, s, unstitch_events_);
   --st_.stitched_ranges;
   st_.stitched_bytes -= b->size;
-  unstitches_.push_back({range->base, range->size, range->stitched_pages});
+  const std::size_t pages = range->pages.size();
+  if (opt_.stitch_keep_ranges == 0) {
+    unstitches_.push_back({range->base, b->size, pages});
+  } else { // the observer hears that it serves nothing now; the mapping stays
+    unstitches_.push_back({range->base, b->size, 0});
+    kept_range& k = kept_[range->base];
+    k.pages = std::move(range->pages);
+    k.last_use = ++kept_uses_;
+    ++st_.kept_ranges;
+    st_.kept_range_bytes += pages * page_;
+  }
   unstitch_queued_.store(true, std::memory_order_relaxed);
   range->first = range->last = nullptr;
   blocks_.put(b);
   drop_segment_locked(range);
+  enforce_keep_budget_locked();
+}
+
+void pool_impl::release_kept_locked(std::map<std::uintptr_t, kept_range>::iterator it) {
+  const std::size_t pages = it->second.pages.size();
+  unstitches_.push_back({it->first, pages * page_, pages, true});
+  unstitch_queued_.store(true, std::memory_order_relaxed);
+  --st_.kept_ranges;
+  st_.kept_range_bytes -= pages * page_;
+  kept_.erase(it);
+}
+
+void pool_impl::enforce_keep_budget_locked() {
+  while (!kept_.empty() && (st_.kept_ranges > opt_.stitch_keep_ranges ||
+                            st_.kept_range_bytes > opt_.stitch_keep_bytes)) {
+    auto lru = kept_.begin();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->second.last_use < lru->second.last_use) lru = it;
+    release_kept_locked(lru);
+  }
+}
+
+void pool_impl::release_kept_touching_locked(std::uintptr_t p0, std::uintptr_t p1) {
+  auto touches = [&](const std::vector<std::uintptr_t>& pages) {
+    return std::any_of(pages.begin(), pages.end(),
+                       [&](std::uintptr_t p) { return p >= p0 && p < p1; });
+  };
+  for (auto it = kept_.begin(); it != kept_.end();) {
+    if (touches(it->second.pages))
+      release_kept_locked(it++);
+    else
+      ++it;
+  }
+}
+
+bool pool_impl::stitch_budget_spent() const {
+  if (opt_.stitch_time_share >= 1.0) return false;
+  const double spent = static_cast<double>(stitch_ns_.load(std::memory_order_relaxed));
+  const std::uint64_t age = std::max(now_ns() - start_ns_, opt_.stitch_time_floor_ns);
+  return spent > opt_.stitch_time_share * static_cast<double>(age);
+}
+
+// Which kept ranges could serve `size`: those of its page count (so that a serving range's
+// pages are all lent: none is the arena's to give back meanwhile), the most recently used
+// first. The request needs each of the first `need` pages whole but the last,
+// of which it needs the rest of `size`; all must lie in blocks free for all (free_[k_large]):
+// a page in use through the arena's address, or through another range, is not.
+bool pool_impl::reuse_kept_locked(std::size_t size, std::vector<block*>& lent,
+                                  std::vector<std::uintptr_t>& pages, std::uintptr_t& base,
+                                  bool* waiting) {
+  const std::size_t need = (size + page_ - 1) / page_;
+  std::vector<std::map<std::uintptr_t, kept_range>::iterator> fits;
+  for (auto it = kept_.begin(); it != kept_.end(); ++it)
+    if (it->second.pages.size() == need) fits.push_back(it);
+  if (fits.empty()) return false;
+  std::sort(fits.begin(), fits.end(),
+            [](const auto& x, const auto& y) { return x->second.last_use > y->second.last_use; });
+  struct span { // a free arena block as it was before any lending here
+    std::uintptr_t address, end;
+    block* b;
+  };
+  std::vector<span> spans;
+  free_[k_large].for_each([&](block* b) {
+    if (b->seg->arena) spans.push_back({b->address, b->address + b->size, b});
+  });
+  std::sort(spans.begin(), spans.end(),
+            [](const span& x, const span& y) { return x.address < y.address; });
+  const std::size_t none = spans.size();
+  auto span_of = [&](std::uintptr_t p, std::size_t bytes) { // index, or none
+    auto at = std::upper_bound(spans.begin(), spans.end(), p,
+                               [](std::uintptr_t v, const span& x) { return v < x.address; });
+    if (at == spans.begin() || p + bytes > (at - 1)->end) return none;
+    return static_cast<std::size_t>(at - 1 - spans.begin());
+  };
+  auto bytes_of = [&](std::size_t i) { return i + 1 < need ? page_ : size - (need - 1) * page_; };
+  // Free once fenced: free, pending and stream-free arena memory, touching runs joined.
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> fenced;
+  auto add = [&](const block* b) {
+    if (b->seg->arena) fenced.emplace_back(b->address, b->address + b->size);
+  };
+  for (const span& x : spans)
+    fenced.emplace_back(x.address, x.end);
+  for (const block* b = pending_head_; b != nullptr; b = b->fifo_next)
+    add(b);
+  for (const auto& sc : streams_)
+    sc->index[k_large].for_each(add);
+  std::sort(fenced.begin(), fenced.end());
+  std::vector<std::pair<std::uintptr_t, std::uintptr_t>> joined;
+  for (const auto& r : fenced) {
+    if (!joined.empty() && joined.back().second == r.first)
+      joined.back().second = r.second;
+    else
+      joined.push_back(r);
+  }
+  auto free_once_fenced = [&](std::uintptr_t p, std::size_t bytes) {
+    auto at = std::upper_bound(joined.begin(), joined.end(), std::make_pair(p, ~std::uintptr_t{0}));
+    return at != joined.begin() && p + bytes <= (at - 1)->second;
+  };
+  for (auto it : fits) {
+    const std::vector<std::uintptr_t>& kp = it->second.pages;
+    bool all = true, fenceable = true;
+    for (std::size_t i = 0; i < need; ++i) {
+      if (span_of(kp[i], bytes_of(i)) != none) continue;
+      all = false;
+      fenceable = fenceable && free_once_fenced(kp[i], bytes_of(i));
+    }
+    if (!all) {
+      *waiting = *waiting || fenceable;
+      continue;
+    }
+    // Lent page by page in address order: a block holding several of them is split at the
+    // first, and what is left of it above (`rest`) holds the next.
+    std::vector<std::size_t> order(need);
+    for (std::size_t i = 0; i < need; ++i)
+      order[i] = i;
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t x, std::size_t y) { return kp[x] < kp[y]; });
+    lent.assign(need, nullptr);
+    std::size_t split = none; // the span last split
+    block* rest = nullptr;
+    for (std::size_t i : order) {
+      const std::size_t at = span_of(kp[i], bytes_of(i));
+      block* b = at == split ? rest : spans[at].b;
+      split = at;
+      free_[k_large].remove(b);
+      if (kp[i] > b->address) {
+        block* piece = split_locked(b, kp[i] - b->address);
+        free_[k_large].insert(b);
+        b = piece;
+      }
+      rest = nullptr;
+      if (bytes_of(i) < b->size) {
+        rest = split_locked(b, bytes_of(i));
+        free_[k_large].insert(rest);
+      }
+      b->state = block_state::live;
+      b->lent = true;
+      lent[i] = b;
+    }
+    base = it->first;
+    pages = std::move(it->second.pages);
+    --st_.kept_ranges;
+    st_.kept_range_bytes -= pages.size() * page_;
+    kept_.erase(it);
+    return true;
+  }
+  return false;
 }
 
 void pool_impl::drain_unstitches() {
@@ -119,8 +288,12 @@ void pool_impl::drain_unstitches() {
     unstitch_queued_.store(false, std::memory_order_relaxed);
   }
   for (const unstitch_call& c : calls) {
-    up_.unstitch(c.base, c.pages);
-    if (obs_ != nullptr) obs_->on_unstitch(c.base, c.bytes);
+    if (c.pages != 0) {
+      const std::uint64_t start = now_ns();
+      up_.unstitch(c.base, c.pages);
+      stitch_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
+    }
+    if (obs_ != nullptr && !c.observed) obs_->on_unstitch(c.base, c.bytes);
   }
   for (event_handle e : events)
     fe_.release(e);
@@ -138,7 +311,8 @@ std::size_t pool_impl::free_whole_pages_locked() const {
 }
 
 std::size_t pool_impl::stitch_top_up_locked(std::size_t size, std::size_t bytes) const {
-  if (!opt_.stitch || page_ == 0 || size <= page_ || !up_.can_stitch()) return 0;
+  if (!opt_.stitch || page_ == 0 || size <= page_ || !up_.can_stitch() || stitch_budget_spent())
+    return 0;
   const std::size_t need = (size + page_ - 1) / page_;
   const std::size_t have = free_whole_pages_locked();
   if (have >= need) return 0; // stitching failed for another reason: grow as usual
@@ -146,47 +320,60 @@ std::size_t pool_impl::stitch_top_up_locked(std::size_t size, std::size_t bytes)
   return lack < bytes ? lack : 0;
 }
 
-// 3c, before growing: the arena's wholly free pages add up to the request. The lent pages
-// are out of every index while the upstream stitches them without the lock; if it cannot,
-// they are free again and the arena grows.
+// 3c, before growing: a kept range whose pages are free serves the request with no driver
+// call; else, within the time budget, the arena's wholly free pages add up to the request. The
+// lent pages are out of every index while the upstream stitches them without the lock; if it
+// cannot, they are free again and the arena grows.
 pool_impl::step pool_impl::stitch(slow_walk& w, std::unique_lock<spin_mutex>& lock,
                                   alloc_result& out) {
   if (w.taken(rung::stitch) || !opt_.stitch || page_ == 0 || w.cls != k_large || w.size <= page_ ||
       !up_.can_stitch())
     return step::down;
   w.take(rung::stitch);
-  std::vector<block*> lent;
-  if (!lend_pages_locked(w.size, lent)) {
-    // Pending pages would count once fenced: a fence (about a microsecond) before growing,
-    // which then maps only what they lack (grow, stitch_top_up_locked).
-    if (w.taken(rung::fence) || pending_or_stream_bytes_locked(k_large, w.s) == 0)
-      return step::down;
+  // Pending pages would count once fenced: a fence (about a microsecond) first, then this step
+  // again (and growing maps only what the free pages lack: grow, stitch_top_up_locked).
+  auto fence_first = [&] {
+    if (w.taken(rung::fence) || pending_or_stream_bytes_locked(k_large, w.s) == 0) return false;
     w.take(rung::fence);
     w.taken_steps &= ~(1u << static_cast<unsigned>(rung::stitch));
     lock.unlock();
     fence_now();
-    return step::again;
-  }
+    return true;
+  };
+  std::vector<block*> lent;
   std::vector<std::uintptr_t> pages;
-  for (const block* x : lent)
-    for (std::uintptr_t p = x->address; p < x->address + x->size; p += page_)
-      pages.push_back(p);
-  check_locked();
-  lock.unlock();
-  const std::uintptr_t base = up_.stitch(pages.data(), pages.size());
-  lock.lock();
-  lending_blocks_ -= lent.size();
-  if (base == 0) { // the arena grows instead
-    for (block* x : lent) {
-      x->lent = false;
-      insert_free_locked(x);
+  std::uintptr_t base = 0;
+  bool waiting = false;
+  const bool reused = reuse_kept_locked(w.size, lent, pages, base, &waiting);
+  if (!reused) {
+    if (waiting && fence_first()) return step::again; // a kept range may fit once fenced
+    if (stitch_budget_spent()) {
+      if (free_whole_pages_locked() >= (w.size + page_ - 1) / page_) ++st_.stitch_budget_grows;
+      return step::down;
     }
+    if (!lend_pages_locked(w.size, lent)) return fence_first() ? step::again : step::down;
+    for (const block* x : lent)
+      for (std::uintptr_t p = x->address; p < x->address + x->size; p += page_)
+        pages.push_back(p);
     check_locked();
-    return step::down;
+    lock.unlock();
+    const std::uint64_t start = now_ns();
+    base = up_.stitch(pages.data(), pages.size());
+    stitch_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
+    lock.lock();
+    lending_blocks_ -= lent.size();
+    if (base == 0) { // the arena grows instead
+      for (block* x : lent) {
+        x->lent = false;
+        insert_free_locked(x);
+      }
+      check_locked();
+      return step::down;
+    }
   }
   segment* range = new_segment_locked(base, w.size, segment_kind::large);
   range->stitched = true;
-  range->stitched_pages = pages.size();
+  range->pages = std::move(pages);
   range->lent = std::move(lent);
   range->starts.set(0);
   block* b = blocks_.get();
@@ -194,7 +381,7 @@ pool_impl::step pool_impl::stitch(slow_walk& w, std::unique_lock<spin_mutex>& lo
   b->size = w.size;
   b->seg = range;
   range->first = range->last = b;
-  ++st_.stitches;
+  ++(reused ? st_.kept_reuses : st_.stitches);
   ++st_.stitched_ranges;
   st_.stitched_bytes += w.size;
   ++st_.cache_hits; // served from memory the pool holds

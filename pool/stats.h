@@ -34,7 +34,12 @@
   X(barriers, "pool fences made as device-side barriers (the host did not wait)")                  \
   X(stitches, "stitched ranges made since start: requests served from free arena pages")           \
   X(stitched_ranges, "stitched ranges live now")                                                   \
-  X(stitched_bytes, "bytes of the live blocks that stitched ranges serve")
+  X(stitched_bytes, "bytes of the live blocks that stitched ranges serve")                         \
+  X(kept_ranges, "stitched ranges kept mapped after their free, for reuse (serving nothing now)")  \
+  X(kept_range_bytes, "address space of the kept stitched ranges (their pages are the arena's)")   \
+  X(kept_reuses, "requests served by a kept stitched range: no page mapped")                       \
+  X(stitch_ns, "host nanoseconds in stitching's page maps and unmaps (upstream stitch, unstitch)") \
+  X(stitch_budget_grows, "requests that grew the arena because stitching's time budget was spent")
 
 namespace gmem {
 

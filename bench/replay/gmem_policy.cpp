@@ -239,6 +239,12 @@ bool set_gmem_pool_option(const std::string& name, const std::string& value) {
     g_arena_page_set = true;
   } else if (name == "stitch")
     g_options.stitch = v != 0;
+  else if (name == "stitch_keep_ranges" && count)
+    g_options.stitch_keep_ranges = bytes;
+  else if (name == "stitch_keep_bytes")
+    g_options.stitch_keep_bytes = bytes;
+  else if (name == "stitch_time_share" && v >= 0)
+    g_options.stitch_time_share = v;
   else
     return false;
   g_options_text += (g_options_text.empty() ? "" : " ") + name + "=" + value;

@@ -51,9 +51,11 @@ replay_result replay(const alloc_trace& trace, replay_policy& policy, bool check
 std::unique_ptr<replay_policy> make_policy(const std::string& name);
 // Sets a pool_options field (grow_slack, max_cached_bytes, large_segment_bytes, oversize_bytes,
 // small_segment_bytes, small_max_bytes, oversize_fraction, oversize_max_waste,
-// large_segment_max_bytes, reuse_safety, grow_window_allocs, fence_batch, stitch) or the arena's
-// page size (arena_page_bytes, a power of two) for the gmem policies made after the call. false:
-// unknown name, bad number (the counts grow_window_allocs and fence_batch take whole numbers),
+// large_segment_max_bytes, reuse_safety, grow_window_allocs, fence_batch, stitch,
+// stitch_keep_ranges, stitch_keep_bytes, stitch_time_share) or the arena's page size
+// (arena_page_bytes, a power of two) for the gmem policies made after the call. false: unknown
+// name, bad number (the counts grow_window_allocs, fence_batch and stitch_keep_ranges take
+// whole numbers; stitch_time_share is not negative),
 // or built without the pool.
 bool set_gmem_pool_option(const std::string& name, const std::string& value);
 std::vector<std::string> policy_names();

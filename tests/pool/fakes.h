@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -96,13 +97,15 @@ public:
     return base;
   }
   // Stitching (stitching = true): ranges from k_stitch_base up, never reused. A page must be a
-  // mapped arena page; with strict_lending, also in one range at a time and never unmapped from
-  // the arena while a range maps it. The pool gives a range back (unstitch) after its lock, so
-  // with several threads a dissolved range's pages may be lent again, or trimmed, before that
-  // call: legal for the driver (a page may be mapped at several addresses, and lives until the
-  // last mapping goes), so threaded tests turn strict_lending off.
+  // mapped arena page, and may be in several ranges (kept ranges map pages that a new range
+  // maps too: the pool's is_valid() checks that one serves at a time); with strict_lending,
+  // never unmapped from the arena while a range maps it. The pool gives a range back
+  // (unstitch) after its lock, so with several threads a freed range's pages may be trimmed
+  // before that call: legal for the driver (a page lives until its last mapping goes), so
+  // threaded tests turn strict_lending off.
   bool can_stitch() const noexcept override { return stitching; }
   std::uintptr_t stitch(const std::uintptr_t* pages, std::size_t count) noexcept override {
+    if (stitch_delay.count() != 0) std::this_thread::sleep_for(stitch_delay);
     std::lock_guard lock(mu_);
     ++stitch_calls;
     if (stitch_fail_next > 0) {
@@ -111,9 +114,7 @@ public:
     }
     std::vector<std::uintptr_t> v(pages, pages + count);
     for (std::uintptr_t p : v) {
-      if (page == 0 || p % page != 0 || arena_pages.count(p) == 0 ||
-          (strict_lending && lent_pages.count(p) != 0))
-        ++bad_stitches;
+      if (page == 0 || p % page != 0 || arena_pages.count(p) == 0) ++bad_stitches;
       lent_pages.insert(p);
     }
     const std::uintptr_t base = stitch_next_;
@@ -174,6 +175,7 @@ public:
   int fail_next = 0;
   bool stitching = false;
   int stitch_fail_next = 0;
+  std::chrono::microseconds stitch_delay{0}; // host time each stitch() takes
   static constexpr std::uintptr_t k_stitch_base = std::uintptr_t{1} << 43;
   std::map<std::uintptr_t, std::vector<std::uintptr_t>> stitched; // live ranges: base -> pages
   std::multiset<std::uintptr_t> lent_pages;

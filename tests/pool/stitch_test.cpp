@@ -89,19 +89,23 @@ TEST_F(stitch_fixture, serves_a_request_from_scattered_free_pages_without_growin
   EXPECT_EQ(info->segment_base, r.address);
   EXPECT_EQ(info->segment_size, 8 * k_mib);
 
-  // Its free dissolves the range: the pages are the arena's again (pending until a fence).
+  // Its free gives the pages back to the arena (pending until a fence); the range stays
+  // mapped, kept, serving nothing: the observer hears it end, a second free is refused.
   EXPECT_EQ(p.deallocate(r.address), pool_status::ok);
-  EXPECT_EQ(up.live_ranges(), 0u);
-  EXPECT_EQ(up.unstitch_calls, 1u);
+  EXPECT_EQ(up.live_ranges(), 1u);
+  EXPECT_EQ(up.unstitch_calls, 0u);
   EXPECT_EQ(obs.unstitches, 1u);
   EXPECT_EQ(obs.unstitch_bytes, 8 * k_mib);
   st = p.stats();
   EXPECT_EQ(st.stitched_ranges, 0u);
   EXPECT_EQ(st.stitched_bytes, 0u);
+  EXPECT_EQ(st.kept_ranges, 1u);
+  EXPECT_EQ(st.kept_range_bytes, 8 * k_mib);
   EXPECT_EQ(st.pending_bytes, 8 * k_mib);
   EXPECT_EQ(st.live_bytes, 8 * k_mib);
-  EXPECT_FALSE(p.owns(r.address));
-  EXPECT_EQ(p.deallocate(r.address), pool_status::not_owned);
+  EXPECT_TRUE(p.owns(r.address));
+  EXPECT_FALSE(p.find(r.address));
+  EXPECT_EQ(p.deallocate(r.address), pool_status::invalid);
   EXPECT_TRUE(p.is_valid());
   // After a fence a and c are free again and serve requests in place.
   p.end_external_fence(p.begin_external_fence());
@@ -234,6 +238,169 @@ TEST_F(stitch_fixture, pages_of_a_stream_free_stay_with_their_stream) {
   EXPECT_TRUE(p.is_valid());
 }
 
+// Ten 2 MiB blocks side by side; the even ones freed without a stream: five free pages, no
+// two of them touching.
+std::vector<std::uintptr_t> scattered_pages(pool& p) {
+  std::vector<std::uintptr_t> x;
+  for (int i = 0; i < 10; ++i)
+    x.push_back(p.allocate(k_page).address);
+  for (std::size_t i = 0; i < x.size(); i += 2)
+    EXPECT_EQ(p.deallocate(x[i]), pool_status::ok);
+  return x;
+}
+
+// A freed range stays mapped and serves the next request of as many pages with no driver
+// call, once its pages are free (pending ones: after the fence the pool makes for it).
+TEST_F(stitch_fixture, a_kept_range_serves_again_without_mapping) {
+  recording_observer obs;
+  pool p(up, fe, stitch_options(), &obs);
+  const layout l = two_free_runs(p);
+  alloc_result r = p.allocate(8 * k_mib);
+  ASSERT_TRUE(stitched(r.address));
+  const std::size_t extends = up.extends;
+  for (std::size_t bytes : {8 * k_mib, 7 * k_mib, 6 * k_mib + k_mib / 2}) {
+    ASSERT_EQ(p.deallocate(r.address), pool_status::ok); // pending: the reuse fences first
+    alloc_result again = p.allocate(bytes);
+    ASSERT_EQ(again.status, pool_status::ok);
+    EXPECT_EQ(again.address, r.address) << bytes;
+    EXPECT_TRUE(p.is_valid());
+  }
+  // 6.5 MiB needs three pages and a quarter of the fourth (c's second): its rest is free in the
+  // arena. 5 MiB (three pages) is no reuse: a range serves requests of its own page count.
+  const pool_stats st = p.stats();
+  EXPECT_EQ(st.stitches, 1u);
+  EXPECT_EQ(st.kept_reuses, 3u);
+  EXPECT_EQ(st.kept_ranges, 0u);
+  EXPECT_EQ(st.stitched_ranges, 1u);
+  EXPECT_EQ(st.free_bytes, k_mib + k_mib / 2);
+  EXPECT_EQ(up.stitch_calls, 1u);
+  EXPECT_EQ(up.unstitch_calls, 0u);
+  EXPECT_EQ(up.extends, extends);
+  EXPECT_EQ(obs.stitches, 4u); // each time it serves, the trace sees it start and end
+  EXPECT_EQ(obs.unstitches, 3u);
+  const alloc_result in_arena = p.allocate(k_mib + k_mib / 2); // what the range does not use
+  EXPECT_EQ(in_arena.address, l.c + k_page + k_mib / 2);
+  ASSERT_EQ(p.deallocate(r.address), pool_status::ok);
+  EXPECT_NE(p.allocate(5 * k_mib).address, r.address);
+}
+
+// A kept range is unavailable while one of its pages is in use through another address, the
+// arena's or another range's: the request is served elsewhere and the range stays kept.
+TEST_F(stitch_fixture, a_kept_range_waits_while_the_arena_uses_its_page) {
+  pool p(up, fe, stitch_options());
+  const layout l = two_free_runs(p);
+  const alloc_result r = p.allocate(8 * k_mib);
+  ASSERT_TRUE(stitched(r.address));
+  ASSERT_EQ(p.deallocate(r.address), pool_status::ok);
+  p.end_external_fence(p.begin_external_fence());
+  const alloc_result small = p.allocate(4 * k_mib); // through the arena, on a range's pages
+  ASSERT_TRUE(small.address == l.a || small.address == l.c);
+  const alloc_result big = p.allocate(8 * k_mib);
+  ASSERT_EQ(big.status, pool_status::ok);
+  EXPECT_NE(big.address, r.address);
+  EXPECT_FALSE(inside(big.address, r.address, 8 * k_mib));
+  EXPECT_EQ(p.stats().kept_ranges, 1u);
+  EXPECT_EQ(p.stats().kept_reuses, 0u);
+  EXPECT_TRUE(p.is_valid());
+  // big stitched the two free pages of r and two new ones: r's pages are in use through the
+  // arena and through big's range. Once small is free again (after a fence), r still waits for big.
+  ASSERT_TRUE(stitched(big.address));
+  ASSERT_EQ(p.deallocate(small.address), pool_status::ok);
+  p.end_external_fence(p.begin_external_fence());
+  const alloc_result x = p.allocate(8 * k_mib);
+  EXPECT_NE(x.address, r.address);
+  EXPECT_EQ(p.stats().kept_reuses, 0u);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// Beyond stitch_keep_ranges the least recently used kept range is given back; a reuse makes
+// a range recently used; beyond stitch_keep_bytes likewise.
+TEST_F(stitch_fixture, kept_ranges_go_least_recently_used_first_beyond_the_budget) {
+  pool_options o = stitch_options();
+  o.stitch_keep_ranges = 2;
+  pool p(up, fe, o);
+  scattered_pages(p);
+  auto stitch_and_free = [&](std::size_t bytes) {
+    const alloc_result r = p.allocate(bytes);
+    EXPECT_TRUE(stitched(r.address)) << bytes;
+    EXPECT_EQ(p.deallocate(r.address), pool_status::ok);
+    p.end_external_fence(p.begin_external_fence());
+    return r.address;
+  };
+  const std::uintptr_t k2 = stitch_and_free(4 * k_mib); // two pages
+  const std::uintptr_t k3 = stitch_and_free(6 * k_mib); // three: a new range
+  EXPECT_EQ(p.stats().stitches, 2u);
+  EXPECT_EQ(stitch_and_free(4 * k_mib), k2); // the smallest that fits; now k3 is the oldest
+  const std::uintptr_t k4 = stitch_and_free(8 * k_mib);
+  EXPECT_EQ(p.stats().stitches, 3u);
+  EXPECT_EQ(p.stats().kept_ranges, 2u);
+  EXPECT_EQ(up.unstitch_calls, 1u);
+  EXPECT_TRUE(up.stitched_pages(k3).empty()); // given back
+  EXPECT_FALSE(up.stitched_pages(k2).empty());
+  EXPECT_FALSE(up.stitched_pages(k4).empty());
+  EXPECT_FALSE(p.owns(k3));
+  EXPECT_TRUE(p.is_valid());
+  EXPECT_EQ(up.bad_stitches, 0u);
+}
+
+TEST_F(stitch_fixture, kept_ranges_stay_within_their_address_space_budget) {
+  pool_options o = stitch_options();
+  o.stitch_keep_bytes = 6 * k_mib;
+  pool p(up, fe, o);
+  scattered_pages(p);
+  const alloc_result a = p.allocate(4 * k_mib);
+  ASSERT_EQ(p.deallocate(a.address), pool_status::ok);
+  p.end_external_fence(p.begin_external_fence());
+  const alloc_result b = p.allocate(6 * k_mib); // 4 + 6 MiB kept would be over: a goes
+  ASSERT_TRUE(stitched(b.address));
+  ASSERT_EQ(p.deallocate(b.address), pool_status::ok);
+  EXPECT_EQ(p.stats().kept_ranges, 1u);
+  EXPECT_EQ(p.stats().kept_range_bytes, 6 * k_mib);
+  EXPECT_TRUE(up.stitched_pages(a.address).empty());
+  EXPECT_TRUE(p.is_valid());
+}
+
+// With no range kept, a freed range is given back at once.
+TEST_F(stitch_fixture, keeping_none_gives_a_freed_range_back) {
+  pool_options o = stitch_options();
+  o.stitch_keep_ranges = 0;
+  pool p(up, fe, o);
+  two_free_runs(p);
+  const alloc_result r = p.allocate(8 * k_mib);
+  ASSERT_EQ(p.deallocate(r.address), pool_status::ok);
+  EXPECT_EQ(up.unstitch_calls, 1u);
+  EXPECT_EQ(up.live_ranges(), 0u);
+  EXPECT_FALSE(p.owns(r.address));
+  EXPECT_EQ(p.deallocate(r.address), pool_status::not_owned);
+  EXPECT_TRUE(p.is_valid());
+}
+
+// The time budget: once the stitch calls took more than stitch_time_share of the pool's age,
+// a request the free pages could serve grows the arena instead; kept ranges still serve.
+TEST_F(stitch_fixture, past_the_time_budget_the_arena_grows) {
+  pool_options o = stitch_options();
+  o.stitch_time_share = 0.01;
+  o.stitch_time_floor_ns = 0; // the pool's age alone
+  pool p(up, fe, o);
+  up.stitch_delay = std::chrono::milliseconds(20); // far above 1% of the pool's age
+  scattered_pages(p);
+  const alloc_result a = p.allocate(4 * k_mib);
+  ASSERT_TRUE(stitched(a.address));
+  EXPECT_GE(p.stats().stitch_ns, 20'000'000u);
+  const std::size_t extends = up.extends;
+  const alloc_result b = p.allocate(4 * k_mib); // three free pages left: the arena grows
+  ASSERT_EQ(b.status, pool_status::ok);
+  EXPECT_FALSE(stitched(b.address));
+  EXPECT_GT(up.extends, extends);
+  EXPECT_EQ(p.stats().stitch_budget_grows, 1u);
+  EXPECT_EQ(up.stitch_calls, 1u);
+  ASSERT_EQ(p.deallocate(a.address), pool_status::ok);
+  p.end_external_fence(p.begin_external_fence());
+  EXPECT_EQ(p.allocate(4 * k_mib).address, a.address); // a kept range costs nothing
+  EXPECT_EQ(up.stitch_calls, 1u);
+  EXPECT_TRUE(p.is_valid());
+}
+
 // At the limit, stitching serves what growing cannot, with no map or unmap.
 TEST_F(stitch_fixture, serves_at_the_limit_without_mapping) {
   pool_options o = stitch_options();
@@ -266,10 +433,13 @@ TEST_F(stitch_fixture, trim_spares_lent_pages_and_releases_them_after_the_free) 
   EXPECT_EQ(p.deallocate(r.address), pool_status::ok);
   EXPECT_EQ(p.trim(), 0u); // pending: not free yet
   p.end_external_fence(p.begin_external_fence());
-  EXPECT_EQ(p.trim(), 8 * k_mib);
+  EXPECT_EQ(p.trim(), 8 * k_mib); // the kept range on those pages goes first
   EXPECT_FALSE(up.arena_covers(l.a, k_page));
   EXPECT_FALSE(up.arena_covers(l.c, k_page));
   EXPECT_EQ(up.bad_unmaps, 0u);
+  EXPECT_EQ(up.unstitch_calls, 1u);
+  EXPECT_EQ(p.stats().kept_ranges, 0u);
+  EXPECT_FALSE(p.owns(r.address));
   EXPECT_EQ(up.mapped_now(), 8 * k_mib);
   EXPECT_TRUE(p.is_valid());
 }
@@ -321,12 +491,17 @@ TEST_F(stitch_fixture, stays_valid_under_random_traffic) {
   EXPECT_EQ(up.mapped_now(), 0u);
 }
 
-// Threads stitching, freeing and trimming at once (a stitch is made without the lock): no
-// page is lent to two ranges, the structures stay valid, and everything is given back.
-TEST_F(stitch_fixture, threads_stitch_free_and_trim_at_once) {
+// Four threads stitching, reusing kept ranges, freeing and trimming at once (a stitch is made
+// without the lock), with many ranges kept, a few (given back least recently used first), or
+// none: no page serves through two addresses, the structures stay valid, and everything is
+// given back.
+struct stitch_threads : stitch_fixture, ::testing::WithParamInterface<std::size_t> {};
+
+TEST_P(stitch_threads, stitch_reuse_free_and_trim_at_once) {
   {
     pool_options o = stitch_options();
     o.thread_caches = true;
+    o.stitch_keep_ranges = GetParam();
     pool p(up, fe, o);
     fe.auto_complete = true;
     up.strict_lending = false; // a range's unstitch may follow its pages' reuse (fakes.h)
@@ -356,14 +531,21 @@ TEST_F(stitch_fixture, threads_stitch_free_and_trim_at_once) {
     for (auto& th : threads)
       th.join();
     EXPECT_TRUE(p.is_valid());
-    EXPECT_GT(p.stats().stitches, 0u);
-    EXPECT_EQ(p.stats().stitched_ranges, 0u);
+    const pool_stats st = p.stats();
+    EXPECT_GT(st.stitches, 0u);
+    EXPECT_EQ(st.stitched_ranges, 0u);
+    EXPECT_LE(st.kept_ranges, GetParam());
+    if (GetParam() != 0) {
+      EXPECT_GT(st.kept_reuses, 0u);
+    }
     EXPECT_EQ(up.bad_stitches, 0u);
   }
   EXPECT_EQ(up.live_ranges(), 0u);
   EXPECT_EQ(up.bad_unmaps, 0u);
   EXPECT_EQ(up.mapped_now(), 0u);
 }
+
+INSTANTIATE_TEST_SUITE_P(kept, stitch_threads, ::testing::Values(256u, 3u, 0u));
 
 } // namespace
 } // namespace gmem::testing

@@ -136,6 +136,9 @@ gmem::trace::trace stitched_trace() {
   c.stats.stitches = 3;
   c.stats.stitched_ranges = 1;
   c.stats.stitched_bytes = 8u << 20;
+  c.stats.kept_ranges = 2;
+  c.stats.kept_range_bytes = 12u << 20;
+  c.stats.kept_reuses = 5;
   t.devices.push_back(c);
   return t;
 }
@@ -162,12 +165,19 @@ TEST(frag_report, stitched_ranges_are_served_memory_not_reserve) {
   EXPECT_NE(out.find("stitching: 8.00 MiB served from free arena pages in 1 stitched range live"),
             std::string::npos)
       << out;
-  EXPECT_NE(out.find("3 made since start"), std::string::npos) << out;
+  EXPECT_NE(out.find("3 made since start; 2 kept mapped for reuse (12.0 MiB of address space, "
+                     "no memory), 5 served again"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(d.kept_ranges, 2u);
+  EXPECT_EQ(d.kept_range_bytes, 12u << 20);
+  EXPECT_EQ(d.kept_reuses, 5u);
   EXPECT_NE(out.find("stitched from arena pages"), std::string::npos) << out;
   symbolizer symbols(module_ranges(t));
   const std::string h = html_report(t, symbols);
   EXPECT_NE(h.find("Stitching: 8.00 MiB served from free arena pages in 1 stitched range live"),
             std::string::npos);
+  EXPECT_NE(h.find("2 kept mapped for reuse"), std::string::npos);
 }
 
 // With stitching on, the fragmentation advice no longer offers it, and says what it cannot do;

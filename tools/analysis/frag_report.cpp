@@ -242,6 +242,9 @@ frag_report build_frag_report(const gmem::trace::trace& trace) {
     d.pool_free_bytes = c.stats.free_bytes;
     d.pool_largest_free = c.stats.largest_free_block;
     d.stitches = c.stats.stitches;
+    d.kept_ranges = c.stats.kept_ranges;
+    d.kept_range_bytes = c.stats.kept_range_bytes;
+    d.kept_reuses = c.stats.kept_reuses;
   }
   frag_report r;
   for (auto& [dev, d] : by_device) {

@@ -52,6 +52,11 @@ struct device_frag {
   std::uint64_t stitched_ranges = 0;
   std::uint64_t stitched_bytes = 0;
   std::uint64_t stitches = 0;
+  // Ranges kept mapped after their free for reuse (serving nothing, their pages the arena's),
+  // their address space, and the requests they served again (pool counters; 0 without).
+  std::uint64_t kept_ranges = 0;
+  std::uint64_t kept_range_bytes = 0;
+  std::uint64_t kept_reuses = 0;
   std::uint64_t largest_free = 0;
   std::uint64_t empty_segments = 0; // segments without a live block
   std::uint64_t empty_bytes = 0;

@@ -154,6 +154,9 @@ json frag_json(const gmem::trace::trace& t, const frag_report& r) {
            {"stitched_ranges", d.stitched_ranges},
            {"stitched_bytes", d.stitched_bytes},
            {"stitches", d.stitches},
+           {"kept_ranges", d.kept_ranges},
+           {"kept_range_bytes", d.kept_range_bytes},
+           {"kept_reuses", d.kept_reuses},
            {"segments", segs},
            {"advice", d.advice}};
     if (d.has_pool_counters)
