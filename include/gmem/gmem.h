@@ -74,10 +74,15 @@ GMEM_API int gmem_available(void);
   X(barriers) \
   X(stitches) \
   X(stitched_ranges) \
-  X(stitched_bytes)
+  X(stitched_bytes) \
+  X(kept_ranges) \
+  X(kept_range_bytes) \
+  X(kept_reuses) \
+  X(stitch_ns) \
+  X(stitch_budget_grows)
 /* clang-format on */
 
-#define GMEM_STATS_VERSION 3
+#define GMEM_STATS_VERSION 4
 #define GMEM_STATS_FROM_POOL 1u   /* flags: counters come from libgmem.so's pool */
 #define GMEM_STATS_FROM_DRIVER 2u /* flags: device_* figures come from cuMemGetInfo */
 

@@ -26,9 +26,10 @@ STATS_FIELDS = (
     "upstream_allocs", "segments", "segment_maps", "segment_unmaps", "pending_bytes",
     "pending_blocks", "fences", "ooms", "free_bytes", "largest_free_block", "trims",
     "trimmed_bytes", "limit_bytes", "stream_free_bytes", "invalid_frees", "barriers",
-    "stitches", "stitched_ranges", "stitched_bytes",
+    "stitches", "stitched_ranges", "stitched_bytes", "kept_ranges", "kept_range_bytes",
+    "kept_reuses", "stitch_ns", "stitch_budget_grows",
 )
-STATS_VERSION = 3
+STATS_VERSION = 4
 FROM_POOL = 1
 FROM_DRIVER = 2
 

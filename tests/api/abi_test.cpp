@@ -23,7 +23,7 @@ TEST(Abi, StatsStructMirrorsThePoolList) {
   GMEM_STATS_FIELDS(API_NAME)
 #undef API_NAME
   // A counter added to pool/stats.h must be appended to GMEM_STATS_FIELDS (include/gmem/gmem.h)
-  // and to python/gmem/_api.py's STATS_FIELDS in the same order.
+  // and to python/gmem/_binding.py's STATS_FIELDS in the same order.
   EXPECT_EQ(api_names, pool_names);
   EXPECT_EQ(sizeof(gmem_stats_t),
             offsetof(gmem_stats_t, live_bytes) + api_names.size() * sizeof(std::uint64_t));

@@ -205,7 +205,7 @@ class ApiOverFakeDriver(unittest.TestCase):
         s = gmem.stats()
         self.assertEqual(s.device_total_bytes, 512 << 20)
         self.assertEqual(s.from_pool, SHIM)
-        self.assertEqual(s.version, 3)
+        self.assertEqual(s.version, 4)
         self.assertGreater(s.allocatable_bytes, 0)
 
     def test_limit_and_can_allocate(self):
