@@ -88,6 +88,14 @@ bool is_glue_frame(const frame_info& f) {
   return false;
 }
 
+bool is_allocator_internal(const frame_info& f) {
+  if (f.python) return false;
+  const std::string_view fn = f.function;
+  return fn.find("CUDACachingAllocator::") != fn.npos ||
+         starts_with(fn, "cudaMallocMaybeCapturing") ||
+         starts_with(fn, "c10::cuda::cudaMallocMaybeCapturing");
+}
+
 std::vector<frame_info> all_frames(const gmem::trace::trace& t, std::uint32_t id,
                                    symbolizer& symbols) {
   std::vector<frame_info> frames;
@@ -128,14 +136,16 @@ shown_stack show_stack(const gmem::trace::trace& t, std::uint32_t id, symbolizer
   // Runtime internals before the API call (libcudart_static_* under cudaMalloc), then the API
   // frames themselves when Python frames already say who called.
   std::size_t first = 0;
-  while (first < native.size() && is_runtime_internal(native[first]) &&
-         !(is_cuda_api(native[first]) && s.python_frames == 0))
+  while (first < native.size() && (is_allocator_internal(native[first]) ||
+                                   (is_runtime_internal(native[first]) &&
+                                    !(is_cuda_api(native[first]) && s.python_frames == 0))))
     ++first;
   if (first == native.size()) first = 0; // all runtime: show it rather than nothing
   s.folded += first;
   const bool one_native = view == frame_view::python_first && s.python_frames > 0;
   for (std::size_t i = first; i < native.size(); ++i) {
-    if (is_glue_frame(native[i]) || (one_native && is_runtime_internal(native[i]))) {
+    if (is_glue_frame(native[i]) || is_allocator_internal(native[i]) ||
+        (one_native && is_runtime_internal(native[i]))) {
       ++s.folded;
       continue;
     }

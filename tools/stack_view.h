@@ -44,6 +44,10 @@ bool is_shim_frame(const frame_info& f);
 bool is_runtime_internal(const frame_info& f); // CUDA runtime/driver internals, cuda* API
 bool is_cuda_api(const frame_info& f);         // cudaMalloc, cuMemAlloc_v2, ...
 bool is_glue_frame(const frame_info& f);       // libpython eval loop, ctypes/libffi, pybind11
+// The observed frameworks' allocator internals (PyTorch's DeviceCachingAllocator::malloc,
+// record_trace, alloc_block, cudaMallocMaybeCapturing...): the frames of every tensor's stack
+// that gmem observes from, folded like the runtime's.
+bool is_allocator_internal(const frame_info& f);
 
 // A call site's identity: two stacks with the same key are one site. With Python frames (and a
 // view that shows them) the Python frames alone: two native paths from one Python line are

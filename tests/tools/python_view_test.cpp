@@ -121,6 +121,25 @@ TEST(stack_view, frame_classes) {
   f.function = "_PyEval_EvalFrameDefault";
   f.python = true;
   EXPECT_FALSE(is_glue_frame(f)); // a Python frame is never folded
+  // PyTorch's allocator internals, which every observed tensor's stack starts with.
+  f.python = false;
+  f.module = "/venv/lib/python3.12/site-packages/torch/lib/libc10_cuda.so";
+  for (const char* fn :
+       {"c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::record_trace("
+        "c10::CachingDeviceAllocator::TraceEntry::Action, unsigned long)",
+        "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::alloc_block()",
+        "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(signed char, "
+        "unsigned long, CUstream_st*)",
+        "c10::cuda::cudaMallocMaybeCapturing(void**, unsigned long)"}) {
+    f.function = fn;
+    EXPECT_TRUE(is_allocator_internal(f)) << fn;
+  }
+  f.function = "at::native::empty_cuda(c10::ArrayRef<long>)";
+  f.module = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so";
+  EXPECT_FALSE(is_allocator_internal(f));
+  f.function = "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc()";
+  f.python = true;
+  EXPECT_FALSE(is_allocator_internal(f));
 }
 
 TEST(leak_report, python_sites_group_by_python_stack_and_suppressions_go_apart) {
