@@ -1,10 +1,10 @@
-// libFuzzer target for the exports (cases R4, R13 and R21 of docs/security.md): any bytes that decode to a trace must export to Chrome
-// trace JSON, to a PyTorch snapshot pickle and (where prometheus-cpp is installed) to the
-// exporter's metric families, per device counters and sample rates included, without a crash,
-// a sanitizer report, or memory beyond what the trace holds (`make fuzz` runs it with an RSS
-// limit); the metrics hold one series per device, as the decoder keeps one record each. The
-// committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test` through
-// replay_main.cpp, built with gcc.
+// libFuzzer target for the exports (cases R4, R13 and R21 of docs/security.md): any bytes that
+// decode to a trace must export to Chrome trace JSON, to a PyTorch snapshot pickle and (where
+// prometheus-cpp is installed) to the exporter's metric families, per device counters and sample
+// rates included, without a crash, a sanitizer report, or memory beyond what the trace holds (`make
+// fuzz` runs it with an RSS limit); the metrics hold one series per device, as the decoder keeps
+// one record each. The committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test`
+// through replay_main.cpp, built with gcc.
 #include <cstddef>
 #include <cstdint>
 #include <span>
