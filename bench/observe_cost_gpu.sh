@@ -53,7 +53,7 @@ for w in "${wl[@]}"; do
   steps=${w#*:}
   [ "$steps" = "$w" ] && steps=300
   echo "[$(date -u +%H:%M:%S)] $name: $ROUNDS rounds of $CONFIGS, $steps steps, CPUs $CPUS, ${share} s"
-  rm -f "$OUT_DIR/$name/summary.json"
+  mkdir -p "$OUT_DIR/$name" && rm -f "$OUT_DIR/$name/summary.json"
   $PY bench/paired_rounds.py --out "$OUT_DIR/$name" --gmem-lib "$GMEM_LIB" --rounds "$ROUNDS" \
     --only "$CONFIGS" --taskset "$CPUS" --budget-s "$share" "$name" --steps "$steps" \
     >"$OUT_DIR/$name/log.txt" 2>&1 || rc=1

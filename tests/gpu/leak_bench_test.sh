@@ -5,6 +5,7 @@
 # (torch.compile's CUDA graphs need PyTorch's cache: observed only). A framework that is not
 # installed leaves its programs out.
 source "$(dirname "$0")/python_lib.sh"
+export GMEM_TRACE=1 # lib.sh turns the trace off for the GPU tests; the verdicts read it
 GMEM=$build/bin/gmem
 [ -x "$GMEM" ] || { echo "no $GMEM: run make first"; exit 1; }
 mkdir -p "$bin"
