@@ -52,7 +52,7 @@ expect available 0
 expect start.status GMEM_OK
 expect start.flags 2
 expect start.device_total_bytes 536870912
-expect start.version 3
+expect start.version 4
 expect header_only.status GMEM_OK
 expect header_only.struct_size 16
 expect allocated.status GMEM_OK
