@@ -84,9 +84,17 @@ include common/common.mk pool/pool.mk profiler/profiler.mk interpose/interpose.m
 include tools/tools.mk include/include.mk examples/examples.mk bench/bench.mk
 include packaging/packaging.mk
 
-.PHONY: all test test-asan test-tsan test-gpu san-run deps-build deps-test format format-check \
+.PHONY: all test test-run test-asan test-tsan test-gpu san-run deps-build deps-test format format-check \
         clean help
+# What a package enables (gmem-exporter with prometheus-cpp) is decided when make reads its
+# files, so a fresh machine's first `make` or `make test` installs the packages first and then
+# reads them again in a sub-make.
+ifeq ($(MAKELEVEL),0)
+all: deps-build
+	@$(MAKE) --no-print-directory all
+else
 all: $(LIBS_ALL)
+endif
 
 deps-build:
 	@scripts/install-deps.sh build
@@ -95,7 +103,8 @@ deps-test:
 
 export GMEM_BUILD := $(abspath $(BUILD))
 test: deps-test
-	@$(MAKE) --no-print-directory $(UNIT_TESTS) $(TEST_SCRIPT_DEPS) $(LIBS_ALL)
+	@$(MAKE) --no-print-directory test-run
+test-run: $(UNIT_TESTS) $(TEST_SCRIPT_DEPS) $(LIBS_ALL)
 	@scripts/run-tests.sh $(UNIT_TESTS) $(TEST_SCRIPTS)
 
 test-asan: deps-test

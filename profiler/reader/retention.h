@@ -47,8 +47,9 @@ std::vector<retention_decision> plan_retention_by_owner(const std::vector<trace_
                                                         std::uint64_t now_realtime_ns);
 // How much of /dev/shm one pass of a traced job's retention looks at: directory entries
 // (anybody's, named like traces or not) up to this many per walk (the traces, then the IPC
-// registries), and this long for the whole pass. Past that the pass plans over what it saw: it
-// may remove less, never more. `gmem clean --expired` is not bounded.
+// registries), and this long for the whole pass, a quarter of which is kept for the registries
+// however long the traces took. Past that the pass plans over what it saw: it may remove less,
+// never more. `gmem clean --expired` is not bounded.
 inline constexpr scan_limits k_retention_scan{65'536, 50'000'000};
 // Plans and removes what the plan evicts among the caller's own objects (root's too: others'
 // are left to `gmem clean --expired`), looking only at those: other users' objects are neither
