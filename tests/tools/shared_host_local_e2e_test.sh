@@ -33,17 +33,12 @@ for tool in cc setpriv "$PY3"; do
 done
 NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 W=$(mktemp -d /tmp/gmem_local_XXXXXX)
-chmod 755 "$W"
+source "$(dirname "$0")/../second_uid.sh"
 # Copies everyone can run: gmem with its libraries (bin/../lib), the fake driver, leak_sites.
-I=$W/inst
-mkdir -p "$I/bin" "$I/lib" "$I/fake"
-cp "$B/bin/gmem" "$I/bin/" && cp -r "$B"/lib/*.so* "$B/lib/gmem" "$I/lib/" &&
-  cp "$B/tests/fake_cuda/libcuda.so.1" "$I/fake/" && cp "$B/tests/tools/leak_sites" "$I/bin/" ||
-  { echo "cannot copy the build"; exit 1; }
-chmod -R a+rX "$W"
+I=$(reachable_build "$B" "$W" tests/tools/leak_sites) || { rm -rf "$W"; exit 1; }
 GMEM=$I/bin/gmem
-LEAK=$I/bin/leak_sites
-export LD_LIBRARY_PATH=$I/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+LEAK=$I/tests/tools/leak_sites
+export LD_LIBRARY_PATH=$I/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 FLOOD=3000000000 # pids of the flood's names: above any pid_max
 CLEAN=()
 cleanup() {
