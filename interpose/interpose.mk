@@ -107,6 +107,15 @@ $(VMM_ARENA_TEST): $(BUILD)/tests/interpose/vmm_arena_test.o $(BUILD)/interpose/
 	  -Wl,-rpath,'$$ORIGIN/fake_cuda' $(GTEST_LIBS)
 UNIT_TESTS += $(VMM_ARENA_TEST)
 
+# The fake driver's events keep the driver's rules (waits and later records), linked like the
+# arena's test.
+FAKE_EVENT_TEST := $(BUILD)/tests/fake_event_test
+$(FAKE_EVENT_TEST): $(BUILD)/tests/interpose/fake_event_test.o $(FAKE_CUDA_LIB)
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -o $@ $(filter-out $(FAKE_CUDA_LIB),$^) $(FAKE_CUDA_LIB) \
+	  -Wl,-rpath,'$$ORIGIN/fake_cuda' $(GTEST_LIBS)
+UNIT_TESTS += $(FAKE_EVENT_TEST)
+
 OPTIONS_TEST := $(BUILD)/tests/options_test
 $(OPTIONS_TEST): $(BUILD)/tests/interpose/options_test.o $(COMMON_LIB)
 	@mkdir -p $(@D)

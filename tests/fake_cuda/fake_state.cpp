@@ -90,16 +90,11 @@ stream* resolve_stream(CUstream s) {
 
 namespace {
 
-void wait_for(event* ev, std::uint64_t target) {
-  std::unique_lock lock(ev->mu);
-  ev->cv.wait(lock, [&] { return ev->completed >= target; });
-}
-
 // Caller holds c->order_mu.
 void apply_context_waits_locked(context* c, stream* s) {
   for (const context_wait& w : c->waits) {
     if (w.seq > s->context_waits_applied)
-      s->enqueue([ev = w.ev, target = w.target] { wait_for(ev, target); });
+      s->enqueue([ev = w.ev, waited = w.waited] { ev->wait(waited); });
   }
   s->context_waits_applied = c->wait_seq;
 }

@@ -9,6 +9,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unistd.h>
@@ -85,19 +86,52 @@ private:
   std::thread worker_;
 };
 
-// Invariant: completed <= recorded. Query succeeds when every recording has run.
+// One cuEventRecord / cuCtxRecordEvent of an event: done once the work it follows has run.
+// Guarded by its event's mu.
+struct event_record {
+  bool done = false;
+};
+
+// An event stands for its latest record, as in the driver: cuEventQuery and cuEventSynchronize
+// ask about the record current at the call; cuStreamWaitEvent and cuCtxWaitEvent wait for that
+// record and are not affected by later records of the event. A later record on another stream
+// may complete first: it does not complete the earlier one, nor release a wait made before it
+// (the pool releases an event to its spares once its waits are made, and records it again).
 struct event {
   std::mutex mu;
   std::condition_variable cv;
-  std::uint64_t recorded = 0;
-  std::uint64_t completed = 0;
+  std::shared_ptr<event_record> last; // nullptr: never recorded (complete)
+
+  std::shared_ptr<event_record> record() { // a new record becomes the latest
+    std::lock_guard lock(mu);
+    last = std::make_shared<event_record>();
+    return last;
+  }
+  std::shared_ptr<event_record> latest() {
+    std::lock_guard lock(mu);
+    return last;
+  }
+  void complete(const std::shared_ptr<event_record>& r) {
+    std::lock_guard lock(mu);
+    r->done = true;
+    cv.notify_all();
+  }
+  bool done(const std::shared_ptr<event_record>& r) { // nullptr: nothing to wait for
+    std::lock_guard lock(mu);
+    return r == nullptr || r->done;
+  }
+  void wait(const std::shared_ptr<event_record>& r) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return r == nullptr || r->done; });
+  }
 };
 
-// cuCtxWaitEvent: work submitted to the context after it waits for `ev`'s record `target`.
+// cuCtxWaitEvent: work submitted to the context after it waits for `ev`'s record `waited`
+// (its latest at the call).
 struct context_wait {
   std::uint64_t seq;
   event* ev;
-  std::uint64_t target;
+  std::shared_ptr<event_record> waited;
 };
 
 struct context {

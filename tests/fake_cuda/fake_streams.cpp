@@ -1,6 +1,7 @@
 // Streams, events, copies and "kernels" of the fake driver. Each stream is a worker thread; an
-// event completes when the work queued before its record has run. All work goes through
-// fake::submit, which adds the legacy stream's implicit synchronization with blocking streams.
+// event's record completes when the work queued before it has run, and a wait waits for the
+// record current at its call (fake::event). All work goes through fake::submit, which adds the
+// legacy stream's implicit synchronization with blocking streams.
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -127,16 +128,7 @@ FAKE_API CUresult cuEventRecord(CUevent e, CUstream s) {
   get().count.event_records++;
   st->event_records++;
   auto* ev = reinterpret_cast<fake::event*>(e);
-  std::uint64_t generation;
-  {
-    std::lock_guard lock(ev->mu);
-    generation = ++ev->recorded;
-  }
-  fake::submit(st, [ev, generation] {
-    std::lock_guard lock(ev->mu);
-    if (ev->completed < generation) ev->completed = generation;
-    ev->cv.notify_all();
-  });
+  fake::submit(st, [ev, record = ev->record()] { ev->complete(record); });
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
@@ -145,14 +137,11 @@ FAKE_API CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
 FAKE_API CUresult cuEventQuery(CUevent e) {
   get().count.event_queries++;
   auto* ev = reinterpret_cast<fake::event*>(e);
-  std::lock_guard lock(ev->mu);
-  return ev->completed >= ev->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+  return ev->done(ev->latest()) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 FAKE_API CUresult cuEventSynchronize(CUevent e) {
   auto* ev = reinterpret_cast<fake::event*>(e);
-  std::unique_lock lock(ev->mu);
-  const std::uint64_t target = ev->recorded;
-  ev->cv.wait(lock, [&] { return ev->completed >= target; });
+  ev->wait(ev->latest());
   return CUDA_SUCCESS;
 }
 // The context barrier (CUDA 12.5). The record completes once every stream of the context has
@@ -177,17 +166,8 @@ FAKE_API CUresult cuCtxRecordEvent(CUcontext ctx, CUevent e) {
   const pid_t self = getpid();
   std::erase_if(streams, [self](fake::stream* s) { return s->destroyed || s->owner() != self; });
   std::lock_guard order(c->order_mu);
-  std::uint64_t generation;
-  {
-    std::lock_guard lock(ev->mu);
-    generation = ++ev->recorded;
-  }
   auto remaining = std::make_shared<std::atomic<std::size_t>>(streams.size());
-  auto complete = [ev, generation] {
-    std::lock_guard lock(ev->mu);
-    if (ev->completed < generation) ev->completed = generation;
-    ev->cv.notify_all();
-  };
+  auto complete = [ev, record = ev->record()] { ev->complete(record); };
   if (streams.empty()) complete();
   for (fake::stream* s : streams) {
     s->enqueue([remaining, complete] {
@@ -208,16 +188,8 @@ FAKE_API CUresult cuCtxWaitEvent(CUcontext ctx, CUevent e) {
   if (fake::invalidate_captures(c)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   if (get().context_barrier_noop) return CUDA_SUCCESS;
   std::lock_guard order(c->order_mu);
-  std::erase_if(c->waits, [](const fake::context_wait& w) {
-    std::lock_guard lock(w.ev->mu);
-    return w.ev->completed >= w.target;
-  });
-  std::uint64_t target;
-  {
-    std::lock_guard lock(ev->mu);
-    target = ev->recorded;
-  }
-  c->waits.push_back({++c->wait_seq, ev, target});
+  std::erase_if(c->waits, [](const fake::context_wait& w) { return w.ev->done(w.waited); });
+  c->waits.push_back({++c->wait_seq, ev, ev->latest()});
   return CUDA_SUCCESS;
 }
 
@@ -226,15 +198,7 @@ FAKE_API CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned int) {
   if (st == nullptr || e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
   get().count.stream_waits++;
   auto* ev = reinterpret_cast<fake::event*>(e);
-  std::uint64_t target;
-  {
-    std::lock_guard lock(ev->mu);
-    target = ev->recorded;
-  }
-  fake::submit(st, [ev, target] {
-    std::unique_lock lock(ev->mu);
-    ev->cv.wait(lock, [&] { return ev->completed >= target; });
-  });
+  fake::submit(st, [ev, waited = ev->latest()] { ev->wait(waited); });
   return CUDA_SUCCESS;
 }
 FAKE_API CUresult cuStreamWaitEvent_ptsz(CUstream s, CUevent e, unsigned int f) {

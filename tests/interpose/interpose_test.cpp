@@ -194,6 +194,16 @@ TEST(shim, marks_wait_while_a_capture_is_open) {
   EXPECT_EQ(r.pool_stat("device", "barriers"), 0u) << r.child.output;
 }
 
+// The same without reuse safety: check kernels see other ops' bytes (tens of them a run), so
+// the test above can fail.
+TEST(shim, capture_hazard_test_fails_without_reuse_safety) {
+  const probe_run r = run_probe("dlsym", "hazard_threads_capture",
+                                {{"FAKE_CUDA_CAPTURE_QUERY_US", "50"}, {"GMEM_REUSE_SAFETY", "0"}});
+  EXPECT_EQ(r.child.exit_code, 3) << r.child.output;
+  EXPECT_TRUE(r.has("hazard_threads capture_ended=1")) << r.child.output;
+  EXPECT_FALSE(r.has("hazard_threads corrupted=0")) << r.child.output;
+}
+
 // GMEM_FENCE_MARKS=0: every fence is a barrier, contended or not.
 TEST(shim, fence_marks_can_be_turned_off) {
   const probe_run r =
