@@ -70,7 +70,8 @@ constexpr std::size_t k_ps_read_max = 4096;
 constexpr std::uint64_t k_ps_read_ns = 500'000'000;
 
 // The trace objects gmem ps shows, oldest start first: found within k_ps_scan, then read in
-// turn, the caller's own first, then one of each other owner's at a time (by name), until
+// turn, the caller's own first (those of running processes before the rest), then one of each
+// other owner's at a time (by name), until
 // k_ps_read_max objects or k_ps_read_ns; `*not_read` counts those left unread, `*scan_cut`
 // says the walk of /dev/shm stopped early.
 std::vector<gmem::trace::trace_entry> bounded_listing(std::uint64_t* not_read, bool* scan_cut) {
@@ -85,7 +86,12 @@ std::vector<gmem::trace::trace_entry> bounded_listing(std::uint64_t* not_read, b
     by_owner[found[i].owner_known ? found[i].uid : ~std::uint32_t{0}].push_back(i);
   std::vector<std::size_t> order; // the caller's own, then the others in turn
   if (auto own = by_owner.find(self); own != by_owner.end()) {
+    // The caller's running processes before their ended traces: a host full of the caller's
+    // old traces still shows what runs now.
     order = own->second;
+    std::stable_partition(order.begin(), order.end(), [&](std::size_t i) {
+      return gmem::trace::alive_as(found[i].pid, found[i].proc_start_ticks, self);
+    });
     by_owner.erase(own);
   }
   for (std::size_t round = 0; order.size() < found.size(); ++round)
