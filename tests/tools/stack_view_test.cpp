@@ -69,8 +69,11 @@ std::uintptr_t ip(void (*fn)(int)) {
 std::vector<std::string> names(const std::vector<frame_info>& frames) {
   std::vector<std::string> out;
   for (const auto& f : frames) {
-    std::string n = f.name();
-    out.push_back(n.substr(0, n.find('(')) + (f.python ? "@" + f.location() : ""));
+    const std::string n = f.name();
+    if (f.python)
+      out.push_back(n + "@" + f.location());
+    else // without the parameter list
+      out.push_back(n.ends_with(")") ? n.substr(0, n.rfind('(')) : n);
   }
   return out;
 }
@@ -118,22 +121,23 @@ gmem::trace::trace backward_trace() {
   lent.lender = python_lender::backward;
   lent.lent_from = 0;
   lent.waiting = 1;
-  t.python_stacks[1] = lent;
+  // Stacks 101-103: Python frames only (native frames are the other test's).
+  t.python_stacks[101] = lent;
   // The same line's own allocation (the loss itself): not lent, another site.
-  t.python_stacks[2] = {{{10, 12}, {11, 30}}, python_note::none};
+  t.python_stacks[102] = {{{10, 12}, {11, 30}}, python_note::none};
   // A custom autograd Function's Python backward, run by the engine thread: its own frame first.
   auto own = lent;
   own.frames.insert(own.frames.begin(), {14, 5});
   own.lent_from = 1;
   own.waiting = 3; // three Python threads were in backward(): the latest one's frames
-  t.python_stacks[3] = own;
+  t.python_stacks[103] = own;
   return t;
 }
 
 TEST(stack_view, frames_lent_by_backward_are_marked_on_the_programs_line) {
   const auto t = backward_trace();
   symbolizer symbols(module_ranges(t));
-  const auto s = show_stack(t, 1, symbols, frame_view::python_first);
+  const auto s = show_stack(t, 101, symbols, frame_view::python_first);
   EXPECT_EQ(names(s.frames), (std::vector<std::string>{"train [via backward()]@train.py:12",
                                                        "<module>@train.py:30"}));
   EXPECT_EQ(s.python_folded, 2u);
@@ -144,26 +148,26 @@ TEST(stack_view, frames_lent_by_backward_are_marked_on_the_programs_line) {
   EXPECT_EQ(frame_json(s.frames[0])["function"], "train");
   EXPECT_FALSE(frame_json(s.frames[1]).contains("via"));
   // --all-frames: nothing folded, the mark on the first lent frame, torch's.
-  const auto all = show_stack(t, 1, symbols, frame_view::all);
+  const auto all = show_stack(t, 101, symbols, frame_view::all);
   EXPECT_EQ(all.frames[0].via, "backward()");
   EXPECT_EQ(all.frames[0].function, "backward");
   // Lent or not is part of the site.
-  EXPECT_NE(stack_key(s), stack_key(show_stack(t, 2, symbols, frame_view::python_first)));
-  const auto own = show_stack(t, 3, symbols, frame_view::python_first);
+  EXPECT_NE(stack_key(s), stack_key(show_stack(t, 102, symbols, frame_view::python_first)));
+  const auto own = show_stack(t, 103, symbols, frame_view::python_first);
   EXPECT_EQ(names(own.frames),
             (std::vector<std::string>{
                 "Scale.backward@fn.py:5",
                 "train [via backward(), the latest of 3 threads waiting]@train.py:12",
                 "<module>@train.py:30"}));
   // Suppressions see the frames as they are, unmarked.
-  for (const auto& f : all_frames(t, 1, symbols))
+  for (const auto& f : all_frames(t, 101, symbols))
     EXPECT_TRUE(f.via.empty());
 }
 
 TEST(stack_view, the_leak_text_says_what_the_mark_means) {
   auto t = backward_trace();
   t.live.resize(1);
-  t.live[0].stack_id = 1;
+  t.live[0].stack_id = 101;
   symbolizer symbols(module_ranges(t));
   leak_filter f;
   f.verdicts = leak_filter::show::all;
