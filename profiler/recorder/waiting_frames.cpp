@@ -11,16 +11,12 @@ namespace {
 
 constexpr std::memory_order k_relaxed = std::memory_order_relaxed;
 
-constinit waiting_frames g_process_waiting_frames;
-
 // At most this many tries to read a slot its owner is rewriting: a capture never waits.
 constexpr int k_read_tries = 4;
 
 } // namespace
 
-waiting_frames& process_waiting_frames() noexcept {
-  return g_process_waiting_frames;
-}
+constinit waiting_frames g_process_waiting_frames;
 
 std::uint32_t waiting_frames::begin(wait_kind kind, const std::uint64_t* words, unsigned count,
                                     const void* ctx) noexcept {

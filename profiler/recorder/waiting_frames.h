@@ -74,8 +74,12 @@ private:
   std::atomic<std::uint64_t> next_order_{0};
 };
 
-// The process's registry (the writer's captures and the bootstrap's entries share it).
-waiting_frames& process_waiting_frames() noexcept;
+// The process's registry (the writer's captures and the bootstrap's entries share it), inline:
+// a capture while nothing waits pays one load, no call.
+extern waiting_frames g_process_waiting_frames;
+inline waiting_frames& process_waiting_frames() noexcept {
+  return g_process_waiting_frames;
+}
 
 // Whether the calling thread is a worker of `kind`'s engine: its name, read at its first call
 // and cached for the thread's life (PyTorch names its threads before they run any work).
