@@ -169,3 +169,14 @@ extern "C" void gmem_observe_free(std::uintptr_t address, int device) {
   gmem::trace::free(address, device, 0, gmem::trace::alloc_kind::tensor);
   gmem::trace::observed(false, since);
 }
+
+extern "C" unsigned gmem_python_wait_begin(int kind, int skip) {
+  if (kind != static_cast<int>(gmem::trace::wait_kind::backward) || skip < 0 || skip > 4 ||
+      forked_child())
+    return 0;
+  return gmem::trace::wait_begin(gmem::trace::wait_kind::backward, static_cast<unsigned>(skip));
+}
+
+extern "C" void gmem_python_wait_end(unsigned token) {
+  gmem::trace::wait_end(token);
+}

@@ -49,4 +49,13 @@ __attribute__((visibility("default"))) void gmem_observe_alloc(std::uintptr_t ad
                                                                std::size_t rounded, int device,
                                                                std::uintptr_t stream);
 __attribute__((visibility("default"))) void gmem_observe_free(std::uintptr_t address, int device);
+
+// The calling Python thread enters (leaves) an engine that works for it on other threads: the
+// bootstrap's wrapper of torch.autograd.graph._engine_run_backward. `kind`: gmem::trace::
+// wait_kind (1: PyTorch's autograd engine); `skip`: innermost Python frames to leave out (the
+// wrapper's own). Its Python frames are lent to the engine's worker threads' allocations until
+// gmem_python_wait_end(token) (profiler/recorder/waiting_frames.h). Returns the token; 0 when
+// nothing was registered (no trace yet, no Python frames, no free slot), which end ignores.
+__attribute__((visibility("default"))) unsigned gmem_python_wait_begin(int kind, int skip);
+__attribute__((visibility("default"))) void gmem_python_wait_end(unsigned token);
 }

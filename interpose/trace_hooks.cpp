@@ -89,6 +89,17 @@ observe_cost observed_cost() noexcept {
   return w != nullptr ? w->observed_cost() : observe_cost{};
 }
 
+std::uint32_t wait_begin(wait_kind kind, unsigned skip) noexcept {
+  // Only into a trace that exists: a program that has allocated nothing on the GPU yet (a
+  // CPU-only backward) gets no trace for it.
+  trace_writer* w = recorder_writer_if_open();
+  return w != nullptr ? w->wait_begin(kind, skip) : 0;
+}
+
+void wait_end(std::uint32_t token) noexcept {
+  process_waiting_frames().end(token);
+}
+
 void sample_now() noexcept {
   recorder_sample_now();
 }

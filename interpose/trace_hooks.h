@@ -17,6 +17,7 @@
 
 #include "pool/stats.h"
 #include "profiler/format/trace_types.h" // alloc_kind, device_stats, stats_source
+#include "profiler/recorder/waiting_frames.h"
 
 namespace gmem::trace {
 
@@ -52,6 +53,10 @@ bool mark_observed(observed_framework framework, bool observed = true) noexcept;
 void observed(bool alloc, std::uint64_t since) noexcept;
 // What observing cost so far (all zero when not recording).
 observe_cost observed_cost() noexcept;
+// A Python thread starts (ends) waiting in an engine whose worker threads allocate for it: they
+// record its Python frames, marked (profiler/recorder/waiting_frames.h). Token 0: not registered.
+std::uint32_t wait_begin(wait_kind kind, unsigned skip) noexcept;
+void wait_end(std::uint32_t token) noexcept;
 void sample_now() noexcept;      // a counter sample now (a pool's context is gone), if recording
 void modules_changed() noexcept; // after a successful dlopen / dlclose
 // Extension: an option changed at run time (client API, e.g. the limit); name = "GMEM_LIMIT".

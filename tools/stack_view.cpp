@@ -47,6 +47,12 @@ std::vector<frame_info> native_frames(const gmem::trace::trace& t, std::uint32_t
 
 } // namespace
 
+std::string lent_mark(const gmem::trace::python_stack& py) {
+  if (py.lender != gmem::trace::python_lender::backward) return {};
+  if (py.waiting <= 1) return "backward()";
+  return "backward(), the latest of " + std::to_string(py.waiting) + " threads waiting";
+}
+
 bool is_shim_frame(const frame_info& f) {
   const std::string_view base = basename_of(f.module);
   return !f.python && (starts_with(base, "libgmem") || starts_with(base, "libunwind"));
@@ -112,9 +118,13 @@ shown_stack show_stack(const gmem::trace::trace& t, std::uint32_t id, symbolizer
   shown_stack s;
   const auto* py = t.python(id);
   if (py) s.note = py->note;
-  if (py && view != frame_view::native)
-    for (const auto& p : py->frames)
-      s.frames.push_back(python_frame_info(t, p));
+  if (py && view != frame_view::native) {
+    const std::string via = lent_mark(*py);
+    for (std::size_t i = 0; i < py->frames.size(); ++i) {
+      s.frames.push_back(python_frame_info(t, py->frames[i]));
+      if (i >= py->lent_from) s.frames.back().via = via;
+    }
+  }
   // The frameworks' own Python code folds like the runtime's native frames: the first frame
   // shown is the program's line. A stack with no Python frame of the program keeps them all.
   if (view != frame_view::all) {
@@ -125,6 +135,13 @@ shown_stack show_stack(const gmem::trace::trace& t, std::uint32_t id, symbolizer
       s.python_folded = s.frames.size() - own.size();
       s.frames = std::move(own);
     }
+  }
+  // The mark stays on the first lent frame shown: the line whose call the thread worked for.
+  bool marked = false;
+  for (auto& f : s.frames) {
+    if (f.via.empty()) continue;
+    if (marked) f.via.clear();
+    marked = true;
   }
   s.python_frames = s.frames.size();
   std::vector<frame_info> native = native_frames(t, id, symbols);

@@ -1,6 +1,8 @@
 // What a reader is shown of a recorded stack: Python frames first (when the allocating thread
 // held the GIL), then native frames with the shim's own, the CUDA runtime's internals and the
 // interpreter's and bindings' glue folded away, so the first frame shown is the program's.
+// Python frames another thread lent (it waited in backward() while an autograd engine thread
+// allocated) follow the thread's own, the first of them shown marked "[via backward()]".
 // Python frames of the frameworks' own code (torch, jax, cupy, transformers...: frameworks.h)
 // fold the same way, unless every Python frame is theirs.
 #pragma once
@@ -55,5 +57,16 @@ bool is_allocator_internal(const frame_info& f);
 std::string stack_key(const shown_stack& s);
 
 std::string describe(gmem::trace::python_note note); // "" for none
+
+// Python frames lent by a thread that waited while the allocating thread worked for it (an
+// autograd engine thread allocating for backward(): profiler/recorder/waiting_frames.h):
+// show_stack() sets frame_info::via to this on the first lent frame it shows, after the
+// frameworks' frames are folded, so the mark sits on the program's backward() line (or on its
+// caller's when that line is in a framework's code). "" without a lender.
+std::string lent_mark(const gmem::trace::python_stack& py);
+// What the mark means, for the printers (one line).
+inline constexpr const char* k_lent_note =
+    "[via backward()]: allocated on PyTorch's autograd engine thread while this line waited in "
+    "backward()";
 
 } // namespace gmem::tools

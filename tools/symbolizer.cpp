@@ -352,6 +352,7 @@ std::string frame_info::location() const {
 }
 
 std::string frame_info::name() const {
+  if (!via.empty()) return (function.empty() ? std::string("?") : function) + " [via " + via + "]";
   if (!function.empty()) return function;
   const auto slash = module.rfind('/');
   char off[32];

@@ -33,8 +33,12 @@ struct frame_info {
   bool stale = false;              // the module's file was rebuilt since the run: not symbolized
   std::string note;                // why the module's file was not used ("" when it was)
   bool python = false;             // a Python frame (file, function, line; module "python")
+  // A Python frame lent by another thread: set on the first lent frame shown, the line whose
+  // call the allocating thread worked for ("backward()": stack_view.h).
+  std::string via;
 
-  // "main.cpp:42" or "" ; "function" or "libfoo.so+0x1234".
+  // "main.cpp:42" or "" ; "function" or "libfoo.so+0x1234"; a lent frame's name ends in its
+  // mark: "train [via backward()]".
   std::string location() const;
   std::string name() const;
 };

@@ -71,7 +71,7 @@ $(FRAMEWORK_LIB_DIR)/libcublas.so.13: FAKE_LIB := 3
 $(FRAMEWORK_LIBS): tests/tools/fake_framework_libs.cpp | deps-build
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_CPPFLAGS) $(CUDA_CPPFLAGS) $(GMEM_CXXFLAGS) $(CXXFLAGS) -O1 -fno-inline \
-	  -DFAKE_LIB=$(FAKE_LIB) -shared $(GMEM_LDFLAGS) -o $@ $< -ldl
+	  -DFAKE_LIB=$(FAKE_LIB) -shared $(GMEM_LDFLAGS) -o $@ $< -ldl -pthread
 TEST_SCRIPT_DEPS += $(FRAMEWORK_SITES) $(FRAMEWORK_LIBS)
 
 # gmem-exporter, the Prometheus side of `gmem exporter` (tools/prometheus/): built when

@@ -319,6 +319,11 @@ inline constexpr unsigned k_tag_shift = 56;
 inline constexpr std::uint64_t k_frame_tag = 0xA5, k_note_tag = 0xA6;
 inline constexpr std::uint32_t k_max_line = 0xffffff;
 inline constexpr std::uint64_t k_note_no_gil = 1, k_note_finalizing = 2;
+// The frames after this note are lent: another thread's, which waited in backward() while this
+// thread (an engine's worker) did its work; bits 32-55 count the threads waiting then (the
+// frames are the latest one's). profiler/recorder/waiting_frames.h.
+inline constexpr std::uint64_t k_note_lent_backward = 3;
+inline constexpr std::uint32_t k_max_waiting = 0xffffff;
 constexpr std::uint64_t tag_of(std::uint64_t w) {
   return w >> k_tag_shift;
 }
@@ -328,6 +333,10 @@ constexpr std::uint64_t frame(std::uint32_t location, std::uint32_t line) {
 }
 constexpr std::uint64_t note(std::uint64_t what) {
   return (k_note_tag << k_tag_shift) | what;
+}
+constexpr std::uint64_t lent_note(std::uint32_t waiting) {
+  return note(k_note_lent_backward |
+              (std::uint64_t{waiting < k_max_waiting ? waiting : k_max_waiting} << 32));
 }
 constexpr std::uint32_t location_of(std::uint64_t w) {
   return static_cast<std::uint32_t>(w);
@@ -339,6 +348,7 @@ constexpr std::uint32_t line_of(std::uint64_t w) {
 static_assert(python_word::frame(7, 42) == 0xA500002A00000007ull);
 static_assert(python_word::line_of(python_word::frame(7, 0x2000000)) == 0xffffff);
 static_assert(python_word::tag_of(python_word::note(python_word::k_note_no_gil)) == 0xA6);
+static_assert(python_word::lent_note(2) == 0xA600000200000003ull);
 inline constexpr std::uint32_t k_max_python_depth = 128;
 inline constexpr std::uint32_t k_max_string_bytes = 65536;
 

@@ -140,9 +140,18 @@ enum class python_note : std::uint8_t {
   no_gil,     // the allocating thread ran no Python code (e.g. PyTorch's autograd threads)
   finalizing, // the interpreter was shutting down (or not initialized)
 };
+// Whose frames follow frames[lent_from]: the thread's own come first; from lent_from on they
+// are another thread's, lent while this one worked for it (waiting_frames.h in the recorder).
+enum class python_lender : std::uint8_t {
+  none,     // every frame is the allocating thread's own
+  backward, // a Python thread waiting in PyTorch's backward() (an autograd engine thread allocated)
+};
 struct python_stack {
   std::vector<python_frame> frames; // innermost first
   python_note note = python_note::none;
+  python_lender lender = python_lender::none;
+  std::uint32_t lent_from = 0; // frames[lent_from..] are the lender's (with a lender)
+  std::uint32_t waiting = 0;   // threads waiting when it was recorded (> 1: the latest one's)
 };
 
 // Counter samples for timelines (periodic), OOM snapshots and the final state.

@@ -615,34 +615,39 @@ std::optional<failure> decoder::run(trace& t) {
     tick0_ = c[1], mono0_ = c[2], tick1_ = c[3], mono1_ = c[4];
   }
   {
-    t.losses.torn_records +=
-        read_intern_table(base_, size_, sections_[l::k_stack_slots], dirs_[l::k_stack_slots],
-                          sections_[l::k_stack_ips], dirs_[l::k_stack_ips], 8,
-                          [&](std::uint32_t id, std::span<const std::byte> bytes) {
-                            std::vector<std::uintptr_t> ips;
-                            ips.reserve(bytes.size() / 8);
-                            python_stack py;
-                            bool python = false;
-                            for (std::size_t k = 0; k < bytes.size() / 8; ++k) {
-                              const std::uint64_t w = l::load_word(
-                                  reinterpret_cast<const std::uint64_t*>(bytes.data()) + k);
-                              if (version_ >= 3 && pw::tag_of(w) == pw::k_frame_tag) {
-                                python = true;
-                                py.frames.push_back({pw::location_of(w), pw::line_of(w)});
-                                add_location(t, pw::location_of(w));
-                              } else if (version_ >= 3 && pw::tag_of(w) == pw::k_note_tag) {
-                                python = true;
-                                const std::uint64_t what = w & 0xffffffffu;
-                                py.note = what == pw::k_note_no_gil       ? python_note::no_gil
-                                          : what == pw::k_note_finalizing ? python_note::finalizing
-                                                                          : py.note;
-                              } else {
-                                ips.push_back(w); // an unknown tag reads as an address in no module
-                              }
-                            }
-                            t.stacks.emplace(id, std::move(ips));
-                            if (python) t.python_stacks.emplace(id, std::move(py));
-                          });
+    t.losses.torn_records += read_intern_table(
+        base_, size_, sections_[l::k_stack_slots], dirs_[l::k_stack_slots],
+        sections_[l::k_stack_ips], dirs_[l::k_stack_ips], 8,
+        [&](std::uint32_t id, std::span<const std::byte> bytes) {
+          std::vector<std::uintptr_t> ips;
+          ips.reserve(bytes.size() / 8);
+          python_stack py;
+          bool python = false;
+          for (std::size_t k = 0; k < bytes.size() / 8; ++k) {
+            const std::uint64_t w =
+                l::load_word(reinterpret_cast<const std::uint64_t*>(bytes.data()) + k);
+            if (version_ >= 3 && pw::tag_of(w) == pw::k_frame_tag) {
+              python = true;
+              py.frames.push_back({pw::location_of(w), pw::line_of(w)});
+              add_location(t, pw::location_of(w));
+            } else if (version_ >= 3 && pw::tag_of(w) == pw::k_note_tag) {
+              python = true;
+              const std::uint64_t what = w & 0xffffffffu;
+              py.note = what == pw::k_note_no_gil       ? python_note::no_gil
+                        : what == pw::k_note_finalizing ? python_note::finalizing
+                                                        : py.note;
+              if (what == pw::k_note_lent_backward && py.lender == python_lender::none) {
+                py.lender = python_lender::backward;
+                py.lent_from = static_cast<std::uint32_t>(py.frames.size());
+                py.waiting = pw::line_of(w);
+              }
+            } else {
+              ips.push_back(w); // an unknown tag reads as an address in no module
+            }
+          }
+          t.stacks.emplace(id, std::move(ips));
+          if (python) t.python_stacks.emplace(id, std::move(py));
+        });
   }
   if (auto f = read_counters(t)) return f;
   read_observe_cost(t);

@@ -364,12 +364,50 @@ std::uint32_t trace_writer::capture_stack(unsigned skip) noexcept {
         },
         this);
     n += py;
-    if (got == python_capture::no_gil || got == python_capture::finalizing)
+    unsigned lent = 0;
+    if (__builtin_expect(process_waiting_frames().any(), 0) && got != python_capture::finalizing)
+      lent = append_lent(reinterpret_cast<std::uint64_t*>(ips + n), config_.python_depth - py);
+    n += lent;
+    if (lent == 0 && (got == python_capture::no_gil || got == python_capture::finalizing))
       ips[n++] =
           l::python_word::note(got == python_capture::no_gil ? l::python_word::k_note_no_gil
                                                              : l::python_word::k_note_finalizing);
   }
   return intern_stack(ips, n);
+}
+
+unsigned trace_writer::append_lent(std::uint64_t* out, unsigned room) noexcept {
+  if (room == 0 || !is_worker_thread(wait_kind::backward)) return 0;
+  const waiting_frames::lent got = process_waiting_frames().lend(out + 1, room, this);
+  if (got.words == 0) return 0;
+  out[0] = l::python_word::lent_note(got.waiting);
+  return got.words + 1;
+}
+
+std::uint32_t trace_writer::wait_begin(wait_kind kind, unsigned skip) noexcept {
+  if (config_.python_depth == 0) return 0;
+  std::uint64_t words[l::k_max_python_depth + 8];
+  const unsigned want = std::min<unsigned>(config_.python_depth + skip, std::size(words));
+  unsigned got = 0;
+  (void)capture_python(
+      words, want, &got,
+      [](void* self, std::string_view text) noexcept {
+        return static_cast<trace_writer*>(self)->intern_string(text);
+      },
+      this);
+  if (got <= skip) return 0;
+  unsigned n = std::min(got - skip, config_.python_depth);
+  std::memmove(words, words + skip, n * sizeof *words);
+  // A worker thread waiting in a reentrant backward(): what was lent to it is its caller too
+  // (without the note: the whole is one waiter's stack, and the worker's allocations mark it).
+  if (process_waiting_frames().any() && n < config_.python_depth &&
+      is_worker_thread(wait_kind::backward))
+    n += process_waiting_frames().lend(words + n, config_.python_depth - n, this).words;
+  return process_waiting_frames().begin(kind, words, n, this);
+}
+
+void trace_writer::wait_end(std::uint32_t token) noexcept {
+  process_waiting_frames().end(token);
 }
 
 std::uint32_t trace_writer::intern_string(std::string_view text) noexcept {

@@ -25,6 +25,7 @@
 #include "profiler/format/trace_space.h"
 #include "profiler/format/trace_types.h"
 #include "profiler/recorder/event_lanes.h"
+#include "profiler/recorder/waiting_frames.h"
 
 namespace gmem::trace {
 
@@ -99,6 +100,11 @@ public:
   // Captures the caller's stack at the configured depth, skipping `skip` more frames, and the
   // Python frames of a thread holding the GIL (python_frames.h) after the native ones.
   std::uint32_t capture_stack(unsigned skip) noexcept;
+  // The calling Python thread starts waiting in `kind`'s engine: its Python frames, less the
+  // `skip` innermost (the caller's own wrapper), are lent to the engine's worker threads until
+  // wait_end(token) (waiting_frames.h). Returns the token, 0 when nothing was registered.
+  std::uint32_t wait_begin(wait_kind kind, unsigned skip) noexcept;
+  void wait_end(std::uint32_t token) noexcept;
   // Stack and Python depths are 0: capture_stack() would only call prefetch_event() and
   // return 0, which its caller can do without the call.
   bool stacks_off() const noexcept { return config_.stack_depth == 0 && config_.python_depth == 0; }
@@ -133,6 +139,9 @@ public:
   bool is_valid() const;
 
 private:
+  // On a worker thread while a thread waits: the lent note and the waiter's frames, at most
+  // `room` frames; the words written (0: none).
+  unsigned append_lent(std::uint64_t* out, unsigned room) noexcept;
   std::uint64_t write_stat_record(std::uint64_t* record, std::uint64_t state_or_zero, int device,
                                   sample_reason reason, const pool_stats& stats) noexcept;
   void emit(event_type type, int device, alloc_kind kind, std::uintptr_t address,

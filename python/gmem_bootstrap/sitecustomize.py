@@ -10,7 +10,9 @@ while it starts. It then:
 3. watches for the program's own `import torch` / `import cupy` / `import jax` (it never
    imports them itself) and then attaches gmem to the framework's allocator: PyTorch's trace
    tracker, through libgmem.so's gmem_observe_torch_attach, right after CUDA's lazy
-   initialization; CuPy's memory hooks. XLA's allocator has no per-buffer hook, so before JAX
+   initialization, and a wrapper of the autograd engine's entry so that tensors its worker
+   threads allocate carry the Python line that called backward(); CuPy's memory hooks. XLA's
+   allocator has no per-buffer hook, so before JAX
    runs, the variables that make XLA ask the driver for each array (served and traced by gmem's
    pool) are set where the user has not set them.
 
@@ -32,6 +34,7 @@ TORCH_LAYOUTS = {
 }
 TORCH_ALLOCATOR_SYMBOL = "_ZN3c104cuda20CUDACachingAllocator9allocatorE"
 OBSERVED_PYTORCH, OBSERVED_CUPY = 0, 1  # trace::observed_framework
+WAIT_BACKWARD = 1  # trace::wait_kind
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -148,7 +151,45 @@ def _attach_torch(torch, row, label):
     attach(ctypes.addressof(var), ctypes.addressof(layout), label.encode(), 0)
 
 
+def _wrap_backward(torch):
+    """Wraps the autograd engine's entry, torch.autograd.graph._engine_run_backward (PyTorch 2.x:
+    torch.autograd.backward, torch.autograd.grad and Tensor.backward all go through it;
+    torch.autograd calls it by the name it imported, so both names are replaced). While a thread
+    waits in it, the engine's worker threads (pt_autograd_<device>) run the backward pass and
+    allocate the gradients; libgmem.so records them with this thread's Python frames, marked
+    "via backward()" (profiler/recorder/waiting_frames.h). Two ctypes calls per backward()."""
+    import ctypes
+    import functools
+    autograd = getattr(torch, "autograd", None)
+    graph = getattr(autograd, "graph", None)
+    run = getattr(graph, "_engine_run_backward", None)
+    if run is None or getattr(run, "_gmem_wrapped", False):
+        return
+    lib = _gmem_lib()
+    begin, end = lib.gmem_python_wait_begin, lib.gmem_python_wait_end
+    begin.argtypes, begin.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_uint
+    end.argtypes, end.restype = [ctypes.c_uint], None
+
+    @functools.wraps(run)
+    def _engine_run_backward(*args, **kwargs):
+        token = begin(WAIT_BACKWARD, 1)  # 1: this frame
+        try:
+            return run(*args, **kwargs)
+        finally:
+            if token:
+                end(token)
+
+    _engine_run_backward._gmem_wrapped = True
+    graph._engine_run_backward = _engine_run_backward
+    if getattr(autograd, "_engine_run_backward", None) is run:
+        autograd._engine_run_backward = _engine_run_backward
+
+
 def _on_torch(torch):
+    try:
+        _wrap_backward(torch)
+    except Exception as e:
+        _say(f"gmem: warning: PyTorch: backward() lines not attributed: {type(e).__name__}: {e}")
     version = _torch_version(torch)
     label = "PyTorch %d.%d" % version if version else "PyTorch"
     row = TORCH_LAYOUTS.get(version)

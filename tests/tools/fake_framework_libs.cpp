@@ -6,12 +6,14 @@
 // libgmem.so, against the fake driver.
 #include <cuda.h>
 #include <dlfcn.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -124,6 +126,32 @@ FAKE_EXPORT void fake_c10_cuda_free(CUdeviceptr p) {
   if (g_fake == nullptr) return;
   emit(1, 0, p, 0, 0);
   emit(2, 0, p, 0, 0);
+}
+
+// PyTorch's autograd engine as gmem meets it (tests/tools/backward_line_e2e_test.sh): the
+// backward pass runs on a native thread named pt_autograd_0, which allocates `count`
+// gradients of `bytes` through the caching allocator (reported to the trackers) and, with
+// `raw`, one more buffer straight from the driver (as PYTORCH_NO_CUDA_MEMORY_CACHING=1 makes
+// it); the calling thread waits for it, as the engine's caller does. The addresses go to
+// `out` (count + raw of them). 0 on success.
+FAKE_EXPORT int fake_c10_cuda_run_backward(std::size_t bytes, int count, int raw,
+                                           CUdeviceptr* out) {
+  if (g_fake == nullptr || count < 0) return 1;
+  CUcontext ctx = nullptr;
+  if (driver<CUresult (*)(CUcontext*)>("cuCtxGetCurrent")(&ctx) != CUDA_SUCCESS) return 1;
+  int failed = 0;
+  std::thread engine([&] {
+    pthread_setname_np(pthread_self(), "pt_autograd_0");
+    if (driver<CUresult (*)(CUcontext)>("cuCtxSetCurrent")(ctx) != CUDA_SUCCESS) {
+      failed = 1;
+      return;
+    }
+    for (int i = 0; i < count; ++i)
+      if ((out[i] = fake_c10_cuda_tensor(bytes)) == 0) failed = 1;
+    if (raw != 0 && (out[count] = device_alloc(bytes)) == 0) failed = 1;
+  });
+  engine.join();
+  return failed;
 }
 
 // Any record, for the sanity check.

@@ -24,8 +24,11 @@ json source_json(const gmem::trace::trace& t) {
 }
 
 json frame_json(const frame_info& f) {
-  if (f.python)
-    return json{{"python", true}, {"function", f.function}, {"file", f.file}, {"line", f.line}};
+  if (f.python) {
+    json j{{"python", true}, {"function", f.function}, {"file", f.file}, {"line", f.line}};
+    if (!f.via.empty()) j["via"] = f.via;
+    return j;
+  }
   json j{{"ip", f.ip}, {"function", f.name()}, {"module", f.module}};
   if (!f.file.empty()) {
     j["file"] = f.file;

@@ -72,6 +72,11 @@ std::string print_frames(const leak_site& s, const print_options& o) {
            " (--frames)\n";
   if (s.python_frames == 0 && s.note != gmem::trace::python_note::none)
     out += "    (" + describe(s.note) + ")\n";
+  for (std::size_t i = 0; i < s.frames.size() && i < o.frames; ++i)
+    if (!s.frames[i].via.empty()) {
+      out += std::string("    (") + k_lent_note + ")\n";
+      break;
+    }
   if (s.folded > 0)
     out += "    (" + plural(s.folded, "native frame", "native frames") +
            " of runtime and interpreter internals folded: --native, --all-frames)\n";
