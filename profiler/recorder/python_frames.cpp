@@ -345,8 +345,14 @@ thread_local thread_memo t_memo; // general-dynamic: also fine when libgmem.so i
 
 } // namespace
 
+// Whether the program's code was seen running (python_program_ended): 0 not seen running, 1 seen
+// running (by a free or by a capture of its frames), 2 ended.
+namespace {
+std::atomic<int> g_program_state{0};
+} // namespace
+
 bool python_program_ended() noexcept {
-  static std::atomic<int> state{0}; // 0 not seen running, 1 seen running, 2 ended
+  std::atomic<int>& state = g_program_state;
   const int seen = state.load(std::memory_order_relaxed);
   if (seen == 2) return true;
   const cpython_api* api = g_api.load(std::memory_order_acquire);
@@ -366,6 +372,10 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
   const cpython_api* api = g_api.load(std::memory_order_acquire);
   if (!api || max == 0 || g_forked.load(std::memory_order_relaxed)) return python_capture::absent;
   if (!api->is_initialized() || api->is_finalizing()) return python_capture::finalizing;
+  // The program runs: a later free during the interpreter's shutdown releases what it held,
+  // though it may never have freed anything before.
+  if (g_program_state.load(std::memory_order_relaxed) == 0)
+    g_program_state.store(1, std::memory_order_relaxed);
   const layout_of& l = *api->layout;
   const void* tstate = api->this_thread_state();
   if (!plausible(tstate) || field<void*>(tstate, l.tstate_interp) != api->main_interpreter())

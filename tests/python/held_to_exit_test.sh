@@ -51,5 +51,12 @@ assert j["held_to_exit_count"] == 1 and j["held_to_exit_bytes"] == 1 << 20, j
 assert j["sites"][0]["held_to_exit_count"] == 1, j["sites"][0]
 PY
 
+# A program that frees nothing before its end: its allocations alone show that it ran.
+"$GMEM" run -- python3 "$PROG" --only-kept >"$W/only.out" 2>"$W/only.err" || fail "--only-kept: exit status $?"
+PID2=$(sed -n 's/.*(pid \([0-9]*\)) exited.*/\1/p' "$W/only.err")
+grep -q "held all run: 1.00 MiB in 1 allocation from 1 site, not leaks" "$W/only.err" ||
+  fail "--only-kept: KEPT is not held at exit: $(cat "$W/only.err")"
+[ -n "$PID2" ] && "$GMEM" clean --force "$PID2" >/dev/null 2>&1
+
 [ $failures = 0 ] && echo "held_to_exit_test: ok" || echo "held_to_exit_test: $failures failure(s)"
 [ $failures = 0 ]
