@@ -1,10 +1,10 @@
 #include "profiler/reader/private_copy.h"
 
 #include <algorithm>
-#include <iterator>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <iterator>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -140,19 +140,17 @@ void private_copy::copy_sections(int fd, char* out, std::uint64_t total,
     copied_ += copy_range(fd, out, from, from + bytes);
     left -= bytes;
   };
-  constexpr l::section_id k_order[] = {l::k_counters, l::k_string_slots, l::k_string_bytes,
-                                       l::k_modules,  l::k_samples,      l::k_live,
-                                       l::k_segments, l::k_stack_slots,  l::k_stack_ips,
-                                       l::k_events};
+  constexpr l::section_id k_order[] = {
+      l::k_counters, l::k_string_slots, l::k_string_bytes, l::k_modules,   l::k_samples,
+      l::k_live,     l::k_segments,     l::k_stack_slots,  l::k_stack_ips, l::k_events};
   static_assert(std::size(k_order) == l::k_section_count);
   for (const l::section_id i : k_order) {
     l::section& s = h->sections[i];
     l::extent* dir = h->extents[i];
     const bool wanted = ((limits.sections >> i) & 1) != 0;
     const std::uint32_t n = std::min(s.extent_count, l::k_max_extents);
-    const l::section_kind kind = i == l::k_events && h->format_version < 4
-                                     ? l::section_kind::ring
-                                     : l::kind_of(i);
+    const l::section_kind kind =
+        i == l::k_events && h->format_version < 4 ? l::section_kind::ring : l::kind_of(i);
     if (kind == l::section_kind::lanes || kind == l::section_kind::ring ||
         kind == l::section_kind::shards) {
       // Decoded only when asked for: all of it, or none (cut_ says so).
@@ -172,12 +170,12 @@ void private_copy::copy_sections(int fd, char* out, std::uint64_t total,
           for (std::uint64_t lane = 0; lane < table.capacity; ++lane)
             for (std::uint32_t k = 0; k < l::k_max_extents; ++k) {
               l::extent e{};
-              std::memcpy(&e, out + table.offset + lane * k_lane_bytes + 8 * l::lane_word::dir +
-                                  k * sizeof e,
+              std::memcpy(&e,
+                          out + table.offset + lane * k_lane_bytes + 8 * l::lane_word::dir +
+                              k * sizeof e,
                           sizeof e);
               std::uint64_t chunk = 0;
-              if (e.offset != 0 && inside(e, k_event_bytes, &chunk) && !fn(e.offset, chunk))
-                return;
+              if (e.offset != 0 && inside(e, k_event_bytes, &chunk) && !fn(e.offset, chunk)) return;
             }
         };
         if (fits)
@@ -201,7 +199,8 @@ void private_copy::copy_sections(int fd, char* out, std::uint64_t total,
           }
         if (fits)
           for (std::uint32_t k = 0; k < n; ++k)
-            if (dir[k].offset != 0 && inside(dir[k], s.record_bytes, &bytes)) copy(dir[k].offset, bytes);
+            if (dir[k].offset != 0 && inside(dir[k], s.record_bytes, &bytes))
+              copy(dir[k].offset, bytes);
       }
       if (!fits) cut_ |= 1u << i;
       continue;

@@ -46,8 +46,8 @@ public:
   // A file that starts like a trace is copied only after its first page passes `check` and
   // its header's total_bytes fits the file (a header claiming more than the file holds is
   // refused at once, never re-read); anything else costs one page.
-  bool read(const std::string& path, bool no_follow, std::string* why,
-            const page_check& check = {}, const copy_limits& limits = {});
+  bool read(const std::string& path, bool no_follow, std::string* why, const page_check& check = {},
+            const copy_limits& limits = {});
 
   std::span<const std::byte> bytes() const { return {static_cast<const std::byte*>(base_), size_}; }
   const struct stat& file_stat() const { return st_; }

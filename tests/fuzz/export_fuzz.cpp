@@ -4,8 +4,8 @@
 // rates included, without a crash, a sanitizer report, or memory beyond what the trace holds (`make
 // fuzz` runs it with an RSS limit); the metrics hold one series per device, as the decoder keeps
 // one record each, also from a bounded read of the same bytes as the exporter reads another
-// user's object (case R27). The committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test`
-// through replay_main.cpp, built with gcc.
+// user's object (case R27). The committed corpus (tests/fuzz/corpus/trace_reader) is replayed by
+// `make test` through replay_main.cpp, built with gcc.
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -1,7 +1,7 @@
 // libFuzzer target for the trace reader: any bytes must decode to a trace or to an error with
 // an offset, never crash, hang or trip a sanitizer, whole and in a bounded read (at most a bound
-// of bytes copied, the newest samples only: case R27 of docs/security.md). `make fuzz` runs it with clang; the
-// committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test` through
+// of bytes copied, the newest samples only: case R27 of docs/security.md). `make fuzz` runs it with
+// clang; the committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test` through
 // replay_main.cpp, built with gcc.
 #include <cstddef>
 #include <cstdint>
