@@ -7,7 +7,8 @@
 # ten hard links. Root's `gmem ps`, `gmem leaks` (no target, and a target of root's) and one
 # scrape of root's exporter must each stay under 256 MB of peak RSS and 2 s, and the scrape
 # must still export root's own running job; with --max-bytes 200M no object is over budget (the
-# budget is charged with the bytes read, not the objects' sizes).
+# budget is charged with the bytes read, not the objects' sizes), and with --max-bytes 1M root's
+# job is still exported.
 # Exit 0 pass, 77 skip (not root, no setpriv or python3, little /dev/shm), 1 fail.
 set -u
 B=$(realpath "${GMEM_BUILD:-build}")
@@ -203,6 +204,21 @@ if [ -x "$B/bin/gmem-exporter" ] && command -v curl >/dev/null; then
   else
     fail "scrape of the exporter with --max-bytes 200M"
   fi
+  # However little --max-bytes leaves after the light reads of nobody's objects, root's own
+  # running job (ranked first) is still exported.
+  "$GMEM" exporter --listen 127.0.0.1:0 --keep-exited 10m --max-bytes 1M \
+    2>"$W/exporter3.err" &
+  JOBS+=($!)
+  EPORT=
+  for _ in $(seq 50); do
+    EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter3.err")
+    [ -n "$EPORT" ] && break
+    sleep 0.1
+  done
+  curl -sf --max-time 30 "http://127.0.0.1:$EPORT/metrics" >"$W/scrape3.txt" ||
+    fail "scrape of the exporter with --max-bytes 1M"
+  grep -q "^gmem_process_running{pid=\"$S1\"," "$W/scrape3.txt" ||
+    fail "--max-bytes 1M: root's running job $S1 is missing: $(grep '^gmem_exporter_traces' "$W/scrape3.txt" | tr '\n' ' ')"
 else
   echo "(gmem-exporter or curl missing: the exporter's part skipped)"
 fi

@@ -166,17 +166,23 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
   const auto reading = std::chrono::steady_clock::now();
   const auto budget = std::chrono::nanoseconds(options_.scrape_budget_ns);
   std::uint64_t bytes_left = options_.max_read_bytes;
-  // The first of each pass is read whatever the time: a scrape always serves something.
+  // The first of each pass is read whatever the time and the bytes left (up to its bound): a
+  // scrape always serves something, its best ranked process (the exporter's own user's first)
+  // however much the light reads of the others took.
   auto afford = [&](bool first) {
-    return bytes_left >= (std::uint64_t{64} << 10) &&
-           (first || std::chrono::steady_clock::now() - reading <= budget);
+    return first || (bytes_left >= (std::uint64_t{64} << 10) &&
+                     std::chrono::steady_clock::now() - reading <= budget);
+  };
+  // What one read may take: its bound, no more than is left (the first of a pass: its light
+  // read's bound at least).
+  auto allow = [&](std::uint64_t bound) {
+    return std::min(bound, std::max(bytes_left, gmem::trace::k_light_read_bytes));
   };
   auto charge = [&](std::uint64_t read) { bytes_left -= std::min(read, bytes_left); };
   std::vector<bool> read(entries.size(), false);
   for (std::size_t i = 0; i < entries.size(); ++i)
     if ((read[i] = afford(i == 0))) {
-      gmem::trace::read_trace_entry(entries[i],
-                                    std::min(gmem::trace::k_light_read_bytes, bytes_left));
+      gmem::trace::read_trace_entry(entries[i], allow(gmem::trace::k_light_read_bytes));
       charge(entries[i].read_bytes);
     }
   std::vector<ranked_entry> wanted;
@@ -234,7 +240,7 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
     auto r = gmem::trace::open_shm(
         e.name,
         {.events = sites,
-         .max_copy_bytes = std::min(options_.max_object_read_bytes, bytes_left),
+         .max_copy_bytes = allow(options_.max_object_read_bytes),
          .max_samples = k_exported_samples},
         &owner);
     charge(r.value.info.copied_bytes != 0 ? r.value.info.copied_bytes
