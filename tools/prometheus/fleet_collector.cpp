@@ -237,12 +237,11 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
     // rates need the last two samples of each device: the newest few thousand are decoded.
     std::uint32_t owner = 0;
     const bool sites = options_.top_sites != 0 && (options_.expose_all_users || e.uid == me);
-    auto r = gmem::trace::open_shm(
-        e.name,
-        {.events = sites,
-         .max_copy_bytes = allow(options_.max_object_read_bytes),
-         .max_samples = k_exported_samples},
-        &owner);
+    auto r = gmem::trace::open_shm(e.name,
+                                   {.events = sites,
+                                    .max_copy_bytes = allow(options_.max_object_read_bytes),
+                                    .max_samples = k_exported_samples},
+                                   &owner);
     charge(r.value.info.copied_bytes != 0 ? r.value.info.copied_bytes
                                           : std::min<std::uint64_t>(e.bytes, 4096));
     if (!r) {
