@@ -130,6 +130,46 @@ TEST(private_copy, a_huge_section_is_cut_at_the_bound) {
   EXPECT_GE(whole.value.info.copied_bytes, pages.size() * 4096);
 }
 
+// The copy's own header names only what was copied: the decoder never walks the zeros of a
+// section it was not given (a 1 GiB module map, or a string level of 2^26 slots, would cost it
+// time). The counters, the cut module map and the strings' first level are there.
+TEST(private_copy, the_copy_header_names_only_what_was_copied) {
+  std::vector<char> image = writer_image();
+  const std::uint64_t total = std::uint64_t{1} << 30, at = 16 * k_mib;
+  fixed_section_over(image, l::k_modules, at, total / 2);
+  // A second level of string slots over the other half.
+  const auto levels = get<std::uint32_t>(image, section_at(l::k_string_slots) + 12);
+  ASSERT_LT(levels, l::k_max_extents);
+  put<std::uint64_t>(image, extent_at(l::k_string_slots, levels), total / 2);
+  put<std::uint64_t>(image, extent_at(l::k_string_slots, levels) + 8, total / 2 / 16);
+  put<std::uint32_t>(image, section_at(l::k_string_slots) + 12, levels + 1);
+  const temp_trace t(image, total, {at, total / 2});
+  constexpr std::uint64_t k_bound = 2 * k_mib;
+  private_copy copy;
+  std::string why;
+  ASSERT_TRUE(copy.read(t.path, false, &why, {}, {.max_bytes = k_bound})) << why;
+  EXPECT_LE(copy.copied_bytes(), k_bound);
+  EXPECT_NE(copy.cut_sections() & (1u << l::k_modules), 0u);
+  EXPECT_NE(copy.cut_sections() & (1u << l::k_string_slots), 0u);
+  const std::vector<char> header(reinterpret_cast<const char*>(copy.bytes().data()),
+                                 reinterpret_cast<const char*>(copy.bytes().data()) + 8192);
+  for (std::uint32_t i = 0; i < l::k_section_count; ++i) {
+    if (l::kind_of(i) != l::section_kind::fixed && l::kind_of(i) != l::section_kind::levels &&
+        l::kind_of(i) != l::section_kind::arena)
+      continue;
+    const auto record = get<std::uint32_t>(header, section_at(i) + 8);
+    const auto n = get<std::uint32_t>(header, section_at(i) + 12);
+    std::uint64_t named = 0;
+    for (std::uint32_t k = 0; k < n; ++k)
+      named += get<std::uint64_t>(header, extent_at(i, k) + 8) * record;
+    EXPECT_LE(named, k_bound) << "section " << i;
+  }
+  EXPECT_EQ(get<std::uint32_t>(header, section_at(l::k_string_slots) + 12), levels);
+  const read_result r = decode(copy.bytes());
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.info.command_line, "prog --flag x");
+}
+
 // A sample ring (or the live tables, or the event lanes) that does not fit is left out whole:
 // none of its records is decoded, and the copy says so.
 TEST(private_copy, a_ring_that_does_not_fit_is_left_out) {
