@@ -105,12 +105,12 @@ TEST(private_copy, a_trace_that_fits_reads_as_a_whole_read) {
   EXPECT_LE(bounded.value.info.copied_bytes, whole.value.info.copied_bytes);
 }
 
-// A header consistent with its object (total_bytes is its size) whose module map spans 1 GiB
+// A header consistent with its object (total_bytes is its size) whose module map spans 256 MiB
 // of written pages: a bounded read copies its bound, keeps the header, the counters and the
 // strings, and cuts the module map to what fit.
 TEST(private_copy, a_huge_section_is_cut_at_the_bound) {
   std::vector<char> image = writer_image();
-  const std::uint64_t total = std::uint64_t{1} << 30, at = 16 * k_mib;
+  const std::uint64_t total = 256 * k_mib, at = 16 * k_mib;
   fixed_section_over(image, l::k_modules, at, total);
   put<std::uint64_t>(image, offsetof(l::header, module_count), 65536);
   std::vector<std::uint64_t> pages;
