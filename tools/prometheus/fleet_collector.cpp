@@ -175,14 +175,15 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
   };
   // What one read may take: its bound, no more than is left (the first of a pass: its light
   // read's bound at least).
-  auto allow = [&](std::uint64_t bound) {
-    return std::min(bound, std::max(bytes_left, gmem::trace::k_light_read_bytes));
+  auto allow = [&](std::uint64_t bound, bool first) {
+    return std::min(bound,
+                    first ? std::max(bytes_left, gmem::trace::k_light_read_bytes) : bytes_left);
   };
   auto charge = [&](std::uint64_t read) { bytes_left -= std::min(read, bytes_left); };
   std::vector<bool> read(entries.size(), false);
   for (std::size_t i = 0; i < entries.size(); ++i)
     if ((read[i] = afford(i == 0))) {
-      gmem::trace::read_trace_entry(entries[i], allow(gmem::trace::k_light_read_bytes));
+      gmem::trace::read_trace_entry(entries[i], allow(gmem::trace::k_light_read_bytes, i == 0));
       charge(entries[i].read_bytes);
     }
   std::vector<ranked_entry> wanted;
@@ -237,11 +238,12 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
     // rates need the last two samples of each device: the newest few thousand are decoded.
     std::uint32_t owner = 0;
     const bool sites = options_.top_sites != 0 && (options_.expose_all_users || e.uid == me);
-    auto r = gmem::trace::open_shm(e.name,
-                                   {.events = sites,
-                                    .max_copy_bytes = allow(options_.max_object_read_bytes),
-                                    .max_samples = k_exported_samples},
-                                   &owner);
+    auto r = gmem::trace::open_shm(
+        e.name,
+        {.events = sites,
+         .max_copy_bytes = allow(options_.max_object_read_bytes, exported.empty()),
+         .max_samples = k_exported_samples},
+        &owner);
     charge(r.value.info.copied_bytes != 0 ? r.value.info.copied_bytes
                                           : std::min<std::uint64_t>(e.bytes, 4096));
     if (!r) {
