@@ -48,7 +48,11 @@ struct trace_info {
   bool saved_file = false;     // read from a file (gmem save / GMEM_TRACE_SAVE), not live memory
   std::int64_t owner_uid = -1; // who owns the object or file read (fstat); -1 unknown
   trace_state state = trace_state::crashed;
-  std::uint64_t total_bytes = 0;     // bytes in use (the object grows with what it records)
+  std::uint64_t total_bytes = 0;  // bytes in use (the object grows with what it records)
+  std::uint64_t copied_bytes = 0; // bytes the reader read of it (read_options::max_copy_bytes)
+  // A bounded read (read_options::max_copy_bytes): the sections (a bit per section id) cut or
+  // left out; their records are missing from this decode.
+  std::uint32_t cut_sections = 0;
   std::uint64_t limit_bytes = 0;     // the most the writer could let it grow to
   bool full = false;                 // it reached its limit (or /dev/shm's): records were lost
   std::uint64_t exit_live_count = 0; // allocations outstanding when shutdown() ran

@@ -126,11 +126,15 @@ std::vector<trace_entry> list_traces_of(std::uint32_t uid, std::uint64_t* owner_
   return list_traces_where(&uid, owner_bytes, limits, stats);
 }
 
-void read_trace_entry(trace_entry& e) {
+void read_trace_entry(trace_entry& e, std::uint64_t max_bytes) {
   read_options light;
   light.events = light.samples = light.live = false;
+  light.max_copy_bytes = max_bytes;
   std::uint32_t owner = 0;
   const read_result r = open_shm(e.name, light, &owner);
+  // A refused object cost its first page at most (private_copy.h).
+  e.read_bytes = r.value.info.copied_bytes != 0 ? r.value.info.copied_bytes
+                                                : std::min<std::uint64_t>(e.bytes, 4096);
   e.readable = r.ok;
   if (r) {
     e.problem.clear();

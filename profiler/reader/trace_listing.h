@@ -33,7 +33,13 @@ struct trace_entry {
   std::uint64_t ended_realtime_ns() const;
   std::uint64_t live_bytes = 0;     // summed over the pools' last counters
   std::uint64_t reserved_bytes = 0; // likewise
+  std::uint64_t read_bytes = 0;     // bytes read_trace_entry() read of the object
 };
+// The most a light read (read_trace_entry) reads of one object, the header included: its
+// counters, strings and module map up to this (the command line and stat names are among the
+// first strings a writer stores); whatever the object's owner made it, a listing costs at most
+// this per object.
+inline constexpr std::uint64_t k_light_read_bytes = std::uint64_t{4} << 20;
 // Bounds of one walk of /dev/shm, where any user can create entries (300,000 empty files named
 // like traces cost an unbounded walk seconds): directory entries looked at, whatever their
 // names, and time. The walk stops at either; `scan_stats` says whether it did.
@@ -52,8 +58,9 @@ std::vector<trace_entry> list_traces();
 // that reads only some of them (the exporter, per user) chooses first, then read_trace_entry().
 std::vector<trace_entry> stat_traces(const scan_limits& limits = {}, scan_stats* stats = nullptr);
 // Fills in the rest of `e` as list_traces() does: a light read of the object (header, strings,
-// counters), or the problem and whether its process runs.
-void read_trace_entry(trace_entry& e);
+// counters: at most `max_bytes` of it, k_light_read_bytes), or the problem and whether its
+// process runs.
+void read_trace_entry(trace_entry& e, std::uint64_t max_bytes = k_light_read_bytes);
 
 // The same as list_traces() over the objects `uid` owns (nobody else's is opened, read or
 // counted); `*owner_bytes` receives the /dev/shm space that uid's objects hold, whatever their

@@ -19,6 +19,32 @@ read_result fail(std::string message) {
   return r;
 }
 
+// What a bounded read copies for `options`: the sections they decode.
+copy_limits limits_for(const read_options& options) {
+  namespace l = layout;
+  copy_limits c;
+  c.max_bytes = options.max_copy_bytes;
+  c.sections = 1u << l::k_counters | 1u << l::k_string_slots | 1u << l::k_string_bytes |
+               1u << l::k_modules | 1u << l::k_stack_slots | 1u << l::k_stack_ips;
+  if (options.live) c.sections |= 1u << l::k_live | 1u << l::k_segments;
+  if (options.samples) c.sections |= 1u << l::k_samples;
+  if (options.events) c.sections |= 1u << l::k_events;
+  return c;
+}
+
+// Decodes a (possibly bounded) copy: sections left out are not decoded.
+read_result decode_copy(const private_copy& copy, read_options options) {
+  namespace l = layout;
+  const std::uint32_t cut = copy.cut_sections();
+  if ((cut & (1u << l::k_live | 1u << l::k_segments)) != 0) options.live = false;
+  if ((cut & 1u << l::k_samples) != 0) options.samples = false;
+  if ((cut & 1u << l::k_events) != 0) options.events = false;
+  read_result r = decode(copy.bytes(), options);
+  r.value.info.copied_bytes = copy.copied_bytes();
+  r.value.info.cut_sections = cut;
+  return r;
+}
+
 read_result open_shm_as(const std::string& name, const read_options& options,
                         std::uint32_t* owner) {
   std::uint32_t pid = 0;
@@ -41,9 +67,9 @@ read_result open_shm_as(const std::string& name, const read_options& options,
   };
   auto copy = std::make_unique<private_copy>();
   std::string why;
-  if (!copy->read(k_shm_dir + name, true, &why, names_this_object))
+  if (!copy->read(k_shm_dir + name, true, &why, names_this_object, limits_for(options)))
     return fail(name + ": cannot open the trace: " + why);
-  read_result r = decode(copy->bytes(), options);
+  read_result r = decode_copy(*copy, options);
   if (owner) *owner = copy->file_stat().st_uid;
   if (!r) {
     r.error.message = name + ": " + r.error.message;
@@ -69,8 +95,8 @@ read_result open_file(const std::string& path, const read_options& options) {
   // regular file is read, without blocking, into a private copy.
   private_copy copy;
   std::string why;
-  if (!copy.read(path, false, &why)) return fail(path + ": " + why);
-  read_result r = decode(copy.bytes(), options);
+  if (!copy.read(path, false, &why, {}, limits_for(options))) return fail(path + ": " + why);
+  read_result r = decode_copy(copy, options);
   if (!r) {
     r.error.message = path + ": " + r.error.message;
     return r;

@@ -518,7 +518,16 @@ std::optional<failure> decoder::read_samples(trace& t) {
     return failure{offsetof(l::header, sections) + l::k_samples * sizeof(l::section),
                    std::string("sample ring: ") + problem};
   const std::uint64_t head = hdr_word(offsetof(l::header, sample_head));
-  const std::uint64_t first = head > ring.capacity() ? head - ring.capacity() + 1 : 1;
+  const std::uint64_t held = head > ring.capacity() ? head - ring.capacity() + 1 : 1;
+  std::uint64_t first = held; // the newest max_samples only: older ones are not counted lost
+  if (options_.max_samples != 0 && head >= options_.max_samples)
+    first = std::max(first, head - options_.max_samples + 1);
+  // Decoded, a sample takes sizeof(stat_sample) whatever its record holds: no more of them than
+  // the ring's bytes would hold, the newest kept. A writer's records are at least that large
+  // (a value slot per stat the model knows, and four words more), so this drops none of a
+  // writer's; a forged ring of short records cannot decode to several times its size.
+  const std::uint64_t most = std::max<std::uint64_t>(ring.bytes() / sizeof(stat_sample), 1);
+  if (head >= most) first = std::max(first, head - most + 1);
   std::vector<std::uint64_t> w(n);
   std::uint64_t got = 0;
   for (const std::uint64_t seq : ring.seqs_present(first, head)) {
@@ -541,7 +550,7 @@ std::optional<failure> decoder::read_samples(trace& t) {
     t.samples.push_back(x);
     ++got;
   }
-  t.losses.lost_samples = head - got;
+  t.losses.lost_samples = head - got - (first - held);
   return std::nullopt;
 }
 

@@ -32,6 +32,13 @@ struct read_options {
   bool events = true;  // decode the event ring
   bool samples = true; // decode the counter sample ring
   bool live = true;    // decode the live allocation and segment tables
+  // open_shm() and open_file(): read at most this many bytes of the object, the header
+  // included (private_copy.h, copy_limits: the sections these options ask for, in a fixed order;
+  // what does not fit is cut or left out and trace_info::cut_sections says which). 0: the whole
+  // trace, as large as its owner made it.
+  std::uint64_t max_copy_bytes = 0;
+  // Decode only the newest this many counter samples (0: all the ring holds).
+  std::uint64_t max_samples = 0;
 };
 
 // Decodes a trace image (a saved file's bytes, or a copy of the object). `bytes` may be

@@ -3,8 +3,9 @@
 // prometheus-cpp is installed) to the exporter's metric families, per device counters and sample
 // rates included, without a crash, a sanitizer report, or memory beyond what the trace holds (`make
 // fuzz` runs it with an RSS limit); the metrics hold one series per device, as the decoder keeps
-// one record each. The committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test`
-// through replay_main.cpp, built with gcc.
+// one record each, also from a bounded read of the same bytes as the exporter reads another
+// user's object (case R27). The committed corpus (tests/fuzz/corpus/trace_reader) is replayed by
+// `make test` through replay_main.cpp, built with gcc.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "profiler/reader/trace_reader.h"
+#include "tests/fuzz/bounded_read.h"
 #include "tools/export/chrome_export.h"
 #include "tools/export/pickle_writer.h"
 #include "tools/export/pytorch_export.h"
@@ -39,6 +41,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (const auto& family : m.take())
     if (family.name == "gmem_live_bytes" && family.metric.size() != r.value.devices.size())
       __builtin_trap();
+  // As the exporter reads another user's object: bounded, no events, the newest samples.
+  const gmem::trace::read_result b = gmem::fuzz::read_bounded(
+      data, size, {.events = false, .max_copy_bytes = 8192 + size % 4096 * 16, .max_samples = 64});
+  if (b) {
+    gmem::tools::fleet_metrics bm;
+    bm.add_process(b.value, nullptr, {1000, "user", false, {}, false}, options);
+    for (const auto& family : bm.take())
+      if (family.name == "gmem_live_bytes" && family.metric.size() != b.value.devices.size())
+        __builtin_trap();
+  }
 #endif
   return 0;
 }

@@ -1,12 +1,14 @@
 // libFuzzer target for the trace reader: any bytes must decode to a trace or to an error with
-// an offset, never crash, hang or trip a sanitizer. `make fuzz` runs it with clang; the
-// committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test` through
+// an offset, never crash, hang or trip a sanitizer, whole and in a bounded read (at most a bound
+// of bytes copied, the newest samples only: case R27 of docs/security.md). `make fuzz` runs it with
+// clang; the committed corpus (tests/fuzz/corpus/trace_reader) is replayed by `make test` through
 // replay_main.cpp, built with gcc.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "profiler/reader/trace_reader.h"
+#include "tests/fuzz/bounded_read.h"
 
 namespace {
 
@@ -43,6 +45,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } else {
     check(!r.error.message.empty());
     check(r.error.offset <= size || r.error.offset < 4096);
+  }
+  // Bounded: the same bytes read as a listing or the exporter reads them (a bound that varies
+  // with the input, so that every section is cut somewhere), and the newest samples only.
+  const gmem::trace::read_options bounded{.max_copy_bytes = 8192 + size % 4096 * 16,
+                                          .max_samples = size % 7 + 1};
+  const gmem::trace::read_result b = gmem::fuzz::read_bounded(data, size, bounded);
+  if (b) {
+    check_model(b.value, size);
+    check(b.value.samples.size() <= bounded.max_samples);
   }
   return 0;
 }

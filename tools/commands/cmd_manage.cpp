@@ -224,6 +224,7 @@ command_fn add_save(CLI::App& app) {
       // Its header must name the same process as its name (open_shm refuses it otherwise).
       gmem::trace::read_options light;
       light.events = light.samples = light.live = false;
+      light.max_copy_bytes = gmem::trace::k_light_read_bytes;
       if (const auto check = gmem::trace::open_shm(o.name, light); !check)
         return fail(k_exit_bad_trace, "pid " + a->pid + ": /dev/shm/" + o.name + ": " +
                                           escape_text(check.error.to_string()));

@@ -25,6 +25,7 @@ struct exporter_options {
   std::size_t max_per_user = 64;     // of which at most this many of one user
   std::size_t max_series = 100000;   // series per scrape: processes beyond it wait
   std::string max_bytes = "1G";      // bytes of trace objects a scrape reads
+  std::string max_object = "64M";    // of them, bytes of one trace object
   std::size_t threads = 64;          // HTTP worker threads
   // A connection that has not sent its whole request within this long is closed: an idle
   // connection holds a worker at most this long (civetweb gives each one a worker).
@@ -37,6 +38,7 @@ struct exporter_options {
   std::uint64_t scrape_budget_ns = 0;
   std::uint64_t request_timeout_ms = 0;
   std::uint64_t max_read_bytes = 0;
+  std::uint64_t max_object_read_bytes = 0;
 };
 
 inline constexpr const char* k_exporter_description =
@@ -71,9 +73,12 @@ inline void add_exporter_options(CLI::App& sub, exporter_options& o) {
                  "stop adding processes to a scrape once it holds this many series; those left "
                  "are counted as over_budget (default 100000)");
   sub.add_option("--max-bytes", o.max_bytes,
-                 "read at most this many bytes of trace objects per scrape (their /dev/shm "
-                 "blocks, counted before each read); those left are counted as over_budget "
+                 "read at most this many bytes of trace objects per scrape (the bytes really "
+                 "read, counted after each read); those left are counted as over_budget "
                  "(default 1G)");
+  sub.add_option("--max-object-bytes", o.max_object,
+                 "read at most this many bytes of one trace object per scrape (its header and "
+                 "counters first; sections beyond are cut or left out) (default 64M)");
   sub.add_option("--threads", o.threads,
                  "HTTP worker threads, 1 to 256 (default 64): each connection holds one until "
                  "its request has arrived");
@@ -107,6 +112,9 @@ inline std::string check(exporter_options& o) {
   if (o.max_series == 0) return "--max-series must be at least 1";
   const auto mb = parse_size(o.max_bytes);
   if (!mb || *mb == 0) return "--max-bytes '" + o.max_bytes + "' is not a size (e.g. 1G, 512M)";
+  const auto ob = parse_size(o.max_object);
+  if (!ob || *ob < (std::uint64_t{1} << 20))
+    return "--max-object-bytes '" + o.max_object + "' is not a size of 1M or more";
   if (o.threads == 0 || o.threads > 256) return "--threads must be 1 to 256";
   const auto rt = parse_duration_ns(o.request_timeout);
   if (!rt || *rt < 1'000'000 || *rt > 10'000'000'000)
@@ -121,6 +129,7 @@ inline std::string check(exporter_options& o) {
   o.scrape_budget_ns = *b;
   o.request_timeout_ms = *rt / 1'000'000;
   o.max_read_bytes = *mb;
+  o.max_object_read_bytes = *ob;
   return {};
 }
 

@@ -32,6 +32,8 @@ bool is_permission_problem(const gmem::trace::trace_entry& e) {
 // scrape crashed in dwarf_getsrclines on a 128 KiB stack), so scrapes run on a thread of their
 // own with k_scrape_stack bytes.
 constexpr std::size_t k_scrape_stack = 16u << 20;
+// Counter samples decoded per process: the rates need the last two of each device.
+constexpr std::uint64_t k_exported_samples = 4096;
 
 } // namespace
 
@@ -158,21 +160,32 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
   h.skipped_limit = preselect(entries, 2 * options_.max_per_user, me);
   // The budgets (time, bytes) count from here, the light reads of the preselected objects
   // included, in preselect()'s order (the exporter's own user's first, running processes
-  // next, the smallest first), then in rank order: what they leave out ranks last.
+  // next, the smallest first), then in rank order: what they leave out ranks last. Bytes are
+  // charged as read (a read is bounded: k_light_read_bytes, then --max-object-bytes, never more
+  // than is left), so an object however large costs at most its bound, never its size.
   const auto reading = std::chrono::steady_clock::now();
   const auto budget = std::chrono::nanoseconds(options_.scrape_budget_ns);
   std::uint64_t bytes_left = options_.max_read_bytes;
-  // The first of each pass is read whatever the time: a scrape always serves something.
-  auto afford = [&](const gmem::trace::trace_entry& e, bool first) {
-    if ((!first && std::chrono::steady_clock::now() - reading > budget) ||
-        e.allocated_bytes > bytes_left)
-      return false;
-    bytes_left -= e.allocated_bytes;
-    return true;
+  // The first of each pass is read whatever the time and the bytes left (up to its bound): a
+  // scrape always serves something, its best ranked process (the exporter's own user's first)
+  // however much the light reads of the others took.
+  auto afford = [&](bool first) {
+    return first || (bytes_left >= (std::uint64_t{64} << 10) &&
+                     std::chrono::steady_clock::now() - reading <= budget);
   };
+  // What one read may take: its bound, no more than is left (the first of a pass: its light
+  // read's bound at least).
+  auto allow = [&](std::uint64_t bound, bool first) {
+    return std::min(bound,
+                    first ? std::max(bytes_left, gmem::trace::k_light_read_bytes) : bytes_left);
+  };
+  auto charge = [&](std::uint64_t read) { bytes_left -= std::min(read, bytes_left); };
   std::vector<bool> read(entries.size(), false);
   for (std::size_t i = 0; i < entries.size(); ++i)
-    if ((read[i] = afford(entries[i], i == 0))) gmem::trace::read_trace_entry(entries[i]);
+    if ((read[i] = afford(i == 0))) {
+      gmem::trace::read_trace_entry(entries[i], allow(gmem::trace::k_light_read_bytes, i == 0));
+      charge(entries[i].read_bytes);
+    }
   std::vector<ranked_entry> wanted;
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
@@ -217,14 +230,22 @@ std::vector<prometheus::MetricFamily> fleet_collector::collect_locked() const {
       ++h.skipped_limit;
       continue;
     }
-    if (!afford(e, exported.empty()) || m.series() >= options_.max_series) {
+    if (!afford(exported.empty()) || m.series() >= options_.max_series) {
       ++h.over_budget;
       continue;
     }
-    // The event ring is most of a trace's decoding cost; only the call-site series need it.
+    // The event ring is most of a trace's decoding cost; only the call-site series need it. The
+    // rates need the last two samples of each device: the newest few thousand are decoded.
     std::uint32_t owner = 0;
     const bool sites = options_.top_sites != 0 && (options_.expose_all_users || e.uid == me);
-    auto r = gmem::trace::open_shm(e.name, {.events = sites}, &owner);
+    auto r = gmem::trace::open_shm(
+        e.name,
+        {.events = sites,
+         .max_copy_bytes = allow(options_.max_object_read_bytes, exported.empty()),
+         .max_samples = k_exported_samples},
+        &owner);
+    charge(r.value.info.copied_bytes != 0 ? r.value.info.copied_bytes
+                                          : std::min<std::uint64_t>(e.bytes, 4096));
     if (!r) {
       // Gone between listing and reading (exited and cleaned, retention), or damaged.
       ++(access(("/dev/shm/" + e.name).c_str(), F_OK) != 0 ? h.vanished : h.skipped_bad);
