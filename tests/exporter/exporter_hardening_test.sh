@@ -7,7 +7,8 @@
 #               exporter's sockets; NoNewPrivs
 #   idle        128 idle TCP connections held open (by nobody when run as root): a scrape
 #               still answers within 2 s
-# Skips (77) without gmem-exporter. Servers bind 127.0.0.1 only; everything started is stopped.
+# Runs on a /dev/shm of its own (tests/private_shm.sh). Skips (77) without gmem-exporter.
+# Servers bind 127.0.0.1 only; everything started is stopped.
 set -u
 B=${GMEM_BUILD:-build}
 GMEM=$B/bin/gmem
@@ -19,6 +20,9 @@ if [ ! -x "$B/bin/gmem-exporter" ]; then
   echo "skip: gmem-exporter was not built (prometheus-cpp-dev missing; scripts/install-deps.sh)"
   exit 77
 fi
+# A scrape's time is what the idle connections cost, not what other traces /dev/shm holds.
+source "$(dirname "$0")/../private_shm.sh"
+private_shm 512m "$0" "$@"
 export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 JOBS=()
 before_cleanup() {

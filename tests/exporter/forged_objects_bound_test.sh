@@ -28,16 +28,12 @@ PY3=$(command -v /usr/bin/python3 || command -v python3)
 # On a /dev/shm of its own (a tmpfs in a private mount namespace): what other traces the host
 # holds neither costs the readers nor is counted, and nothing planted outlives the test. The
 # objects hold about 1.1 GiB of written pages.
-if [ -z "${GMEM_FORGED_NAMESPACE:-}" ]; then
+if [ -z "${GMEM_PRIVATE_SHM:-}" ]; then
   avail_kb=$(awk '/^MemAvailable/ {print $2}' /proc/meminfo)
   [ "$avail_kb" -gt $((4 * 1024 * 1024)) ] || skip "${avail_kb} KiB of memory available, 4 GiB needed"
-  command -v unshare >/dev/null && unshare -m true 2>/dev/null || skip "cannot make a mount namespace"
-  GMEM_FORGED_NAMESPACE=1 unshare -m bash -c \
-    'mount -t tmpfs -o size=2g,mode=1777 tmpfs /dev/shm || exit 90; exec "$0"' "$0"
-  rc=$?
-  [ $rc = 90 ] && skip "cannot mount a tmpfs over /dev/shm in the namespace"
-  exit $rc
 fi
+source "$(dirname "$0")/../private_shm.sh"
+private_shm 2g "$0" "$@"
 W=$(mktemp -d /tmp/gmem_forged_bound_XXXXXX)
 source "$(dirname "$0")/../second_uid.sh"
 B=$(reachable_build "$B" "$W" tests/tools/leak_sites tests/exporter/steady_service) ||
