@@ -10,6 +10,7 @@
 # Runs on a /dev/shm of its own (tests/private_shm.sh). Skips (77) without gmem-exporter.
 # Servers bind 127.0.0.1 only; everything started is stopped.
 set -u
+source "$(dirname "$0")/serving_port.sh"
 B=${GMEM_BUILD:-build}
 GMEM=$B/bin/gmem
 SVC=$B/tests/exporter/steady_service
@@ -45,11 +46,7 @@ PIDS+=("$SVC_PID")
 "$GMEM" exporter --listen 127.0.0.1:0 --growth-window 1m 2>"$W/exporter.err" &
 EXPORTER=$!
 JOBS+=("$EXPORTER")
-for _ in $(seq 50); do
-  EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter.err")
-  [ -n "$EPORT" ] && break
-  sleep 0.1
-done
+EPORT=$(serving_port "$W/exporter.err")
 [ -n "$EPORT" ] || { fail "exporter did not start"; cat "$W/exporter.err"; exit 1; }
 scrape() { curl -sf --max-time 20 "http://127.0.0.1:$EPORT/metrics" >"$W/$1.txt"; }
 

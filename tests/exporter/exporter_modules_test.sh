@@ -13,6 +13,7 @@
 # Skips (77) without root, setpriv, a C compiler, objcopy or gmem-exporter. The exporter binds
 # 127.0.0.1 only; everything started is stopped.
 set -u
+source "$(dirname "$0")/serving_port.sh"
 B=$(realpath "${GMEM_BUILD:-build}")
 GMEM=$B/bin/gmem
 EXPORTER=$B/bin/gmem-exporter
@@ -108,11 +109,7 @@ setsid "$EXPORTER" --listen 127.0.0.1:0 --keep-exited 10m </dev/null >/dev/null 
   2>"$W/exporter.err" &
 EXP=$!
 JOBS+=($EXP)
-for _ in $(seq 100); do
-  EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter.err")
-  [ -n "$EPORT" ] && break
-  sleep 0.1
-done
+EPORT=$(serving_port "$W/exporter.err" 10)
 [ -n "$EPORT" ] || { fail "exporter did not start: $(cat "$W/exporter.err")"; exit 1; }
 # The fields of /proc/PID/stat after the command name: state ppid pgrp session tty_nr ...
 stat_field() { sed 's/.*) //' "/proc/$EXP/stat" | cut -d' ' -f"$1"; }

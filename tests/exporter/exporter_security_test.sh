@@ -15,6 +15,7 @@
 # and the whole exposition passes `promtool check metrics`. Skips (77) without root, setpriv,
 # promtool or gmem-exporter. Servers bind 127.0.0.1 only; everything started is stopped.
 set -u
+source "$(dirname "$0")/serving_port.sh"
 B=${GMEM_BUILD:-build}
 B=$(realpath "$B")
 GMEM=$B/bin/gmem
@@ -109,11 +110,7 @@ echo "services $S1 $S2, root's job $RJ, nobody's trace $NJ"
 echo "== gmem exporter (root)"
 "$GMEM" exporter --listen 127.0.0.1:0 --keep-exited 10m 2>"$W/exporter.err" &
 JOBS+=($!)
-for _ in $(seq 50); do
-  EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter.err")
-  [ -n "$EPORT" ] && break
-  sleep 0.1
-done
+EPORT=$(serving_port "$W/exporter.err")
 [ -n "$EPORT" ] || { fail "exporter did not start"; cat "$W/exporter.err"; exit 1; }
 scrape() { curl -sf --max-time "${2:-20}" "http://127.0.0.1:$EPORT/metrics" >"$W/$1.txt"; }
 scrape first || fail "scrape"
@@ -199,11 +196,7 @@ n=$(grep -c "^gmem_process_info{pid=\"$SLEEPER\"" "$W/row7.txt")
 "$B/bin/gmem-exporter" --listen 127.0.0.1:0 --keep-exited 10m --scrape-budget 1ms \
   2>"$W/budget.err" &
 JOBS+=($!)
-for _ in $(seq 50); do
-  BPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/budget.err")
-  [ -n "$BPORT" ] && break
-  sleep 0.1
-done
+BPORT=$(serving_port "$W/budget.err")
 curl -sf --max-time 20 "http://127.0.0.1:$BPORT/metrics" >"$W/budget.txt" || fail "scrape with a 1 ms budget"
 grep -Eq '^gmem_exporter_traces\{outcome="over_budget"\} [1-9]' "$W/budget.txt" ||
   fail "a 1 ms budget left nothing over: $(grep '^gmem_exporter_traces' "$W/budget.txt" | tr '\n' ' ')"

@@ -11,6 +11,7 @@
 # job is still exported.
 # Exit 0 pass, 77 skip (not root, no setpriv or python3, little /dev/shm), 1 fail.
 set -u
+source "$(dirname "$0")/serving_port.sh"
 B=$(realpath "${GMEM_BUILD:-build}")
 GMEM=$B/bin/gmem
 LEAK=$B/tests/tools/leak_sites
@@ -159,11 +160,7 @@ if [ -x "$B/bin/gmem-exporter" ] && command -v curl >/dev/null; then
   "$GMEM" exporter --listen 127.0.0.1:0 --keep-exited 10m 2>"$W/exporter.err" &
   EXP=$!
   JOBS+=($EXP)
-  for _ in $(seq 50); do
-    EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter.err")
-    [ -n "$EPORT" ] && break
-    sleep 0.1
-  done
+  EPORT=$(serving_port "$W/exporter.err")
   if [ -z "$EPORT" ]; then
     fail "exporter did not start: $(head -3 "$W/exporter.err")"
   else
@@ -187,11 +184,7 @@ if [ -x "$B/bin/gmem-exporter" ] && command -v curl >/dev/null; then
     2>"$W/exporter2.err" &
   JOBS+=($!)
   EPORT=
-  for _ in $(seq 50); do
-    EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter2.err")
-    [ -n "$EPORT" ] && break
-    sleep 0.1
-  done
+  EPORT=$(serving_port "$W/exporter2.err")
   if curl -sf --max-time 30 "http://127.0.0.1:$EPORT/metrics" >"$W/scrape2.txt"; then
     grep -q '^gmem_exporter_traces{outcome="over_budget"} 0$' "$W/scrape2.txt" ||
       fail "--max-bytes 200M: $(grep '^gmem_exporter_traces{outcome="over_budget"}' "$W/scrape2.txt")"
@@ -206,11 +199,7 @@ if [ -x "$B/bin/gmem-exporter" ] && command -v curl >/dev/null; then
     2>"$W/exporter3.err" &
   JOBS+=($!)
   EPORT=
-  for _ in $(seq 50); do
-    EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter3.err")
-    [ -n "$EPORT" ] && break
-    sleep 0.1
-  done
+  EPORT=$(serving_port "$W/exporter3.err")
   curl -sf --max-time 30 "http://127.0.0.1:$EPORT/metrics" >"$W/scrape3.txt" ||
     fail "scrape of the exporter with --max-bytes 1M"
   grep -q "^gmem_process_running{pid=\"$S1\"," "$W/scrape3.txt" ||

@@ -9,6 +9,7 @@
 # (77) only when prometheus or prometheus-cpp is not installed. Everything it starts is stopped
 # on exit; bounded to about a minute.
 set -u
+source "$(dirname "$0")/serving_port.sh"
 B=${GMEM_BUILD:-build}
 GMEM=$B/bin/gmem
 SVC=$B/tests/exporter/steady_service
@@ -71,11 +72,7 @@ echo "== gmem exporter"
 "$GMEM" exporter --listen 127.0.0.1:0 --growth-window 3s --keep-exited 1m --command-line \
   2>"$W/exporter.err" &
 JOBS+=($!)
-for _ in $(seq 50); do
-  EPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/exporter.err")
-  [ -n "$EPORT" ] && break
-  sleep 0.1
-done
+EPORT=$(serving_port "$W/exporter.err")
 [ -n "$EPORT" ] || { fail "exporter did not start"; cat "$W/exporter.err"; exit 1; }
 curl -sf "http://127.0.0.1:$EPORT/metrics" >"$W/metrics.txt" || fail "exporter scrape"
 grep -q "gmem_live_bytes{pid=\"$LEAK\"" "$W/metrics.txt" || fail "no gmem_live_bytes for $LEAK"
@@ -168,11 +165,7 @@ else
   setpriv --reuid=65534 --regid=65534 --clear-groups "$NBUILD/bin/gmem-exporter" --listen 127.0.0.1:0 \
     2>"$W/nobody.err" &
   JOBS+=($!)
-  for _ in $(seq 50); do
-    NPORT=$(sed -n 's|.*serving http://127.0.0.1:\([0-9]*\)/metrics.*|\1|p' "$W/nobody.err")
-    [ -n "$NPORT" ] && break
-    sleep 0.1
-  done
+  NPORT=$(serving_port "$W/nobody.err")
   if [ -n "$NPORT" ]; then
     curl -sf "http://127.0.0.1:$NPORT/metrics" >"$W/nobody.txt" || fail "nobody's exporter scrape"
     grep -q "pid=\"$LEAK\"" "$W/nobody.txt" && fail "nobody's exporter exported root's trace"
