@@ -1,0 +1,169 @@
+"""gmem's own host time per observed tensor event (allocation or free, stacks included) with
+realistic stacks, on the fake driver: no GPU and no PyTorch needed.
+
+Each run is a Python process under the shim that observes alloc+free pairs the way the CuPy
+bootstrap does (gmem_observe_alloc / gmem_observe_free through ctypes, which captures native and
+Python frames as the PyTorch tracker does) from a handful of call sites, each 28-30 Python frames
+deep with the interpreter re-entered every fifth frame (through map(): about 45 native frames
+through libpython, libffi and ctypes). The number is the shim's own counter (GMEM_VERBOSE=1's
+`gmem: observe` line: time from the observer's entry to the event written), not the process's
+wall time, so it does not drift with the interpreter's speed.
+
+Runs are paired and interleaved: every round runs each library (A B, then B A, ...) in each
+configuration; the table gives per library and configuration the median of the rounds and their
+min-max. --split adds the configurations that split the cost: stacks off (GMEM_STACK_DEPTH=0
+GMEM_PYTHON_DEPTH=0: the live table and the event write), native frames only
+(GMEM_PYTHON_DEPTH=0) and Python frames only (GMEM_STACK_DEPTH=0).
+
+  taskset -c 1 python3 bench/observe_bench.py [--gmem-lib build/lib/libgmem.so]...
+      [--fake-cuda build/tests/fake_cuda] [--rounds 6] [--pairs 100000] [--sites 5] [--split]
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+OBSERVE = re.compile(r"^gmem: observe allocs=(\d+) alloc_ns=(\d+) frees=(\d+) free_ns=(\d+)", re.M)
+DEPTH = 28  # Python frames between the loop and a call site (plus the site's own, 1-3 more)
+WARMUP = 2000  # pairs of the warm-up run subtracted
+REENTER = 5  # every fifth frame calls the next one through map(): the interpreter re-entered
+
+
+def child(pairs, sites):
+    import ctypes
+    import time
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    gmem = ctypes.CDLL(None)  # libgmem.so is preloaded
+    assert cuda.cuInit(0) == 0
+    ctx = ctypes.c_void_p()
+    assert cuda.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert cuda.cuCtxSetCurrent(ctx) == 0
+    assert gmem.gmem_observe_enable(1) == 1, "the shim is not recording"
+    alloc, free = gmem.gmem_observe_alloc, gmem.gmem_observe_free
+    alloc.argtypes = [ctypes.c_size_t] * 3 + [ctypes.c_int, ctypes.c_size_t]
+    free.argtypes = [ctypes.c_size_t, ctypes.c_int]
+    base, live = 0x7F0000000000, 8  # each pair frees the block allocated `live` pairs earlier
+
+    # The call sites: each allocates on its own line, from 0, 1 or 2 helper frames further down.
+    def site0(a):
+        alloc(a, 4096, 4096, 0, 0)
+
+    def site1(a):
+        alloc(a, 8192, 8192, 0, 0)
+
+    def site2(a):
+        return helper(a, 16384)
+
+    def site3(a):
+        return helper(a, 65536)
+
+    def site4(a):
+        return helper2(a)
+
+    def helper(a, size):
+        alloc(a, size, size, 0, 0)
+
+    def helper2(a):
+        return helper(a, 1 << 20)
+
+    site_fns = [site0, site1, site2, site3, site4][:sites]
+
+    def level(n, i):
+        if n == 0:
+            site_fns[i % len(site_fns)](base + (i % (2 * live)) * 4096)
+            if i >= live:
+                free(base + ((i - live) % (2 * live)) * 4096, 0)
+            return 0
+        if n % REENTER == 0:
+            return list(map(level, (n - 1,), (i,)))[0]
+        return level(n - 1, i)
+
+    t0 = time.perf_counter_ns()
+    for i in range(pairs + live):
+        level(DEPTH, i)
+    wall = time.perf_counter_ns() - t0
+    print(f"observe_bench: {wall / (pairs + live):.0f} ns per pair in Python (wall)")
+
+
+CONFIGS = {
+    "defaults": {},
+    "stacks off": {"GMEM_STACK_DEPTH": "0", "GMEM_PYTHON_DEPTH": "0"},
+    "native only": {"GMEM_PYTHON_DEPTH": "0"},
+    "python only": {"GMEM_STACK_DEPTH": "0"},
+}
+
+
+def run_once(lib, fake_cuda, config, pairs, sites):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith("GMEM_"):
+            del env[k]
+    env.update(CONFIGS[config])
+    env["GMEM_VERBOSE"] = "1"
+    env["LD_PRELOAD"] = os.path.abspath(lib)
+    env["LD_LIBRARY_PATH"] = os.path.abspath(fake_cuda) + (
+        ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", "--pairs", str(pairs),
+           "--sites", str(sites)]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    m = OBSERVE.search(r.stderr)
+    if r.returncode != 0 or m is None:
+        sys.exit(f"observe_bench: {lib} ({config}): exit status {r.returncode}, no observe "
+                 f"line\n{r.stderr[-2000:]}")
+    allocs, alloc_ns, frees, free_ns = map(int, m.groups())
+    wall = re.search(r"(\d+) ns per pair in Python", r.stdout)
+    return allocs, allocs * alloc_ns, frees, frees * free_ns, int(wall.group(1)) if wall else 0
+
+
+def measure(lib, fake_cuda, config, pairs, sites):
+    """The pairs' own cost, warm-up left out: a run of WARMUP pairs (rules learned, strings
+    interned, the trace's first pages touched) subtracted from a run of WARMUP + pairs."""
+    a0, at0, f0, ft0, _ = run_once(lib, fake_cuda, config, WARMUP, sites)
+    a1, at1, f1, ft1, wall = run_once(lib, fake_cuda, config, WARMUP + pairs, sites)
+    alloc, free = (at1 - at0) / (a1 - a0), (ft1 - ft0) / (f1 - f0)
+    return {"alloc": alloc, "free": free, "event": (alloc + free) / 2, "pair_wall": wall}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--gmem-lib", action="append", default=[])
+    p.add_argument("--fake-cuda", default="build/tests/fake_cuda")
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--pairs", type=int, default=100000)
+    p.add_argument("--sites", type=int, default=5, choices=range(1, 6))
+    p.add_argument("--split", action="store_true")
+    p.add_argument("--child", action="store_true")
+    a = p.parse_args()
+    if a.child:
+        child(a.pairs, a.sites)
+        return
+    libs = a.gmem_lib or ["build/lib/libgmem.so"]
+    configs = ["defaults"] + (["stacks off", "native only", "python only"] if a.split else [])
+    res = {(lib, c): [] for lib in libs for c in configs}
+    for r in range(a.rounds):
+        order = libs if r % 2 == 0 else libs[::-1]  # A B, B A, A B...
+        for c in configs:
+            for lib in order:
+                res[(lib, c)].append(measure(lib, a.fake_cuda, c, a.pairs, a.sites))
+    print(f"observe_bench: {a.rounds} rounds x {a.pairs} alloc+free pairs from {a.sites} call "
+          f"sites, {DEPTH}-{DEPTH + 2} Python frames; gmem's own ns per event (median (min-max))")
+    print("| library | configuration | ns per event | alloc | free | Python wall per pair |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for lib in libs:
+        for c in configs:
+            rows = res[(lib, c)]
+
+            def cell(key):
+                v = [x[key] for x in rows]
+                return f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
+
+            print(f"| {lib} | {c} | {cell('event')} | {cell('alloc')} | {cell('free')} | "
+                  f"{cell('pair_wall')} |")
+
+
+if __name__ == "__main__":
+    main()
