@@ -3,15 +3,18 @@ realistic stacks, on the fake driver: no GPU and no PyTorch needed.
 
 Each run is a Python process under the shim that observes alloc+free pairs the way the CuPy
 bootstrap does (gmem_observe_alloc / gmem_observe_free through ctypes, which captures native and
-Python frames as the PyTorch tracker does) from a handful of call sites, each 28-30 Python frames
-deep with the interpreter re-entered every fifth frame (through map(): about 45 native frames
-through libpython, libffi and ctypes). The number is the shim's own counter (GMEM_VERBOSE=1's
+Python frames as the PyTorch tracker does) from a handful of call sites, 33-35 Python frames
+deep with the interpreter re-entered every fifth frame (through map(): 41 native frames through
+libpython, libffi and ctypes, besides the shim's own); gmem records the innermost 16 of each
+(GMEM_STACK_DEPTH, GMEM_PYTHON_DEPTH). The number is the shim's own counter (GMEM_VERBOSE=1's
 `gmem: observe` line: time from the observer's entry to the event written), not the process's
 wall time, so it does not drift with the interpreter's speed.
 
 Runs are paired and interleaved: every round runs each library (A B, then B A, ...) in each
 configuration; the table gives per library and configuration the median of the rounds and their
-min-max. --split adds the configurations that split the cost: stacks off (GMEM_STACK_DEPTH=0
+min-max. The counters are scaled by the share of the loop's wall time the process spent on its
+CPU (time off it, while another process ran, lands in gmem's spans as often as anywhere else;
+--raw leaves them as they are). --split adds the configurations that split the cost: stacks off (GMEM_STACK_DEPTH=0
 GMEM_PYTHON_DEPTH=0: the live table and the event write), native frames only
 (GMEM_PYTHON_DEPTH=0) and Python frames only (GMEM_STACK_DEPTH=0).
 
@@ -27,8 +30,10 @@ import subprocess
 import sys
 
 OBSERVE = re.compile(r"^gmem: observe allocs=(\d+) alloc_ns=(\d+) frees=(\d+) free_ns=(\d+)", re.M)
-DEPTH = 28  # Python frames between the loop and a call site (plus the site's own, 1-3 more)
+DEPTH = 28  # level() frames between the loop and a call site (map() re-entries add more)
 WARMUP = 2000  # pairs of the warm-up run subtracted
+BATCHES, BATCH = 100, 200  # the batched runs after the counted loop: 100 x 200 pairs of each
+CORRECT = True  # scale by the share of time on CPU (--raw: not)
 REENTER = 5  # every fifth frame calls the next one through map(): the interpreter re-entered
 
 
@@ -72,21 +77,38 @@ def child(pairs, sites):
 
     site_fns = [site0, site1, site2, site3, site4][:sites]
 
+    on = [1]  # 0: every call passes address 0, which the shim returns from at once
+
     def level(n, i):
         if n == 0:
-            site_fns[i % len(site_fns)](base + (i % (2 * live)) * 4096)
+            site_fns[i % len(site_fns)]((base + (i % (2 * live)) * 4096) * on[0])
             if i >= live:
-                free(base + ((i - live) % (2 * live)) * 4096, 0)
+                free((base + ((i - live) % (2 * live)) * 4096) * on[0], 0)
             return 0
         if n % REENTER == 0:
             return list(map(level, (n - 1,), (i,)))[0]
         return level(n - 1, i)
 
-    t0 = time.perf_counter_ns()
+    t0, c0 = time.perf_counter_ns(), time.process_time_ns()
     for i in range(pairs + live):
         level(DEPTH, i)
-    wall = time.perf_counter_ns() - t0
-    print(f"observe_bench: {wall / (pairs + live):.0f} ns per pair in Python (wall)")
+    wall, cpu = time.perf_counter_ns() - t0, time.process_time_ns() - c0
+    print(f"observe_bench: {wall / (pairs + live):.0f} ns per pair in Python (wall), "
+          f"on CPU {cpu / max(wall, 1):.4f} of it")
+    # The same pairs in batches, each after a batch of the same calls with address 0 (the
+    # Python work and the ctypes calls alike, gmem's work none): the fastest batch of each kind
+    # is one no other process interrupted, and their difference is what observing adds.
+    best = {0: None, 1: None}
+    for b in range(BATCHES):
+        for o in (0, 1):
+            on[0] = o
+            t0 = time.perf_counter_ns()
+            for i in range(b * BATCH, (b + 1) * BATCH):
+                level(DEPTH, i)
+            dt = time.perf_counter_ns() - t0
+            best[o] = dt if best[o] is None else min(best[o], dt)
+    print(f"observe_bench: {(best[1] - best[0]) / (2 * BATCH):.0f} ns per event added "
+          f"(fastest batches)")
 
 
 CONFIGS = {
@@ -115,17 +137,24 @@ def run_once(lib, fake_cuda, config, pairs, sites):
         sys.exit(f"observe_bench: {lib} ({config}): exit status {r.returncode}, no observe "
                  f"line\n{r.stderr[-2000:]}")
     allocs, alloc_ns, frees, free_ns = map(int, m.groups())
-    wall = re.search(r"(\d+) ns per pair in Python", r.stdout)
-    return allocs, allocs * alloc_ns, frees, frees * free_ns, int(wall.group(1)) if wall else 0
+    w = re.search(r"(\d+) ns per pair in Python \(wall\), on CPU ([0-9.]+)", r.stdout)
+    # Time the process spent off its CPU (another process ran) lands in gmem's spans as often
+    # as gmem's share of the run: the counters are scaled by the share of time on CPU.
+    on_cpu = min(float(w.group(2)), 1.0) if w and CORRECT else 1.0
+    batched = re.search(r"(-?\d+) ns per event added", r.stdout)
+    return (allocs, allocs * alloc_ns * on_cpu, frees, frees * free_ns * on_cpu,
+            int(w.group(1)) if w else 0, int(batched.group(1)) if batched else 0)
 
 
 def measure(lib, fake_cuda, config, pairs, sites):
     """The pairs' own cost, warm-up left out: a run of WARMUP pairs (rules learned, strings
     interned, the trace's first pages touched) subtracted from a run of WARMUP + pairs."""
-    a0, at0, f0, ft0, _ = run_once(lib, fake_cuda, config, WARMUP, sites)
-    a1, at1, f1, ft1, wall = run_once(lib, fake_cuda, config, WARMUP + pairs, sites)
+    a0, at0, f0, ft0, _, _ = run_once(lib, fake_cuda, config, WARMUP, sites)
+    a1, at1, f1, ft1, wall, batched = run_once(lib, fake_cuda, config, WARMUP + pairs, sites)
+    # The batched pairs ran in both runs: they cancel out of the counters' difference.
     alloc, free = (at1 - at0) / (a1 - a0), (ft1 - ft0) / (f1 - f0)
-    return {"alloc": alloc, "free": free, "event": (alloc + free) / 2, "pair_wall": wall}
+    return {"alloc": alloc, "free": free, "event": (alloc + free) / 2, "pair_wall": wall,
+            "batched": batched}
 
 
 def main():
@@ -137,7 +166,11 @@ def main():
     p.add_argument("--sites", type=int, default=5, choices=range(1, 6))
     p.add_argument("--split", action="store_true")
     p.add_argument("--child", action="store_true")
+    p.add_argument("--raw", action="store_true", help="counters as they are, not scaled by the "
+                   "share of time on CPU (on a machine that runs nothing else)")
     a = p.parse_args()
+    global CORRECT
+    CORRECT = not a.raw
     if a.child:
         child(a.pairs, a.sites)
         return
@@ -150,9 +183,10 @@ def main():
             for lib in order:
                 res[(lib, c)].append(measure(lib, a.fake_cuda, c, a.pairs, a.sites))
     print(f"observe_bench: {a.rounds} rounds x {a.pairs} alloc+free pairs from {a.sites} call "
-          f"sites, {DEPTH}-{DEPTH + 2} Python frames; gmem's own ns per event (median (min-max))")
-    print("| library | configuration | ns per event | alloc | free | Python wall per pair |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          f"sites, {DEPTH + 5}-{DEPTH + 7} Python frames; gmem's own ns per event (median (min-max))")
+    print("| library | configuration | ns per event | alloc | free | added per event, fastest "
+          "batches | Python wall per pair |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for lib in libs:
         for c in configs:
             rows = res[(lib, c)]
@@ -162,7 +196,7 @@ def main():
                 return f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
 
             print(f"| {lib} | {c} | {cell('event')} | {cell('alloc')} | {cell('free')} | "
-                  f"{cell('pair_wall')} |")
+                  f"{cell('batched')} | {cell('pair_wall')} |")
 
 
 if __name__ == "__main__":
