@@ -13,8 +13,8 @@
 #include "profiler/format/trace_clock.h"
 #include "profiler/recorder/per_thread.h"
 #include "profiler/recorder/python_frames.h"
-#include "profiler/recorder/stack_memo.h"
 #include "profiler/recorder/stack_capture.h"
+#include "profiler/recorder/stack_memo.h"
 
 extern char** environ;
 

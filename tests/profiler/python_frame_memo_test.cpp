@@ -137,7 +137,7 @@ TEST(PythonFrameMemo, EachThreadHasItsOwn) {
       seen[t] = mine;
       if (mine == nullptr) return;
       mine->use(at(1));
-      found[t] = mine->find(k); // the main thread's frame is not this thread's
+      found[t] = mine->find(k);       // the main thread's frame is not this thread's
       for (int i = 0; i < 10000; ++i) // and storing here does not race with other threads
         mine->store(frame_key(0x7000'0000 + static_cast<std::uintptr_t>(i) * 8, 0x5000'0000,
                               static_cast<std::intptr_t>(t)),

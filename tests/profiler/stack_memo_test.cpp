@@ -87,7 +87,8 @@ TEST(StackMemo, LongStacksAndZeroIdsAreNotRemembered) {
   m->store(k_writer1, hash_of(deep), deep.data(), count_of(deep), 7);
   EXPECT_EQ(m->find(k_writer1, hash_of(deep), deep.data(), count_of(deep)), 0u);
   const auto a = stack_of(2);
-  m->store(k_writer1, hash_of(a), a.data(), count_of(a), 0); // no room in the table: nothing to reuse
+  m->store(k_writer1, hash_of(a), a.data(), count_of(a),
+           0); // no room in the table: nothing to reuse
   EXPECT_EQ(m->find(k_writer1, hash_of(a), a.data(), count_of(a)), 0u);
 }
 
