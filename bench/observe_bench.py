@@ -37,7 +37,7 @@ CORRECT = True  # scale by the share of time on CPU (--raw: not)
 REENTER = 5  # every fifth frame calls the next one through map(): the interpreter re-entered
 
 
-def child(pairs, sites):
+def child(pairs, sites, batches):
     import ctypes
     import time
 
@@ -99,7 +99,7 @@ def child(pairs, sites):
     # Python work and the ctypes calls alike, gmem's work none): the fastest batch of each kind
     # is one no other process interrupted, and their difference is what observing adds.
     best = {0: None, 1: None}
-    for b in range(BATCHES):
+    for b in range(batches):
         for o in (0, 1):
             on[0] = o
             t0 = time.perf_counter_ns()
@@ -107,8 +107,9 @@ def child(pairs, sites):
                 level(DEPTH, i)
             dt = time.perf_counter_ns() - t0
             best[o] = dt if best[o] is None else min(best[o], dt)
-    print(f"observe_bench: {(best[1] - best[0]) / (2 * BATCH):.0f} ns per event added "
-          f"(fastest batches)")
+    if batches > 0:
+        print(f"observe_bench: {(best[1] - best[0]) / (2 * BATCH):.0f} ns per event added "
+              f"(fastest batches)")
 
 
 CONFIGS = {
@@ -126,11 +127,12 @@ def run_once(lib, fake_cuda, config, pairs, sites):
             del env[k]
     env.update(CONFIGS[config])
     env["GMEM_VERBOSE"] = "1"
+    env["GMEM_TRACE_KEEP"] = "none"  # the runs' traces go with them
     env["LD_PRELOAD"] = os.path.abspath(lib)
     env["LD_LIBRARY_PATH"] = os.path.abspath(fake_cuda) + (
         ":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", "--pairs", str(pairs),
-           "--sites", str(sites)]
+           "--sites", str(sites), "--batches", str(BATCHES)]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     m = OBSERVE.search(r.stderr)
     if r.returncode != 0 or m is None:
@@ -166,13 +168,15 @@ def main():
     p.add_argument("--sites", type=int, default=5, choices=range(1, 6))
     p.add_argument("--split", action="store_true")
     p.add_argument("--child", action="store_true")
+    p.add_argument("--batches", type=int, default=BATCHES, help="batched pairs after the counted "
+                   "ones (0: none, e.g. under valgrind, whose counts need no batches)")
     p.add_argument("--raw", action="store_true", help="counters as they are, not scaled by the "
                    "share of time on CPU (on a machine that runs nothing else)")
     a = p.parse_args()
     global CORRECT
     CORRECT = not a.raw
     if a.child:
-        child(a.pairs, a.sites)
+        child(a.pairs, a.sites, a.batches)
         return
     libs = a.gmem_lib or ["build/lib/libgmem.so"]
     configs = ["defaults"] + (["stacks off", "native only", "python only"] if a.split else [])
