@@ -6,17 +6,25 @@ bootstrap does (gmem_observe_alloc / gmem_observe_free through ctypes, which cap
 Python frames as the PyTorch tracker does) from a handful of call sites, 33-35 Python frames
 deep with the interpreter re-entered every fifth frame (through map(): 41 native frames through
 libpython, libffi and ctypes, besides the shim's own); gmem records the innermost 16 of each
-(GMEM_STACK_DEPTH, GMEM_PYTHON_DEPTH). The number is the shim's own counter (GMEM_VERBOSE=1's
-`gmem: observe` line: time from the observer's entry to the event written), not the process's
-wall time, so it does not drift with the interpreter's speed.
+(GMEM_STACK_DEPTH, GMEM_PYTHON_DEPTH).
+
+Two measures per run, after the same counted loop:
+- added per event, fastest batches: 100 batches of 200 pairs alternate with batches of the same
+  calls passing address 0 (which the shim returns from at once: the same Python work and ctypes
+  calls, none of gmem's); the fastest batch of each kind is one no other process interrupted,
+  and their difference per event is what observing adds. It holds on a loaded machine.
+- the shim's counters (GMEM_VERBOSE=1's `gmem: observe` line: from the observer's entry to the
+  event written, what the GPU hosts report): a run of WARMUP pairs subtracted from one of
+  WARMUP + --pairs (rules learned, strings interned and first pages touched left out), scaled
+  by the share of the loop's wall time the process spent on its CPU (--raw: not). Time off
+  the CPU still lands in these spans, so on a loaded machine they spread widely.
 
 Runs are paired and interleaved: every round runs each library (A B, then B A, ...) in each
-configuration; the table gives per library and configuration the median of the rounds and their
-min-max. The counters are scaled by the share of the loop's wall time the process spent on its
-CPU (time off it, while another process ran, lands in gmem's spans as often as anywhere else;
---raw leaves them as they are). --split adds the configurations that split the cost: stacks off (GMEM_STACK_DEPTH=0
-GMEM_PYTHON_DEPTH=0: the live table and the event write), native frames only
-(GMEM_PYTHON_DEPTH=0) and Python frames only (GMEM_STACK_DEPTH=0).
+configuration; the table gives the median over the rounds and their min-max. --split adds the
+configurations that split the cost: stacks off (GMEM_STACK_DEPTH=0 GMEM_PYTHON_DEPTH=0: the
+live table and the event write), native frames only (GMEM_PYTHON_DEPTH=0) and Python frames
+only (GMEM_STACK_DEPTH=0). For instruction counts, run `--child --batches 0` under callgrind
+(bench/results/README.md).
 
   taskset -c 1 python3 bench/observe_bench.py [--gmem-lib build/lib/libgmem.so]...
       [--fake-cuda build/tests/fake_cuda] [--rounds 6] [--pairs 100000] [--sites 5] [--split]
@@ -187,9 +195,10 @@ def main():
             for lib in order:
                 res[(lib, c)].append(measure(lib, a.fake_cuda, c, a.pairs, a.sites))
     print(f"observe_bench: {a.rounds} rounds x {a.pairs} alloc+free pairs from {a.sites} call "
-          f"sites, {DEPTH + 5}-{DEPTH + 7} Python frames; gmem's own ns per event (median (min-max))")
-    print("| library | configuration | ns per event | alloc | free | added per event, fastest "
-          "batches | Python wall per pair |")
+          f"sites, {DEPTH + 5}-{DEPTH + 7} Python frames; ns per event, median (min-max). The "
+          f"counters' columns subtract two runs: on a loaded machine only the first column holds")
+    print("| library | configuration | added per event, fastest batches | shim's counters: per "
+          "event | alloc | free | Python wall per pair |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for lib in libs:
         for c in configs:
@@ -199,8 +208,8 @@ def main():
                 v = [x[key] for x in rows]
                 return f"{statistics.median(v):.0f} ({min(v):.0f}-{max(v):.0f})"
 
-            print(f"| {lib} | {c} | {cell('event')} | {cell('alloc')} | {cell('free')} | "
-                  f"{cell('batched')} | {cell('pair_wall')} |")
+            print(f"| {lib} | {c} | {cell('batched')} | {cell('event')} | {cell('alloc')} | "
+                  f"{cell('free')} | {cell('pair_wall')} |")
 
 
 if __name__ == "__main__":
