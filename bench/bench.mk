@@ -75,6 +75,18 @@ $(HOOK_BENCH): $(BUILD)/bench/hook_bench.o
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl -pthread
 bench-build: $(HOOK_BENCH)
 
+# --- observe_bench: gmem's own ns per observed tensor event, stacks included (fake driver) ---
+# Paired interleaved rounds of one or more builds of libgmem.so (bench/observe_bench.py, no GPU,
+# no PyTorch), pinned to CPU OBSERVE_CPU (empty: not pinned):
+#   make bench-observe [OBSERVE_LIBS="base/libgmem.so build/lib/libgmem.so"] [OBSERVE_ARGS=--split]
+OBSERVE_LIBS ?= $(SHIM_LIB)
+OBSERVE_CPU ?= 1
+OBSERVE_ARGS ?=
+.PHONY: bench-observe
+bench-observe: $(SHIM_LIB) $(FAKE_CUDA_LIB)
+	$(if $(OBSERVE_CPU),taskset -c $(OBSERVE_CPU)) python3 bench/observe_bench.py \
+	  --fake-cuda $(dir $(FAKE_CUDA_LIB)) $(foreach l,$(OBSERVE_LIBS),--gmem-lib $(l)) $(OBSERVE_ARGS)
+
 # --- host_costs: what clock reads and atomics on /dev/shm cost on this host (no GPU) -------
 HOST_COSTS := $(BUILD)/bench/host_costs
 $(HOST_COSTS): $(BUILD)/bench/probes/host_costs.o

@@ -158,7 +158,15 @@ std::uint32_t intern_table::intern(const void* data, std::uint64_t count) noexce
     layout::fetch_add(overflow_, 1);
     return 0;
   }
-  const std::uint64_t h = hash_bytes(data, count * element_bytes_);
+  return intern(data, count, hash_bytes(data, count * element_bytes_));
+}
+
+std::uint32_t intern_table::intern(const void* data, std::uint64_t count,
+                                   std::uint64_t h) noexcept {
+  if (count == 0 || count >= (1u << 24) || space_ == nullptr) {
+    layout::fetch_add(overflow_, 1);
+    return 0;
+  }
   if (const std::uint32_t id = find(h, data, count)) return id;
   std::lock_guard lock(mu_);
   if (const std::uint32_t id = find(h, data, count)) return id; // stored meanwhile

@@ -45,6 +45,8 @@ public:
   // Stores `count` elements (count * element_bytes bytes at data) once; returns their id, or 0
   // when there is no room (counted in overflow). count must be >= 1 and < 2^24.
   std::uint32_t intern(const void* data, std::uint64_t count) noexcept;
+  // The same, with hash_bytes(data, count * element_bytes) already computed by the caller.
+  std::uint32_t intern(const void* data, std::uint64_t count, std::uint64_t hash) noexcept;
   bool is_valid() const;
 
 private:

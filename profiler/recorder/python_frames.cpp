@@ -10,6 +10,7 @@
 
 #include "common/spin_mutex.h"
 #include "profiler/format/trace_layout.h"
+#include "profiler/recorder/python_frame_memo.h"
 
 namespace gmem::trace {
 
@@ -321,30 +322,6 @@ bool python_init() noexcept {
   return g_api.load() != nullptr;
 }
 
-namespace {
-
-// The words of this thread's last capture, by position from the innermost frame. Between two
-// allocations of a loop most frames are the same frames, suspended at the same instruction:
-// those words are taken from here, without the shared cache or its lock. A frame matches when
-// its address, code object, that code's line table and the instruction are the same (a frame
-// holds its code object, so a live code object at that address is the one seen last time).
-// A match is decided before the code object's header is read (its type and size were checked
-// when the entry was made): a loop's frames then cost the code object's line table line only.
-struct memo_entry {
-  const char* frame = nullptr;
-  const char* code = nullptr;
-  const void* linetable = nullptr;
-  std::intptr_t instr = 0; // raw_instruction()
-  std::uint64_t word = 0;
-};
-struct thread_memo {
-  void* ctx = nullptr; // the string table the words' ids belong to
-  memo_entry frames[32];
-};
-thread_local thread_memo t_memo; // general-dynamic: also fine when libgmem.so is dlopen'ed
-
-} // namespace
-
 // Whether the program's code was seen running (python_program_ended): 0 not seen running, 1 seen
 // running (by a free or by a capture of its frames), 2 ended.
 namespace {
@@ -382,11 +359,10 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
     return python_capture::no_gil;
   const char* frame = field<const char*>(tstate, l.tstate_frame);
   if (l.cframe_frame >= 0 && plausible(frame)) frame = field<const char*>(frame, l.cframe_frame);
-  thread_memo& memo = t_memo;
-  if (memo.ctx != ctx) {
-    memo = thread_memo{};
-    memo.ctx = ctx;
-  }
+  // Frames met before (python_frame_memo.h) cost the frame's fields and its code object's
+  // line-table pointer; the rest go through the shared cache and its lock.
+  python_frame_memo* memo = python_frame_memo::mine();
+  if (memo != nullptr) memo->use(ctx);
   bool locked = false, tried = false; // the shared cache's lock, taken at the first miss
   unsigned n = 0;
   try {
@@ -398,11 +374,12 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
       }
       const char* code = field<const char*>(frame, l.frame_code);
       if (!plausible(code)) break;
-      const std::intptr_t instr = raw_instruction(l, frame);
-      memo_entry* m = n < std::size(memo.frames) ? &memo.frames[n] : nullptr;
-      if (m != nullptr && m->frame == frame && m->code == code && m->instr == instr &&
-          m->linetable == field<const void*>(code, l.code_linetable)) {
-        out[n++] = m->word;
+      // Decided before the code object's header is read (its type and size were checked when
+      // the entry was made).
+      const python_frame_memo::key k{frame, code, field<const void*>(code, l.code_linetable),
+                                     raw_instruction(l, frame)};
+      if (const std::uint64_t known = memo != nullptr ? memo->find(k) : 0) {
+        out[n++] = known;
       } else {
         if (field<const void*>(code, k_ob_type) != api->code_type) break;
         const int addr = instruction_offset(l, frame, code);
@@ -412,8 +389,7 @@ python_capture capture_python(std::uint64_t* out, unsigned max, unsigned* writte
           locked = cache().try_lock();
         }
         const std::uint64_t word = frame_word(*api, code, addr, locked, intern, ctx);
-        if (m != nullptr && pw::location_of(word) != 0)
-          *m = {frame, code, field<const void*>(code, l.code_linetable), instr, word};
+        if (memo != nullptr && pw::location_of(word) != 0) memo->store(k, word);
         out[n++] = word;
       }
       frame = back;

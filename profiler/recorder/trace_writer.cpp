@@ -11,8 +11,10 @@
 
 #include "common/framework_env.h"
 #include "profiler/format/trace_clock.h"
+#include "profiler/recorder/per_thread.h"
 #include "profiler/recorder/python_frames.h"
 #include "profiler/recorder/stack_capture.h"
+#include "profiler/recorder/stack_memo.h"
 
 extern char** environ;
 
@@ -28,19 +30,7 @@ std::uint32_t thread_id() noexcept {
   return t_tid;
 }
 
-// The calling thread's last stack and its id in the writer `writer` (a serial, never reused:
-// a writer made at a freed one's address must not get its ids). A loop that allocates from one
-// call site captures the same stack each time; comparing it with the last one costs a compare
-// of lines this thread just wrote, where interning it costs a hash and a compare with the copy
-// in the trace, whose lines the program has evicted since.
-constexpr unsigned k_memo_words = 48; // the default depths' 33 words fit
-struct stack_memo {
-  std::uint64_t writer = 0; // 0 = none
-  std::uint32_t id = 0;
-  std::uint32_t count = 0;
-  std::uintptr_t ips[k_memo_words];
-};
-thread_local stack_memo t_last_stack; // general-dynamic: also fine when libgmem.so is dlopen'ed
+// Writers of this process, numbered from 1 (stack_memo.h: ids are one writer's).
 std::atomic<std::uint64_t> g_writer_serial{0};
 
 std::uint64_t pow2_at_least(std::uint64_t v, std::uint64_t lo, std::uint64_t hi) {
@@ -335,17 +325,14 @@ void trace_writer::option(std::string_view name, std::string_view value) noexcep
 
 std::uint32_t trace_writer::intern_stack(const std::uintptr_t* ips, unsigned count) noexcept {
   if (count == 0) return 0;
-  stack_memo& last = t_last_stack;
-  const std::size_t bytes = std::size_t{count} * sizeof *ips;
-  if (last.writer == serial_ && last.count == count && std::memcmp(last.ips, ips, bytes) == 0)
-    return last.id;
-  const std::uint32_t id = stacks_.intern(ips, count);
-  if (id != 0 && count <= k_memo_words) {
-    last.writer = serial_;
-    last.id = id;
-    last.count = count;
-    std::memcpy(last.ips, ips, bytes);
-  }
+  stack_memo* memo = per_thread<stack_memo>::get(); // nullptr: no memory; intern every time
+  if (memo != nullptr)
+    if (const std::uint32_t id = memo->find_last(serial_, ips, count)) return id;
+  const std::uint64_t hash = hash_bytes(ips, std::size_t{count} * sizeof *ips);
+  if (memo != nullptr)
+    if (const std::uint32_t id = memo->find(serial_, hash, ips, count)) return id;
+  const std::uint32_t id = stacks_.intern(ips, count, hash);
+  if (memo != nullptr) memo->store(serial_, hash, ips, count, id);
   return id;
 }
 

@@ -95,7 +95,8 @@ public:
   void option(std::string_view name, std::string_view value) noexcept;
 
   // Stores a stack (ips innermost first); returns its id, 0 if none or no room. The calling
-  // thread's last stack is remembered with its id, so repeating it costs one compare.
+  // thread's recent stacks are remembered with their ids (stack_memo.h), so repeating the last
+  // one costs one compare and one of the others a hash and one compare.
   std::uint32_t intern_stack(const std::uintptr_t* ips, unsigned count) noexcept;
   // Captures the caller's stack at the configured depth, skipping `skip` more frames, and the
   // Python frames of a thread holding the GIL (python_frames.h) after the native ones.
