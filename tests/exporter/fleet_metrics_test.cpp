@@ -169,6 +169,22 @@ TEST(fleet_metrics, running_process_and_rate) {
   EXPECT_EQ(out.find("gmem_site_"), std::string::npos); // --top-sites 0
 }
 
+// A read cut by --max-object-bytes says so for its process, with the number of sections cut; an
+// uncut one has no such series.
+TEST(fleet_metrics, a_cut_read_is_flagged_per_process) {
+  auto t = sample_trace();
+  fleet_metrics whole;
+  whole.add_process(t, nullptr, owner_self(), opts(0));
+  EXPECT_EQ(exposition(whole.take()).find("gmem_trace_cut_sections"), std::string::npos);
+  t.info.cut_sections = 0b10100;
+  fleet_metrics cut;
+  cut.add_process(t, nullptr, owner_self(), opts(0));
+  EXPECT_NE(exposition(cut.take())
+                .find("gmem_trace_cut_sections{pid=\"4242\",uid=\"1000\",user=\"alice\","
+                      "exe=\"leaky\",start_time=\"1790000000\",command=\"./leaky --steps 3\"} 2"),
+            std::string::npos);
+}
+
 // Case R6 of docs/security.md: another user's process is named by pid, uid, user, exe and
 // start_time only: no command line (it may hold a token), no call-site series (function names,
 // source paths).

@@ -1,6 +1,7 @@
 #include "tools/prometheus/fleet_metrics.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 
 #include "common/escape.h"
@@ -65,6 +66,9 @@ constexpr family_def k_families[] = {
      "is younger or lost older events)"},
     {"gmem_trace_lost_events_total", MetricType::Counter,
      "events the trace ring lost (a slow or absent reader); growth may be incomplete"},
+    {"gmem_trace_cut_sections", MetricType::Gauge,
+     "sections of the trace the scrape's bounded read (--max-object-bytes) cut or left out: "
+     "series that need them are missing or partial; only for a process whose read was cut"},
     {"gmem_exporter_traces", MetricType::Gauge,
      "trace objects seen in /dev/shm by the last scrape, by outcome"},
     {"gmem_exporter_last_scrape_duration_seconds", MetricType::Gauge,
@@ -177,6 +181,8 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver* site
       running ? 0 : (i.exit_realtime_ns != 0 ? i.exit_realtime_ns : i.heartbeat_realtime_ns);
   sample("gmem_process_end_time_seconds", proc, as_double(end_ns) / 1e9);
   sample("gmem_trace_lost_events_total", proc, as_double(t.losses.lost_events));
+  if (i.cut_sections != 0)
+    sample("gmem_trace_cut_sections", proc, std::popcount(i.cut_sections));
   for (const auto& d : t.devices) {
     const label_list dl = with({{"device", device_label(d.device)}});
     const pool_stats& s = d.stats;
