@@ -181,8 +181,7 @@ void fleet_metrics::add_process(const gmem::trace::trace& t, site_resolver* site
       running ? 0 : (i.exit_realtime_ns != 0 ? i.exit_realtime_ns : i.heartbeat_realtime_ns);
   sample("gmem_process_end_time_seconds", proc, as_double(end_ns) / 1e9);
   sample("gmem_trace_lost_events_total", proc, as_double(t.losses.lost_events));
-  if (i.cut_sections != 0)
-    sample("gmem_trace_cut_sections", proc, std::popcount(i.cut_sections));
+  if (i.cut_sections != 0) sample("gmem_trace_cut_sections", proc, std::popcount(i.cut_sections));
   for (const auto& d : t.devices) {
     const label_list dl = with({{"device", device_label(d.device)}});
     const pool_stats& s = d.stats;
