@@ -10,6 +10,8 @@ namespace gmem::trace {
 namespace {
 
 constexpr std::memory_order k_relaxed = std::memory_order_relaxed;
+constexpr std::memory_order k_release = std::memory_order_release;
+constexpr std::memory_order k_acquire = std::memory_order_acquire;
 
 // At most this many tries to read a slot its owner is rewriting: a capture never waits.
 constexpr int k_read_tries = 4;
@@ -28,13 +30,14 @@ std::uint32_t waiting_frames::begin(wait_kind kind, const std::uint64_t* words, 
     if (!s.claimed.compare_exchange_strong(expected, true, std::memory_order_acquire)) continue;
     const std::uint64_t v = s.version.load(k_relaxed);
     s.version.store(v + 1, k_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    s.ctx.store(ctx, k_relaxed);
-    s.count.store(count, k_relaxed);
-    s.kind.store(static_cast<std::uint8_t>(kind), k_relaxed);
+    // Each store releases the odd version before it: a reader that sees any of them sees the
+    // version change when it checks again (a seqlock without fences, which TSan can follow).
+    s.ctx.store(ctx, k_release);
+    s.count.store(count, k_release);
+    s.kind.store(static_cast<std::uint8_t>(kind), k_release);
     for (unsigned k = 0; k < count; ++k)
-      s.words[k].store(words[k], k_relaxed);
-    s.order.store(next_order_.fetch_add(1, k_relaxed) + 1, k_relaxed);
+      s.words[k].store(words[k], k_release);
+    s.order.store(next_order_.fetch_add(1, k_relaxed) + 1, k_release);
     s.version.store(v + 2, std::memory_order_release);
     waiting_.fetch_add(1, std::memory_order_release);
     return i + 1;
@@ -48,8 +51,7 @@ void waiting_frames::end(std::uint32_t token) noexcept {
   if (!s.claimed.load(k_relaxed)) return;
   const std::uint64_t v = s.version.load(k_relaxed);
   s.version.store(v + 1, k_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  s.order.store(0, k_relaxed);
+  s.order.store(0, k_release);
   s.version.store(v + 2, std::memory_order_release);
   waiting_.fetch_sub(1, std::memory_order_release);
   s.claimed.store(false, std::memory_order_release);
@@ -67,21 +69,20 @@ waiting_frames::lent waiting_frames::lend(std::uint64_t* out, unsigned max,
       const slot& s = slots_[i];
       const std::uint64_t v = s.version.load(std::memory_order_acquire);
       if (v % 2 != 0) continue; // being registered or ended right now
-      const std::uint64_t order = s.order.load(k_relaxed);
-      const void* owner = s.ctx.load(k_relaxed);
-      std::atomic_thread_fence(std::memory_order_acquire);
+      // Acquire loads: the version's second load cannot move before them.
+      const std::uint64_t order = s.order.load(k_acquire);
+      const void* owner = s.ctx.load(k_acquire);
       if (s.version.load(k_relaxed) != v || order == 0) continue;
       ++waiting;
       if (owner == ctx && order > best_order) best = i, best_order = order, best_version = v;
     }
     if (best == k_slots) return got;
     const slot& s = slots_[best];
-    unsigned n = s.count.load(k_relaxed);
+    unsigned n = s.count.load(k_acquire);
     if (n > max) n = max;
-    const auto kind = s.kind.load(k_relaxed);
+    const auto kind = s.kind.load(k_acquire);
     for (unsigned k = 0; k < n; ++k)
-      out[k] = s.words[k].load(k_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
+      out[k] = s.words[k].load(k_acquire);
     if (s.version.load(k_relaxed) != best_version) continue; // ended (and perhaps reused)
     got.words = n;
     got.waiting = waiting;
