@@ -13,17 +13,7 @@
 # user's again in the program and its children; a bootstrap directory others can write to is
 # refused, as is one under a directory others can write to.
 set -u
-B=$(cd "${GMEM_BUILD:-build}" && pwd)
-GMEM=$B/bin/gmem
-SRC=$(cd "$(dirname "$0")" && pwd)
-for f in "$GMEM" "$B/lib/libgmem.so" "$B/lib/gmem/bootstrap/sitecustomize.py" \
-  "$B/tests/tools/fw/libc10_cuda.so" "$B/tests/fake_cuda/libcuda.so.1"; do
-  [ -e "$f" ] || { echo "missing $f (make builds it)"; exit 1; }
-done
-command -v python3 >/dev/null || { echo "SKIP: no python3"; exit 0; }
-export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-unset GMEM_FRAMEWORKS PYTORCH_NO_CUDA_MEMORY_CACHING PYTORCH_CUDA_ALLOC_CONF PYTORCH_ALLOC_CONF \
-  FAKE_TORCH_VERSION FAKE_TORCH_BACKEND PYTHONPATH PYTHONSTARTUP LD_PRELOAD
+source "$(dirname "$0")/fake_torch_env.sh"
 source "$(dirname "$0")/../traced_runs.sh"
 has() { grep -qF -- "$2" "$1" || fail "$3: no '$2' in $1: $(cat "$1")"; }
 hasnt() { grep -qF -- "$2" "$1" && fail "$3: '$2' in $1: $(cat "$1")"; }
