@@ -131,7 +131,10 @@ def main():
         r_tp, r_fp, r_fn = len(exp & rep), len(rep - exp) + r["stray"], len(exp - rep)
         tp, fp, fn = tp + r_tp, fp + r_fp, fn + r_fn
         ok = r_fp == 0 and r_fn == 0
-        when = f" (flagged {r['attach_s']:.0f} s after attaching)" if r["attach_s"] else ""
+        when = ""
+        if r["attach_s"] is not None:  # judged while it ran
+            when = (f" (flagged {r['attach_s']:.0f} s after attaching)" if exp
+                    else " (judged while it ran)")
         print(f"{r['program']:34} {','.join(map(str, r['expected'])) or '-':22} "
               f"{','.join(map(str, r['reported'])) or '-':22} "
               f"{'ok' if ok else 'WRONG'}{when}"
