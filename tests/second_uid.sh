@@ -22,3 +22,22 @@ reachable_build() {
     { echo "reachable_build: nobody cannot run $to/bin/gmem (is $dir under a private directory?)" >&2; return 1; }
   echo "$to"
 }
+
+# For the tests that act as nobody with the build's programs:
+# nobody_python: NOBODY (the setpriv prefix) and PY3, a python3 nobody can run; calls the
+# caller's `skip WHY` when there is none (root's python may live under /root).
+nobody_python() {
+  NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+  PY3=$(command -v /usr/bin/python3 || command -v python3)
+  "${NOBODY[@]}" "$PY3" -c pass 2>/dev/null || skip "nobody cannot run $PY3"
+}
+# nobody_build DIR: a copy of build B that nobody can run (reachable_build, with the leak_sites
+# and steady_service programs) under DIR; sets B, GMEM, LEAK, SVC to it and puts its fake
+# driver first in LD_LIBRARY_PATH. Returns 1 when it cannot be made.
+nobody_build() {
+  B=$(reachable_build "$B" "$1" tests/tools/leak_sites tests/exporter/steady_service) || return 1
+  GMEM=$B/bin/gmem
+  LEAK=$B/tests/tools/leak_sites
+  SVC=$B/tests/exporter/steady_service
+  export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+}

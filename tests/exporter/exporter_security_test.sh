@@ -29,20 +29,12 @@ done
 command -v promtool >/dev/null || skip "promtool is not installed (scripts/install-deps.sh test)"
 [ "$(id -u)" = 0 ] || skip "needs root to run the attacker as a second uid (setpriv)"
 command -v setpriv >/dev/null || skip "setpriv is not installed"
-NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-# The attacker's python: one nobody can run (root's may live under /root).
-PY3=$(command -v /usr/bin/python3 || command -v python3)
-"${NOBODY[@]}" "$PY3" -c pass 2>/dev/null || skip "nobody cannot run $PY3"
+source "$(dirname "$0")/../second_uid.sh"
+nobody_python # the attacker's python
 W=$(mktemp -d /tmp/gmem_exporter_security_XXXXXX)
 # nobody runs leak_sites under libgmem.so: copies it can reach, whatever directory holds the
 # checkout.
-source "$(dirname "$0")/../second_uid.sh"
-B=$(reachable_build "$B" "$W" tests/tools/leak_sites tests/exporter/steady_service) ||
-  { rm -rf "$W"; exit 1; }
-GMEM=$B/bin/gmem
-LEAK=$B/tests/tools/leak_sites
-SVC=$B/tests/exporter/steady_service
-export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nobody_build "$W" || { rm -rf "$W"; exit 1; }
 JOBS=()
 cleanup() {
   touch "$W/stop"

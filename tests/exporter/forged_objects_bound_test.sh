@@ -23,9 +23,8 @@ done
 [ "$(id -u)" = 0 ] || skip "needs root to run the attacker as a second uid (setpriv)"
 command -v setpriv >/dev/null || skip "setpriv is not installed"
 [ -x /usr/bin/time ] || skip "no /usr/bin/time"
-NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-PY3=$(command -v /usr/bin/python3 || command -v python3)
-"${NOBODY[@]}" "$PY3" -c pass 2>/dev/null || skip "nobody cannot run $PY3"
+source "$(dirname "$0")/../second_uid.sh"
+nobody_python
 # On a /dev/shm of its own (a tmpfs in a private mount namespace): what other traces the host
 # holds neither costs the readers nor is counted, and nothing planted outlives the test. The
 # objects hold about 1.1 GiB of written pages.
@@ -36,13 +35,7 @@ fi
 source "$(dirname "$0")/../private_shm.sh"
 private_shm 2g "$0" "$@"
 W=$(mktemp -d /tmp/gmem_forged_bound_XXXXXX)
-source "$(dirname "$0")/../second_uid.sh"
-B=$(reachable_build "$B" "$W" tests/tools/leak_sites tests/exporter/steady_service) ||
-  { rm -rf "$W"; exit 1; }
-GMEM=$B/bin/gmem
-LEAK=$B/tests/tools/leak_sites
-SVC=$B/tests/exporter/steady_service
-export LD_LIBRARY_PATH=$B/tests/fake_cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+nobody_build "$W" || { rm -rf "$W"; exit 1; }
 JOBS=()
 S1= SLEEPER=
 cleanup() {
