@@ -11,6 +11,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -187,11 +188,11 @@ void close_from(unsigned from, unsigned to) {
     ::close(static_cast<int>(fd));
 }
 
-// Before elfutils sees anything: only the socket stays open (and /dev/null as stdin, stdout
-// and stderr), the address space may grow by k_helper_memory, no new privileges, not dumpable
-// (the owner it becomes can neither ptrace it nor read its memory, a copy of the reader's), and
-// a root reader becomes `who`. Returns the socket's descriptor, or -1 when a step failed (the
-// child then serves nothing).
+// Before the child opens anything: only the socket stays open (and /dev/null as stdin, stdout
+// and stderr), no new privileges, not dumpable (the owner it becomes can neither ptrace it nor
+// read its memory, a copy of the reader's), and a root reader becomes `who`. The address-space
+// limit follows once the modules are open (limit_address_space). Returns the socket's
+// descriptor, or -1 when a step failed (the child then serves nothing).
 int confine(int sock, const identity& who, pid_t parent) {
   if (sock < 3 && (sock = ::fcntl(sock, F_DUPFD, 3)) < 0) return -1;
   const int null = ::open("/dev/null", O_RDWR);
@@ -200,10 +201,6 @@ int confine(int sock, const identity& who, pid_t parent) {
     if (fd != null && ::dup2(null, fd) < 0) return -1;
   close_from(3, static_cast<unsigned>(sock) - 1);
   close_from(static_cast<unsigned>(sock) + 1, ~0u);
-  if (const std::uint64_t now = mapped_bytes(); now != 0) {
-    const rlimit as{now + symbolizer::k_helper_memory, now + symbolizer::k_helper_memory};
-    if (::setrlimit(RLIMIT_AS, &as) != 0) return -1;
-  }
   if (::geteuid() == 0 && who.uid != 0 &&
       (::setgroups(0, nullptr) != 0 || ::setresgid(who.gid, who.gid, who.gid) != 0 ||
        ::setresuid(who.uid, who.uid, who.uid) != 0))
@@ -215,11 +212,55 @@ int confine(int sock, const identity& who, pid_t parent) {
   return ::getppid() == parent ? sock : -1;
 }
 
-// The child's whole life: report every usable module, send each module's verdict (stale,
+// The bytes a module's file really holds: its size, but no more than its allocated blocks (a
+// sparse file earns nothing).
+std::uint64_t file_bytes(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) return 0;
+  return std::min(static_cast<std::uint64_t>(st.st_size),
+                  static_cast<std::uint64_t>(st.st_blocks) * 512u);
+}
+
+// The address space may grow by k_helper_memory for elfutils' own allocations, plus what the
+// open module files hold (at most k_module_maps): libdwfl maps each module whole, private and
+// writable, so a library of PyTorch's size (libtorch_cuda.so, cuBLAS) must fit in the limit or
+// its mapping fails and elfutils falls back to reading it into memory. Never above the limit the
+// child inherited. False when the limit cannot be set (the child then serves nothing).
+bool limit_address_space(std::uint64_t module_bytes) {
+  const std::uint64_t now = mapped_bytes();
+  if (now == 0) return true; // no /proc/self/statm: nothing to count from
+  std::uint64_t most =
+      now + symbolizer::k_helper_memory + std::min(module_bytes, symbolizer::k_module_maps);
+  rlimit inherited{};
+  if (::getrlimit(RLIMIT_AS, &inherited) == 0 && inherited.rlim_max != RLIM_INFINITY)
+    most = std::min<std::uint64_t>(most, inherited.rlim_max);
+  const rlimit as{most, most};
+  return ::setrlimit(RLIMIT_AS, &as) == 0;
+}
+
+// The child's whole life: open every usable module (with the owner's rights: confine() ran),
+// limit the address space, report the modules to elfutils, send each module's verdict (stale,
 // note), then answer one ip at a time until the parent closes the socket.
 [[noreturn]] void serve(int sock, const std::vector<module_range>& modules) {
   ::signal(SIGINT, SIG_IGN);     // the reader decides when we stop
   ::unsetenv("DEBUGINFOD_URLS"); // no network lookups, whatever libdw links
+  std::vector<int> fds(modules.size(), -1);
+  std::vector<std::string> notes(modules.size());
+  std::uint64_t module_bytes = 0;
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    const auto& m = modules[i];
+    notes[i] = path_note(m.path);
+    if (!notes[i].empty() || m.path.empty() || m.path[0] != '/') continue;
+    fds[i] = open_module(m.path, &notes[i]);
+    if (fds[i] >= 0 && m.build_id.empty()) {
+      ::close(fds[i]);
+      fds[i] = -1;
+      notes[i] = "no build id recorded: not symbolized";
+    } else if (fds[i] >= 0) {
+      module_bytes += file_bytes(fds[i]);
+    }
+  }
+  if (!limit_address_space(module_bytes)) ::_exit(1);
   static Dwfl_Callbacks callbacks{};
   callbacks.find_elf = refuse_find_elf;
   callbacks.find_debuginfo = find_debuginfo_safely;
@@ -228,34 +269,31 @@ int confine(int sock, const identity& who, pid_t parent) {
   Dwfl* dwfl = dwfl_begin(&callbacks);
   std::string verdicts;
   if (dwfl != nullptr) dwfl_report_begin(dwfl);
-  for (const auto& m : modules) {
-    std::string note = path_note(m.path);
+  for (std::size_t i = 0; i < modules.size(); ++i) {
+    const auto& m = modules[i];
+    std::string note = std::move(notes[i]);
     bool stale = false;
-    if (dwfl != nullptr && note.empty() && !m.path.empty() && m.path[0] == '/') {
-      const int fd = open_module(m.path, &note);
-      if (fd >= 0 && m.build_id.empty()) {
+    if (const int fd = fds[i]; fd >= 0 && dwfl == nullptr) {
+      ::close(fd);
+    } else if (fd >= 0) {
+      Dwfl_Module* mod = dwfl_report_elf(dwfl, m.path.c_str(), m.path.c_str(), fd, m.base,
+                                         false); // consumes fd on success
+      if (mod == nullptr) {
         ::close(fd);
-        note = "no build id recorded: not symbolized";
-      } else if (fd >= 0) {
-        Dwfl_Module* mod = dwfl_report_elf(dwfl, m.path.c_str(), m.path.c_str(), fd, m.base,
-                                           false); // consumes fd on success
-        if (mod == nullptr) {
-          ::close(fd);
-          note = "not an ELF file: not symbolized";
-        } else {
-          const unsigned char* bits = nullptr;
-          GElf_Addr vaddr = 0;
-          const int n = dwfl_module_build_id(mod, &bits, &vaddr);
-          std::string hex;
-          for (int i = 0; i < n; ++i) {
-            char b[3];
-            std::snprintf(b, sizeof b, "%02x", bits[i]);
-            hex += b;
-          }
-          if (hex != m.build_id) {
-            stale = true;
-            note = "rebuilt since the run: not symbolized";
-          }
+        note = "not an ELF file: not symbolized";
+      } else {
+        const unsigned char* bits = nullptr;
+        GElf_Addr vaddr = 0;
+        const int n = dwfl_module_build_id(mod, &bits, &vaddr);
+        std::string hex;
+        for (int b = 0; b < n; ++b) {
+          char hexb[3];
+          std::snprintf(hexb, sizeof hexb, "%02x", bits[b]);
+          hex += hexb;
+        }
+        if (hex != m.build_id) {
+          stale = true;
+          note = "rebuilt since the run: not symbolized";
         }
       }
     }

@@ -58,7 +58,8 @@ struct frame_info {
 // child and leaves the remaining frames as module+offset with a note.
 // The child is confined before elfutils sees a byte: every descriptor but its socket closed
 // (stdin, stdout and stderr on /dev/null), an address-space limit (k_helper_memory above what
-// it inherits), PR_SET_NO_NEW_PRIVS, not dumpable, and when the reader runs as root, the
+// it inherits, plus the bytes of the module files it opened, at most k_module_maps: elfutils maps
+// each module whole), PR_SET_NO_NEW_PRIVS, not dumpable, and when the reader runs as root, the
 // trace owner's uid and gid (run_as()) with no supplementary groups: a library another user
 // planted is parsed with that user's rights at most.
 // It dies with the thread that forked it (PR_SET_PDEATHSIG): the exporter forks from one
@@ -67,6 +68,7 @@ class symbolizer {
 public:
   static constexpr std::chrono::milliseconds k_default_budget{5000};
   static constexpr std::uint64_t k_helper_memory = std::uint64_t{512} << 20;
+  static constexpr std::uint64_t k_module_maps = std::uint64_t{16} << 30; // module files mapped
   static constexpr std::uint32_t k_nobody = 65534;
   static constexpr std::uint32_t k_reader = 0xffffffff; // run_as() never called
   explicit symbolizer(std::vector<module_range> modules,

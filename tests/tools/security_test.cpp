@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <chrono>
+#include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <sys/stat.h>
@@ -154,6 +155,53 @@ TEST(symbolizer_safety, the_child_is_confined) {
       limited = line.find("unlimited") == std::string::npos;
   EXPECT_TRUE(limited);
   close(listener);
+}
+
+// The symbolizer child's "Max address space" soft limit, in bytes, once it serves `modules`
+// (0 when it cannot be read).
+std::uint64_t child_address_limit(const std::vector<module_range>& modules) {
+  symbolizer symbols(modules);
+  (void)symbols.resolve(modules[0].start + 0x10); // starts the child: the limit is set by then
+  const int pid = symbols.helper_pid();
+  if (pid <= 0) return 0;
+  std::ifstream limits("/proc/" + std::to_string(pid) + "/limits");
+  std::string line;
+  while (std::getline(limits, line))
+    if (line.rfind("Max address space", 0) == 0)
+      return std::strtoull(line.c_str() + std::strlen("Max address space"), nullptr, 10);
+  return 0;
+}
+
+// elfutils maps each module whole (PyTorch's libraries are hundreds of MiB): the child's
+// address-space limit grows by the bytes of the module files it opened, and a sparse file,
+// which holds none, earns nothing.
+TEST(symbolizer_safety, the_limit_covers_the_module_files) {
+  if (geteuid() != 0) GTEST_SKIP() << "the child is not dumpable: only root reads its /proc";
+  char self[4096];
+  const auto n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ASSERT_GT(n, 0);
+  self[n] = '\0';
+  scratch s;
+  constexpr std::uint64_t k_mib = 1u << 20;
+  const std::string big = s.dir + "/libbig.so", sparse = s.dir + "/libsparse.so";
+  int fd = open(big.c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(posix_fallocate(fd, 0, 256 * k_mib), 0);
+  close(fd);
+  fd = open(sparse.c_str(), O_CREAT | O_WRONLY, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 1024 * k_mib), 0);
+  close(fd);
+  const module_range own{self, 0x200000, 0x1000, 0x200000, "0011", false, {}};
+  const std::uint64_t alone = child_address_limit({own});
+  ASSERT_GT(alone, 0u);
+  EXPECT_LT(alone, std::uint64_t{16} << 30);
+  const std::uint64_t with_big =
+      child_address_limit({own, {big, 0x10000000, 0x1000, 0x10000000, "0022", false, {}}});
+  const std::uint64_t with_sparse =
+      child_address_limit({own, {sparse, 0x10000000, 0x1000, 0x10000000, "0022", false, {}}});
+  EXPECT_GE(with_big, alone + 224 * k_mib) << alone << " " << with_big;
+  EXPECT_LT(with_sparse, alone + 32 * k_mib) << alone << " " << with_sparse;
 }
 
 // Case 8: 2000 device ids and 2000 markers make a small report, quickly.
