@@ -97,9 +97,11 @@ bool is_glue_frame(const frame_info& f) {
 bool is_allocator_internal(const frame_info& f) {
   if (f.python) return false;
   const std::string_view fn = f.function;
+  // PyTorch's caching allocator; CuPy's memory pool (Cython's names for cupy.cuda.memory).
   return fn.find("CUDACachingAllocator::") != fn.npos ||
          starts_with(fn, "cudaMallocMaybeCapturing") ||
-         starts_with(fn, "c10::cuda::cudaMallocMaybeCapturing");
+         starts_with(fn, "c10::cuda::cudaMallocMaybeCapturing") ||
+         (starts_with(fn, "__pyx_") && fn.find("_4cupy_4cuda_6memory_") != fn.npos);
 }
 
 std::vector<frame_info> all_frames(const gmem::trace::trace& t, std::uint32_t id,

@@ -4,10 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <gtest/gtest.h>
 
 #include "tests/tools/sample_trace.h"
+#include "tools/analysis/call_sites.h"
 #include "tools/analysis/leak_report.h"
 #include "tools/analysis/suppressions.h"
 #include "tools/analysis/trace_facts.h"
@@ -134,12 +136,47 @@ TEST(stack_view, frame_classes) {
     f.function = fn;
     EXPECT_TRUE(is_allocator_internal(f)) << fn;
   }
+  // CuPy's memory pool (cupy.cuda.memory, compiled by Cython), not the rest of CuPy.
+  f.module = "/venv/lib/python3.12/site-packages/cupy/cuda/memory.cpython-312-x86_64-linux-gnu.so";
+  f.function = "__pyx_f_4cupy_4cuda_6memory_22SingleDeviceMemoryPool_malloc("
+               "__pyx_obj_4cupy_4cuda_6memory_SingleDeviceMemoryPool*, unsigned long, int) "
+               "[clone .constprop.306]";
+  EXPECT_TRUE(is_allocator_internal(f));
+  f.function = "__pyx_pw_4cupy_5_core_4core_7ndarray_1__init__";
+  EXPECT_FALSE(is_allocator_internal(f));
   f.function = "at::native::empty_cuda(c10::ArrayRef<long>)";
   f.module = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so";
   EXPECT_FALSE(is_allocator_internal(f));
   f.function = "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc()";
   f.python = true;
   EXPECT_FALSE(is_allocator_internal(f));
+}
+
+// A one-line site names the program's Python line and its Python callers: the native frame
+// shown after them is where the allocation went in, never the outermost line's caller.
+TEST(leak_report, a_python_site_has_no_native_caller) {
+  std::vector<frame_info> f(3);
+  f[0].python = f[1].python = true;
+  f[0].function = "step";
+  f[0].file = "/src/train.py";
+  f[0].line = 15;
+  f[1].function = "<module>";
+  f[1].file = "/src/train.py";
+  f[1].line = 21;
+  f[2].function = "at::native::empty_cuda(c10::ArrayRef<long>)";
+  f[2].module = "/venv/lib/python3.12/site-packages/torch/lib/libtorch_cuda.so";
+  EXPECT_EQ(site_summary(f, 3), "step at train.py:15  <  <module> at train.py:21");
+  f.erase(f.begin()); // a module-level line
+  EXPECT_EQ(site_summary(f, 3), "<module> at train.py:21");
+  std::string caller = "stale";
+  EXPECT_EQ(site_label(f, &caller), "<module> at train.py:21");
+  EXPECT_EQ(caller, "");
+  f[1].python = true; // a Python caller is a caller
+  (void)site_label(f, &caller);
+  EXPECT_NE(caller, "");
+  std::reverse(f.begin(), f.end()); // native first (--native): its callers are shown
+  f[0].python = false;
+  EXPECT_EQ(site_summary(f, 2), f[0].name() + "  <  <module> at train.py:21");
 }
 
 TEST(leak_report, python_sites_group_by_python_stack_and_suppressions_go_apart) {

@@ -54,7 +54,10 @@ std::string site_label(const std::vector<frame_info>& frames, std::string* calle
     if (!f.file.empty()) s += " at " + f.location();
     return cut_utf8(escape_text(s), k_site_label_max);
   };
-  if (caller != nullptr && pick + 1 < frames.size()) *caller = text(frames[pick + 1]);
+  // A Python line's caller is a Python frame: a native frame after them is the allocator's.
+  if (caller != nullptr && pick + 1 < frames.size() &&
+      (!frames[pick].python || frames[pick + 1].python))
+    *caller = text(frames[pick + 1]);
   return text(frames[pick]);
 }
 

@@ -62,6 +62,9 @@ std::string site_summary(const std::vector<frame_info>& frames, std::size_t dept
   if (frames.empty()) return "(no stack recorded)";
   std::string s;
   for (std::size_t i = 0; i < frames.size() && i < depth; ++i) {
+    // After a program's Python frames, the native frame shown is where the allocation went in
+    // (the framework's allocator), not a caller of the outermost Python frame.
+    if (i > 0 && frames[0].python && !frames[i].python) break;
     if (i > 0) s += "  <  ";
     s += frames[i].name();
     if (!frames[i].file.empty()) s += " at " + frames[i].location();
