@@ -42,35 +42,51 @@ bool seq_ring::open(trace_space* space, layout::extent* dir, std::uint64_t capac
   last_ = layout::load_word(head);
   mask_ = first_chunk_ - 1;
   next_at_ = first_chunk_ < capacity ? first_chunk_ : ~std::uint64_t{0};
-  grow_at_ = next_at_ == ~std::uint64_t{0} ? next_at_ : next_at_ - next_at_ / 4;
+  grow_at_ = next_at_ == ~std::uint64_t{0} ? next_at_ : next_at_ - (next_at_ >> lead_shift_);
   if (add_chunk(0) == nullptr) return false;
   layout::store_release(size_word_, first_chunk_);
   return true;
 }
 
+void seq_ring::announce() noexcept {
+  const std::uint64_t records = next_at_; // chunk k >= 1 holds as many records as before it
+  if (budget_ == nullptr ||
+      budget_->load(std::memory_order_relaxed) >= static_cast<std::int64_t>(records))
+    space_->prepare(records * record_words_ * 8);
+}
+
 void seq_ring::grow() noexcept {
-  // A quarter of the last chunk before its end: the next chunk (as many records as the ring
-  // holds now). Earlier would give the helper more time and the file more unused bytes.
   if (grow_at_ < next_at_) {
-    const std::uint64_t records = next_at_;
-    if (budget_ == nullptr ||
-        budget_->load(std::memory_order_relaxed) >= static_cast<std::int64_t>(records))
-      space_->prepare(records * record_words_ * 8);
+    announce();
     grow_at_ = next_at_;
     return;
   }
-  if (add_chunk(layout::ring_chunk_of(next_at_, first_chunk_)) == nullptr) {
+  const std::uint64_t opened = next_at_; // the new chunk's first index, written now
+  bool late = false;
+  if (add_chunk(layout::ring_chunk_of(opened, first_chunk_), &late) == nullptr) {
     grow_at_ = next_at_ = ~std::uint64_t{0}; // wrap here from now on: the ring keeps its size
     return;
   }
-  const std::uint64_t size = next_at_ * 2; // chunk k >= 1 holds as many records as before it
+  // The trace made this chunk on this thread: it was announced too late for the helper.
+  // Announcing the next one twice as early (at the chunk's start at most) costs the file that
+  // chunk's bytes sooner; a ring written no faster than the helper works keeps the quarter.
+  if (late && lead_shift_ > 0) --lead_shift_;
+  const std::uint64_t size = opened * 2;
   layout::store_release(size_word_, size); // before any record of the new chunk
   mask_ = size - 1;
   next_at_ = size < capacity_ ? size : ~std::uint64_t{0};
-  grow_at_ = next_at_ == ~std::uint64_t{0} ? next_at_ : size - size / 8; // see grow()
+  if (next_at_ == ~std::uint64_t{0}) {
+    grow_at_ = next_at_;
+    return;
+  }
+  grow_at_ = next_at_ - ((next_at_ - opened) >> lead_shift_);
+  if (grow_at_ == opened) { // a lead of the whole chunk: now
+    announce();
+    grow_at_ = next_at_;
+  }
 }
 
-std::uint64_t* seq_ring::add_chunk(std::uint32_t k) noexcept {
+std::uint64_t* seq_ring::add_chunk(std::uint32_t k, bool* late) noexcept {
   std::lock_guard lock(mu_);
   if (std::uint64_t* chunk = chunks_[k].load(std::memory_order_acquire)) return chunk;
   if (refused_) return nullptr;
@@ -82,7 +98,7 @@ std::uint64_t* seq_ring::add_chunk(std::uint32_t k) noexcept {
     refused_ = true; // over the budget: as if the trace had no room
     return nullptr;
   }
-  const std::uint64_t offset = space_->allocate(records * record_words_ * 8);
+  const std::uint64_t offset = space_->allocate(records * record_words_ * 8, late);
   if (offset == 0) {
     refused_ = true; // asked once; the records of this chunk are dropped from now on
     return nullptr;

@@ -132,11 +132,13 @@ private:
       __builtin_prefetch(
           chunk + (index - layout::ring_chunk_start(k, first_chunk_)) * record_words_, 1);
   }
-  std::uint64_t* add_chunk(std::uint32_t k) noexcept; // slow path: the first visit of chunk k
-  // Owned mode, slow path at grow_at_: three quarters through the last chunk, announces the next
-  // chunk to the trace (trace_space::prepare: its pages made ready off this thread); at the
-  // chunk's start, adds it or wraps where the ring is.
+  // Slow path: the first visit of chunk k. `late`: as trace_space::allocate's.
+  std::uint64_t* add_chunk(std::uint32_t k, bool* late = nullptr) noexcept;
+  // Owned mode, slow path at grow_at_: a lead before the last chunk's end (a quarter of it at
+  // first), announces the next chunk to the trace (trace_space::prepare: its pages made ready
+  // off this thread); at the chunk's start, adds it or wraps where the ring is.
   void grow() noexcept;
+  void announce() noexcept; // the next chunk, unless the budget will refuse it
 
   trace_space* space_ = nullptr;
   layout::extent* dir_ = nullptr;
@@ -155,6 +157,9 @@ private:
   std::uint64_t last_ = 0;                    // seq of the last record
   std::uint64_t grow_at_ = ~std::uint64_t{0}; // index of grow()'s next call; ~0: no growth
   std::uint64_t next_at_ = ~std::uint64_t{0}; // index where the next chunk starts
+  // The announcement's lead: the last chunk's records >> lead_shift_. Each chunk the trace
+  // had to make on this thread (late) halves the shift, down to 0 (at the chunk's start).
+  std::uint32_t lead_shift_ = 2;
 };
 
 // Reader side: a ring section of a trace image, its chunks checked once.

@@ -20,8 +20,9 @@ trace_space::trace_space(std::byte* base, std::uint64_t map_bytes, std::uint64_t
   layout::store_release(total_bytes_, end_);
 }
 
-std::uint64_t trace_space::allocate(std::uint64_t bytes) noexcept {
+std::uint64_t trace_space::allocate(std::uint64_t bytes, bool* late) noexcept {
   bytes = align64(bytes);
+  if (late != nullptr) *late = false;
   std::lock_guard lock(mu_);
   // Best fit among the spares; the rest of the spare stays spare.
   std::size_t best = spares_.size();
@@ -44,8 +45,10 @@ std::uint64_t trace_space::allocate(std::uint64_t bytes) noexcept {
   }
   const std::uint64_t offset = end_;
   const std::uint64_t backed = layout::load_word(total_bytes_);
-  if (bytes == 0 || bytes > map_bytes_ || offset > map_bytes_ - bytes ||
-      (offset + bytes > backed && backing_ != nullptr && !backing_->grow(offset + bytes))) {
+  const bool fits = bytes != 0 && bytes <= map_bytes_ && offset <= map_bytes_ - bytes;
+  const bool grows = fits && backing_ != nullptr && offset + bytes > backed;
+  if (grows && late != nullptr) *late = !backing_->backed(offset + bytes);
+  if (!fits || (grows && !backing_->grow(offset + bytes))) {
     layout::fetch_add(refused_, 1);
     __atomic_fetch_or(flags_, layout::k_flag_full, __ATOMIC_RELEASE);
     return 0;
@@ -71,6 +74,12 @@ void trace_space::prepare(std::uint64_t bytes) noexcept {
     if (want > map_bytes_) return;
   }
   backing_->prepare(want);
+}
+
+void trace_space::trim() noexcept {
+  if (backing_ == nullptr) return;
+  std::lock_guard lock(mu_);
+  backing_->trim(layout::load_word(total_bytes_));
 }
 
 void trace_space::retire(std::uint64_t offset, std::uint64_t bytes) noexcept {

@@ -7,7 +7,8 @@
 // header's total_bytes word only once the bytes are backed and zero, so a reader never looks at
 // a byte that could fault. Extents that a table no longer uses (a shard rehashed into a larger
 // or smaller one) become spare: neighbouring spares merge, and later extents are cut from the
-// best-fitting spare before the file grows. The file never shrinks.
+// best-fitting spare before the file grows. The published size never shrinks; bytes backed
+// ahead of it (prepare()) are given back by trim() at shutdown.
 //
 // Thread safety: allocate() and retire() may be called from any thread; they serialize on a
 // mutex that only the writer's slow paths take (never a reader, never a hook's fast path).
@@ -31,6 +32,15 @@ public:
   // the backing can (the grow() that then asks for it finds it done and returns at once). Never
   // blocks; a request it cannot honour is dropped (grow() does the work later). Default: no-op.
   virtual void prepare(std::uint64_t total_bytes) noexcept { (void)total_bytes; }
+  // Gives back what is backed beyond `total_bytes` (bytes prepared and never used); a later
+  // grow() backs them again. Called with the space's mutex held. Default: no-op.
+  virtual void trim(std::uint64_t total_bytes) noexcept { (void)total_bytes; }
+  // Whether [0, total_bytes) is backed already, so that a grow() to it returns at once. Never
+  // blocks. Default: true (a backing without a helper has nothing pending).
+  virtual bool backed(std::uint64_t total_bytes) const noexcept {
+    (void)total_bytes;
+    return true;
+  }
 
 protected:
   ~trace_backing() = default;
@@ -53,8 +63,10 @@ public:
     return reinterpret_cast<std::uint64_t*>(base_ + offset);
   }
   // A zeroed extent of `bytes` (rounded up to 64), 64-byte aligned; its offset, or 0 when the
-  // trace may not grow (counted in `refused`, the full flag set). Never throws.
-  std::uint64_t allocate(std::uint64_t bytes) noexcept;
+  // trace may not grow (counted in `refused`, the full flag set). Never throws. `late`, when
+  // given, is set to whether the backing had to make the extent's bytes on this call (it was
+  // not backed ahead: announced too late, or not at all).
+  std::uint64_t allocate(std::uint64_t bytes, bool* late = nullptr) noexcept;
   // The next allocate() of `bytes` is near: asks the backing to have them backed ahead of it,
   // off the calling thread (trace_backing::prepare), so the allocating hook does not take the
   // growth's system calls and first touches. Called at most once per extent it announces.
@@ -62,6 +74,9 @@ public:
   // `offset` (from allocate) is no longer used by the writer; later allocate() calls may hand
   // out its bytes again (zeroed then).
   void retire(std::uint64_t offset, std::uint64_t bytes) noexcept;
+  // Gives back the backing's bytes beyond the published size (trace_backing::trim): what
+  // prepare() made ready and no allocate() used. Growth after it works as before.
+  void trim() noexcept;
   std::uint64_t used_bytes() const noexcept;
 
 private:

@@ -110,7 +110,7 @@ std::string expand_path(std::string path) {
 // extent announced ahead of its need (prepare()) is grown by a helper thread of the backing,
 // started at the first announcement, so the hook that then allocates it finds its bytes ready.
 // The file grows by what the writer announced only: its size stays what the trace uses, give or
-// take the one extent about to be used.
+// take the extents announced and not reached yet, which shutdown gives back (trim()).
 class shm_backing final : public trace_backing {
 public:
   shm_backing(int fd, std::string name, size_or_percent max) noexcept
@@ -139,6 +139,17 @@ public:
     ahead_cv_.notify_one();
   }
 
+  void trim(std::uint64_t total) noexcept override {
+    std::lock_guard lock(grow_mu_); // after a helper's growth in flight
+    if (backed_.load(std::memory_order_relaxed) > total &&
+        ::ftruncate(fd_, static_cast<off_t>(total)) == 0)
+      backed_.store(total, std::memory_order_release);
+  }
+
+  bool backed(std::uint64_t total) const noexcept override {
+    return total <= backed_.load(std::memory_order_acquire);
+  }
+
 private:
   // The helper: grows the file to what was announced, quietly (a refusal here is no loss;
   // the grow() that needs the bytes tries again and says so).
@@ -158,25 +169,26 @@ private:
   }
 
   bool grow_locked(std::uint64_t new_total, bool warn) noexcept {
-    if (new_total <= backed_) return true;
+    const std::uint64_t backed = backed_.load(std::memory_order_relaxed);
+    if (new_total <= backed) return true;
     const shm_space space = shm_space_now();
     // A share of the free space counts the trace's own bytes as free: the limit does not
     // shrink because the trace itself grew.
     const std::uint64_t limit = max_.is_percent
-                                    ? max_.resolve(space.free_bytes + backed_)
+                                    ? max_.resolve(space.free_bytes + backed)
                                     : (max_.bytes == 0 ? ~std::uint64_t{0} : max_.bytes);
     if (new_total > limit)
       return warn && refuse(new_total, "GMEM_TRACE_MAX allows " + format_bytes(limit));
     if (::ftruncate(fd_, static_cast<off_t>(new_total)) != 0)
       return warn && refuse(new_total, std::strerror(errno));
-    if (const int err = posix_fallocate(fd_, static_cast<off_t>(backed_),
-                                        static_cast<off_t>(new_total - backed_));
+    if (const int err = posix_fallocate(fd_, static_cast<off_t>(backed),
+                                        static_cast<off_t>(new_total - backed));
         err != 0) {
-      (void)::ftruncate(fd_, static_cast<off_t>(backed_));
+      (void)::ftruncate(fd_, static_cast<off_t>(backed));
       return warn && refuse(new_total, std::strerror(err));
     }
-    if (base_ != nullptr) populate(backed_, new_total);
-    backed_ = new_total;
+    if (base_ != nullptr) populate(backed, new_total);
+    backed_.store(new_total, std::memory_order_release);
     return true;
   }
   void populate(std::uint64_t from, std::uint64_t to) noexcept {
@@ -193,8 +205,8 @@ private:
       std::fprintf(stderr,
                    "gmem: warning: the trace %s stops growing at %s (it needed %s: %s); what it "
                    "cannot hold is counted as lost, not recorded (gmem stats shows the losses)\n",
-                   name_.c_str(), format_bytes(backed_).c_str(), format_bytes(wanted).c_str(),
-                   why.c_str());
+                   name_.c_str(), format_bytes(backed_.load()).c_str(),
+                   format_bytes(wanted).c_str(), why.c_str());
     }
     return false;
   }
@@ -203,10 +215,10 @@ private:
   std::string name_;
   size_or_percent max_;
   std::byte* base_ = nullptr;
-  std::mutex grow_mu_;       // the file's growth: grow() (under the space's mutex) and the helper
-  std::uint64_t backed_ = 0; // under grow_mu_
-  bool warned_ = false;      // under grow_mu_
-  std::mutex ahead_mu_;      // never held across a growth
+  std::mutex grow_mu_; // the file's growth: grow() (under the space's mutex) and the helper
+  std::atomic<std::uint64_t> backed_{0}; // written under grow_mu_; backed() reads it without
+  bool warned_ = false;                  // under grow_mu_
+  std::mutex ahead_mu_;                  // never held across a growth
   std::condition_variable ahead_cv_;
   std::uint64_t ahead_want_ = 0, ahead_done_ = 0; // under ahead_mu_
   bool helper_started_ = false;                   // under ahead_mu_

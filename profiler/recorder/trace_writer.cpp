@@ -467,6 +467,7 @@ void trace_writer::mark_shutdown() noexcept {
   l::store_word(&header_->exit_live_count, live_.live_count());
   l::store_word(&header_->exit_realtime_ns, realtime_ns());
   __atomic_fetch_or(&header_->flags, l::k_flag_shutdown, __ATOMIC_RELEASE);
+  space_.trim(); // a chunk announced and never reached: not left in /dev/shm
 }
 
 void trace_writer::mark_observed(observed_framework framework, bool observed) noexcept {

@@ -119,6 +119,7 @@ public:
   void sample(const device_stats* stats, std::size_t n, sample_reason reason) noexcept;
   // Refreshes the heartbeat, the clock calibration and the live count (sampler thread).
   void heartbeat() noexcept;
+  // The header says the process shut down; the object gives back what was backed ahead of use.
   void mark_shutdown() noexcept;
   // Marks that framework's allocator as observed per allocation (a header flag), or no longer
   // (observation stopped: readers then treat its cache as unobserved).

@@ -585,6 +585,41 @@ TEST(shm_trace, the_next_event_chunk_is_grown_ahead_off_the_writing_thread) {
       << "status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1) << ": " << err;
 }
 
+// A chunk announced and never reached is given back at shutdown: the object left in /dev/shm
+// holds what the trace uses. A hook after shutdown that reaches the chunk grows it again.
+TEST(shm_trace, shutdown_gives_back_a_chunk_announced_and_not_reached) {
+  const auto [status, err] = in_child([] {
+    recorder_options o = small_recorder(); // lanes of 512, then 1024 events
+    o.keep = keep_mode::all;
+    recorder_init(o);
+    trace_writer* w = recorder_writer();
+    if (!w) _exit(3);
+    const std::string path = "/dev/shm/" + recorder_object_name();
+    auto file_bytes = [&] {
+      struct stat st {};
+      return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    };
+    for (int i = 0; i < 385; ++i) // the last quarter of the first chunk: the next announced
+      w->marker("m");
+    const std::uint64_t used = w->total_bytes();
+    for (int ms = 0; ms < 5000 && file_bytes() < used + 512 * 64; ++ms)
+      usleep(1000);
+    if (file_bytes() != used + 512 * 64) _exit(4);
+    recorder_shutdown();
+    if (file_bytes() != used || w->total_bytes() != used) _exit(5);
+    for (int i = 385; i < 600; ++i) // a late hook: into the second chunk, grown again
+      w->marker("m");
+    if (w->total_bytes() != used + 512 * 64 || file_bytes() != used + 512 * 64) _exit(6);
+    _exit(0);
+  });
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << "status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1) << ": " << err;
+  const read_result r = open_pid(last_child);
+  ASSERT_TRUE(r) << r.error.to_string();
+  EXPECT_EQ(r.value.info.total_bytes, size_of_object(last_child).bytes);
+  EXPECT_TRUE(remove_shm(r.value.info.object, nullptr));
+}
+
 TEST(shm_trace, a_limit_stops_growth_with_one_warning_and_counts_what_is_lost) {
   const auto [status, err] = in_child([] {
     setenv("GMEM_TRACE_MAX", "2M", 1);
