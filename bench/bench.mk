@@ -74,6 +74,8 @@ $(HOOK_BENCH): $(BUILD)/bench/hook_bench.o
 	@mkdir -p $(@D)
 	$(CXX) $(GMEM_LDFLAGS) -o $@ $^ -ldl -pthread
 bench-build: $(HOOK_BENCH)
+TEST_SCRIPTS += tests/bench/hook_rounds_test.sh
+TEST_SCRIPT_DEPS += $(HOOK_BENCH)
 
 # --- observe_bench: gmem's own ns per observed tensor event, stacks included (fake driver) ---
 # Paired interleaved rounds of one or more builds of libgmem.so (bench/observe_bench.py, no GPU,
