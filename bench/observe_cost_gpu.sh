@@ -23,7 +23,9 @@
 # Writes OUT_DIR/<workload>/{rounds.jsonl,summary.json} and OUT_DIR/observe_cost.json (one
 # object per workload and configuration), and prints per configuration the median ratio of
 # steps/s to the peer with its spread, the mean and p99 step period, gmem's own host time per
-# observed event and its share of the wall time, and what each observer costs next to the other.
+# observed event and its share of the wall time, what each observer costs next to the other,
+# and which steps were each round's two slowest (the five slowest, by the device's timing events
+# and by the host's clock, are in OUT_DIR/<workload>/rounds.jsonl).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -89,5 +91,9 @@ for w in sorted({r["summary"] for r in rows}):
         own = ((g.get("gmem_own") or {}).get("share_pct") or {}).get("median")
         print(f"{w}: cost gmem {100 * cg:+.2f}% (own share {f(own, 2)}%), PyTorch's recorder "
               f"{100 * ct:+.2f}%" + (f", {ct / cg:.1f}x gmem's" if cg > 0 else ""))
+# Where the p99 comes from: each round's two slowest steps (counted from the warm-up's end).
+for r in rows:
+    if r.get("slowest_steps"):
+        print(f"{r['summary']} {r['config']}: slowest steps {r['slowest_steps']}")
 EOF
 exit $rc

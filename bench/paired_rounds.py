@@ -32,10 +32,12 @@ cudaMalloc/cudaFree that gmem serves), gmem-stitch, gmem-stitch-keep0. jax's: ja
 BFC pool, preallocating), jax-ondemand (BFC grown on demand), gmem (XLA_PYTHON_CLIENT_ALLOCATOR=
 platform under gmem, what `gmem run` gives a JAX program), gmem-stitch, gmem-stitch-keep0.
 Each run appends a JSON line to DIR/rounds.jsonl (steps/s, NVML peak above idle, a hash of the
-losses, the mean and p99 step period from timing events); at the end one summary line per
+losses, the mean and p99 step period from timing events, the five slowest steps by those events
+and by the host's clock); at the end one summary line per
 configuration: mean steps/s, the per-round ratio to the peer (median, min, max), the mean step
 period and its p99 (median and max over rounds), the per-round ratios of the mean and p99 step
-periods to the peer's (median, min, max), NVML peak (max over rounds), whether every run printed
+periods to the peer's (median, min, max), the indices of each round's two slowest steps, NVML
+peak (max over rounds), whether every run printed
 the same losses as the peer, and under gmem its own host time from the shim's counters
 (GMEM_VERBOSE's "gmem: observe" line: ns per observed allocation and free, stacks included, and
 their share of the run's wall time). The summaries also go to DIR/summary.json.
@@ -136,6 +138,9 @@ def run_one(name, args, workload_args, sampler):
             w = json.loads(f.readline())
         rec["steps_per_s"] = w["steps_per_s"]
         rec["step_ms_mean"], rec["step_ms_p99"] = w.get("step_ms_mean"), w.get("step_ms_p99")
+        for key in ("step_ms_slowest", "host_step_ms_slowest"):
+            if key in w:
+                rec[key] = w[key]
         rec["losses_md5"] = hashlib.md5(json.dumps(w["losses"]).encode()).hexdigest()[:12]
     except (OSError, ValueError, KeyError):
         rec["error"] = (p.stdout + p.stderr)[-2000:]
@@ -188,7 +193,8 @@ def main():
                 rows[n].append(rec)
                 print(json.dumps({k: rec.get(k) for k in
                                   ("round", "config", "steps_per_s", "step_ms_mean",
-                                   "step_ms_p99", "nvml_peak_delta_mib", "losses_md5", "rc")}),
+                                   "step_ms_p99", "step_ms_slowest", "host_step_ms_slowest",
+                                   "nvml_peak_delta_mib", "losses_md5", "rc")}),
                   flush=True)
     peer = names[0]
 
@@ -213,6 +219,9 @@ def main():
         mean_ratio = [a["step_ms_mean"] / b["step_ms_mean"] for a, b in pairs]
         p99_ratio = [a["step_ms_p99"] / b["step_ms_p99"] for a, b in pairs
                      if a.get("step_ms_p99") and b.get("step_ms_p99")]
+        # Which steps were the two slowest in each round (step periods; steps count from the
+        # end of the warm-up): the same early steps every round point at first-time costs.
+        slow_steps = sorted(k for x in rows[n] for k, _ in (x.get("step_ms_slowest") or [])[:2])
         obs = [x["gmem_observe"] for x in rows[n] if x.get("gmem_observe")]
         own = {}
         for key in ("alloc_ns", "free_ns", "share_pct", "allocs", "frees"):
@@ -233,6 +242,7 @@ def main():
             "nvml_peak_mib_min": round(min(peaks), 1) if peaks else None,
             "losses_identical": same,
             "step_mean_ratio": spread(mean_ratio), "step_p99_ratio": spread(p99_ratio),
+            "slowest_steps": slow_steps,
             "gmem_own": own or None}
         summaries.append(summary)
         print(json.dumps(summary), flush=True)

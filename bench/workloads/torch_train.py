@@ -358,14 +358,24 @@ def main():
     pending = []
     # One timing event at each step's start (and after the last) on the current stream: the
     # step periods as the device saw them, idle gaps included, without a synchronization.
+    # The host's clock at the same points says which steps the host made slow.
     marks = [torch.cuda.Event(enable_timing=True) for _ in range(args.steps + 1)]
+    host = [0.0] * (args.steps + 1)
     for k, i in enumerate(range(args.warmup, args.warmup + args.steps)):
+        host[k] = time.perf_counter()
         marks[k].record()
         pending.append(run_step(i).detach())
+    host[-1] = time.perf_counter()
     marks[-1].record()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
-    step_ms = sorted(a.elapsed_time(b) for a, b in zip(marks, marks[1:]))
+    periods = [a.elapsed_time(b) for a, b in zip(marks, marks[1:])]
+    host_ms = [(b - a) * 1e3 for a, b in zip(host, host[1:])]
+    step_ms = sorted(periods)
+
+    def slowest(values, n=5):  # [step after the warm-up, ms], slowest first
+        return [[k, round(values[k], 3)] for k in sorted(range(len(values)),
+                                                         key=lambda k: -values[k])[:n]]
     losses += [float(x) for x in pending]
     free1, _ = torch.cuda.mem_get_info()
     rec = {
@@ -374,6 +384,7 @@ def main():
         "steps_per_s": args.steps / elapsed, "losses": losses,
         "step_ms_mean": sum(step_ms) / len(step_ms),
         "step_ms_p99": step_ms[min(len(step_ms) - 1, int(0.99 * len(step_ms)))],
+        "step_ms_slowest": slowest(periods), "host_step_ms_slowest": slowest(host_ms),
         "torch_max_reserved": torch.cuda.max_memory_reserved(),
         "torch_max_allocated": torch.cuda.max_memory_allocated(),
         "mem_get_info_used_delta_end": free0 - free1, "device_total": total,
