@@ -281,7 +281,7 @@ TEST(seq_ring, owned_ring_announces_each_chunk_before_it_reaches_it) {
 
 // A chunk the trace had to make on the writing thread (the helper had not backed it yet) makes
 // the ring announce the next one twice as early, down to the chunk's start; a helper that keeps
-// up leaves the lead at a quarter (the test above).
+// up leaves the lead at a quarter.
 struct slow_backing final : trace_backing {
   std::vector<std::uint64_t> announced;
   std::uint64_t ready = 0; // what the helper has backed: nothing unless a test says so
@@ -290,58 +290,56 @@ struct slow_backing final : trace_backing {
   bool backed(std::uint64_t total) const noexcept override { return total <= ready; }
 };
 
-TEST(seq_ring, owned_ring_announces_earlier_after_a_late_chunk) {
-  std::vector<std::uint64_t> memory(1 << 16, 0);
-  auto* h = reinterpret_cast<layout::header*>(memory.data());
-  slow_backing b;
-  trace_space space(reinterpret_cast<std::byte*>(memory.data()), memory.size() * 8,
-                    layout::k_header_bytes, &h->total_bytes, &h->growth_refused, &h->flags, &b);
-  std::uint64_t head = 0, dropped = 0, size_word = 0;
-  layout::extent dir[layout::k_max_extents] = {};
-  std::atomic<std::int64_t> budget(1000);
-  seq_ring ring;
-  ASSERT_TRUE(ring.open(&space, dir, 64, 4, 8, &head, &dropped, true, &size_word, &budget));
-  std::uint64_t w[8] = {};
-  // The seq after which each announcement was made (records written when it came).
-  std::vector<std::uint64_t> at;
-  auto append_to = [&](std::uint64_t seq) {
-    while (head < seq) {
+// An owned ring of 64 records from a first chunk of 4, over `b`.
+struct lead_fixture {
+  explicit lead_fixture(std::uint64_t helper_ready) {
+    b.ready = helper_ready;
+    EXPECT_TRUE(ring.open(&space, dir, 64, 4, 8, &head, &dropped, true, &size_word, &budget));
+  }
+  // Fills the ring; the index of the record each announcement came with, in order.
+  std::vector<std::uint64_t> announcement_indices() {
+    std::vector<std::uint64_t> at;
+    std::uint64_t w[8] = {};
+    while (head < 64) {
       const std::size_t before = b.announced.size();
       ring.append_owned(w);
-      if (b.announced.size() != before) at.push_back(head - 1); // made before this record
+      if (b.announced.size() != before) at.push_back(head - 1);
     }
-  };
-  append_to(64);
+    return at;
+  }
+  std::vector<std::uint64_t> memory = std::vector<std::uint64_t>(1 << 16, 0);
+  layout::header* h = reinterpret_cast<layout::header*>(memory.data());
+  slow_backing b;
+  trace_space space{reinterpret_cast<std::byte*>(memory.data()),
+                    memory.size() * 8,
+                    layout::k_header_bytes,
+                    &h->total_bytes,
+                    &h->growth_refused,
+                    &h->flags,
+                    &b};
+  std::uint64_t head = 0, dropped = 0, size_word = 0;
+  layout::extent dir[layout::k_max_extents] = {};
+  std::atomic<std::int64_t> budget{1000};
+  seq_ring ring;
+};
+
+TEST(seq_ring, owned_ring_announces_earlier_after_a_late_chunk) {
+  lead_fixture f(0);
   // Chunk 0 (indices 0-3): a quarter of it ahead (index 3). Chunk 1 (4-7) came late: half of
   // it (index 6). Chunk 2 (8-15) late again: at its start (index 8), and from then on
   // (chunk 3, 16-31: index 16).
-  EXPECT_EQ(at, (std::vector<std::uint64_t>{3, 6, 8, 16}));
-  EXPECT_EQ(size_word, 64u);
-  // Every chunk came in its order and every record is there.
+  EXPECT_EQ(f.announcement_indices(), (std::vector<std::uint64_t>{3, 6, 8, 16}));
+  EXPECT_EQ(f.size_word, 64u);
+  // Every chunk announced once, in its order, with its size.
   const std::uint64_t end0 = layout::k_header_bytes + 4 * 64;
-  EXPECT_EQ(b.announced, (std::vector<std::uint64_t>{end0 + 4 * 64, end0 + 12 * 64, end0 + 28 * 64,
-                                                     end0 + 60 * 64}));
+  EXPECT_EQ(f.b.announced, (std::vector<std::uint64_t>{end0 + 4 * 64, end0 + 12 * 64,
+                                                       end0 + 28 * 64, end0 + 60 * 64}));
 }
 
 TEST(seq_ring, owned_ring_keeps_its_lead_when_the_helper_keeps_up) {
-  std::vector<std::uint64_t> memory(1 << 16, 0);
-  auto* h = reinterpret_cast<layout::header*>(memory.data());
-  slow_backing b;
-  b.ready = ~std::uint64_t{0};
-  trace_space space(reinterpret_cast<std::byte*>(memory.data()), memory.size() * 8,
-                    layout::k_header_bytes, &h->total_bytes, &h->growth_refused, &h->flags, &b);
-  std::uint64_t head = 0, dropped = 0, size_word = 0;
-  layout::extent dir[layout::k_max_extents] = {};
-  seq_ring ring;
-  ASSERT_TRUE(ring.open(&space, dir, 64, 4, 8, &head, &dropped, true, &size_word, nullptr));
-  std::uint64_t w[8] = {};
-  std::vector<std::uint64_t> at;
-  while (head < 64) {
-    const std::size_t before = b.announced.size();
-    ring.append_owned(w);
-    if (b.announced.size() != before) at.push_back(head - 1);
-  }
-  EXPECT_EQ(at, (std::vector<std::uint64_t>{3, 7, 14, 28})); // a quarter of each chunk ahead
+  lead_fixture f(~std::uint64_t{0});
+  // A quarter of each chunk ahead.
+  EXPECT_EQ(f.announcement_indices(), (std::vector<std::uint64_t>{3, 7, 14, 28}));
 }
 
 TEST(seq_ring, owned_record_being_rewritten_is_not_read) {

@@ -551,6 +551,18 @@ TEST(shm_trace, starts_small_and_grows_with_live_allocations) {
   EXPECT_LT(sizes[1].bytes, sizes[0].bytes + 100'000ull * 384);
 }
 
+// The size of this process's trace object (0 when it has none), and a wait of at most 5 s for
+// the recorder's helper to grow it to `bytes`.
+std::uint64_t file_bytes() {
+  struct stat st {};
+  const std::string path = "/dev/shm/" + recorder_object_name();
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+}
+void wait_for_file_bytes(std::uint64_t bytes) {
+  for (int ms = 0; ms < 5000 && file_bytes() < bytes; ++ms)
+    usleep(1000);
+}
+
 // An event lane's next chunk is grown by the recorder's helper thread once the lane announces
 // it (three quarters through its last chunk): the object grows while the writing thread
 // records nothing more, and the chunk is then allocated without growing it again.
@@ -561,19 +573,13 @@ TEST(shm_trace, the_next_event_chunk_is_grown_ahead_off_the_writing_thread) {
     recorder_init(o);
     trace_writer* w = recorder_writer();
     if (!w) _exit(3);
-    const std::string path = "/dev/shm/" + recorder_object_name();
-    auto file_bytes = [&] {
-      struct stat st {};
-      return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
-    };
     for (int i = 0; i < 384; ++i)
       w->marker("m");
     const std::uint64_t before = file_bytes();
     if (before != w->total_bytes()) _exit(4); // nothing announced yet
     w->marker("m"); // event 385: index 384, the last quarter of the first chunk
     const std::uint64_t chunk = 512 * 64;
-    for (int ms = 0; ms < 5000 && file_bytes() < before + chunk; ++ms)
-      usleep(1000);
+    wait_for_file_bytes(before + chunk);
     if (file_bytes() != before + chunk || w->total_bytes() != before) _exit(5);
     for (int i = 385; i < 513; ++i) // into the second chunk
       w->marker("m");
@@ -594,16 +600,10 @@ TEST(shm_trace, shutdown_gives_back_a_chunk_announced_and_not_reached) {
     recorder_init(o);
     trace_writer* w = recorder_writer();
     if (!w) _exit(3);
-    const std::string path = "/dev/shm/" + recorder_object_name();
-    auto file_bytes = [&] {
-      struct stat st {};
-      return ::stat(path.c_str(), &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
-    };
     for (int i = 0; i < 385; ++i) // the last quarter of the first chunk: the next announced
       w->marker("m");
     const std::uint64_t used = w->total_bytes();
-    for (int ms = 0; ms < 5000 && file_bytes() < used + 512 * 64; ++ms)
-      usleep(1000);
+    wait_for_file_bytes(used + 512 * 64);
     if (file_bytes() != used + 512 * 64) _exit(4);
     recorder_shutdown();
     if (file_bytes() != used || w->total_bytes() != used) _exit(5);
