@@ -139,8 +139,11 @@ public:
     ahead_cv_.notify_one();
   }
 
+  // After it the helper grows nothing more (an announcement in flight would undo the trim):
+  // a late hook's grow() makes what it needs itself.
   void trim(std::uint64_t total) noexcept override {
     std::lock_guard lock(grow_mu_); // after a helper's growth in flight
+    trimmed_ = true;
     if (backed_.load(std::memory_order_relaxed) > total &&
         ::ftruncate(fd_, static_cast<off_t>(total)) == 0)
       backed_.store(total, std::memory_order_release);
@@ -161,7 +164,7 @@ private:
       lock.unlock();
       {
         std::lock_guard grow_lock(grow_mu_);
-        (void)grow_locked(want, false);
+        if (!trimmed_) (void)grow_locked(want, false);
       }
       lock.lock();
       ahead_done_ = want;
@@ -218,6 +221,7 @@ private:
   std::mutex grow_mu_; // the file's growth: grow() (under the space's mutex) and the helper
   std::atomic<std::uint64_t> backed_{0}; // written under grow_mu_; backed() reads it without
   bool warned_ = false;                  // under grow_mu_
+  bool trimmed_ = false;                 // under grow_mu_: trim() ran (shutdown)
   std::mutex ahead_mu_;                  // never held across a growth
   std::condition_variable ahead_cv_;
   std::uint64_t ahead_want_ = 0, ahead_done_ = 0; // under ahead_mu_

@@ -595,7 +595,8 @@ TEST(shm_trace, the_next_event_chunk_is_grown_ahead_off_the_writing_thread) {
 // holds what the trace uses. A hook after shutdown that reaches the chunk grows it again.
 TEST(shm_trace, shutdown_gives_back_a_chunk_announced_and_not_reached) {
   const auto [status, err] = in_child([] {
-    recorder_options o = small_recorder(); // lanes of 512, then 1024 events
+    recorder_options o = small_recorder();
+    o.config.events = 4096; // lanes of 512, 1024, 2048, then 4096 events
     o.keep = keep_mode::all;
     recorder_init(o);
     trace_writer* w = recorder_writer();
@@ -610,6 +611,10 @@ TEST(shm_trace, shutdown_gives_back_a_chunk_announced_and_not_reached) {
     for (int i = 385; i < 600; ++i) // a late hook: into the second chunk, grown again
       w->marker("m");
     if (w->total_bytes() != used + 512 * 64 || file_bytes() != used + 512 * 64) _exit(6);
+    for (int i = 600; i < 900; ++i) // past half of it (it came late): the next announced, and
+      w->marker("m");               // not grown ahead after shutdown
+    usleep(200 * 1000);
+    if (file_bytes() != used + 512 * 64) _exit(7);
     _exit(0);
   });
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
