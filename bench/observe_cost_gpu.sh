@@ -24,8 +24,9 @@
 # object per workload and configuration), and prints per configuration the median ratio of
 # steps/s to the peer with its spread, the mean and p99 step period, gmem's own host time per
 # observed event and its share of the wall time, what each observer costs next to the other,
-# and which steps were each round's two slowest (the five slowest, by the device's timing events
-# and by the host's clock, are in OUT_DIR/<workload>/rounds.jsonl).
+# which steps were each round's two slowest (the five slowest, by the device's timing events
+# and by the host's clock, are in OUT_DIR/<workload>/rounds.jsonl), and the hooks' longest wait
+# for the trace's growth and its longest page population (GMEM_VERBOSE's trace_growth line).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -92,8 +93,16 @@ for w in sorted({r["summary"] for r in rows}):
         print(f"{w}: cost gmem {100 * cg:+.2f}% (own share {f(own, 2)}%), PyTorch's recorder "
               f"{100 * ct:+.2f}%" + (f", {ct / cg:.1f}x gmem's" if cg > 0 else ""))
 # Where the p99 comes from: each round's two slowest steps (counted from the warm-up's end).
+# The trace's growth as a cause: the hooks' longest wait for it and the longest page population
+# (another thread's mmap or munmap may wait that long), median (max) of the rounds, in ms.
 for r in rows:
     if r.get("slowest_steps"):
         print(f"{r['summary']} {r['config']}: slowest steps {r['slowest_steps']}")
+    g = r.get("gmem_growth")
+    if g:
+        print(f"{r['summary']} {r['config']}: trace growth stalls {f(g['stalls']['median'], 0)}, "
+              f"longest stall {f(g['stall_max_ms']['median'])} ({f(g['stall_max_ms']['max'])}) ms, "
+              f"longest populate {f(g['populate_max_ms']['median'])} "
+              f"({f(g['populate_max_ms']['max'])}) ms")
 EOF
 exit $rc

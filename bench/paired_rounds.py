@@ -98,10 +98,12 @@ def configs_of(workload):
     return {n: (env, gmem, []) for n, (env, gmem) in CONFIGS.items()}
 
 
-def observe_counters(stderr):
-    """The shim's own-time counters from its GMEM_VERBOSE "gmem: observe" line, or None."""
+def verbose_counters(stderr, name):
+    """The counters of the shim's GMEM_VERBOSE "gmem: NAME k=v ..." line, or None: "observe"
+    (its own time per observed event), "trace_growth" (the trace's growths and the hooks'
+    waits for them)."""
     for line in stderr.splitlines():
-        if line.startswith("gmem: observe "):
+        if line.startswith(f"gmem: {name} "):
             return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", line)}
     return None
 
@@ -145,7 +147,8 @@ def run_one(name, args, workload_args, sampler):
     except (OSError, ValueError, KeyError):
         rec["error"] = (p.stdout + p.stderr)[-2000:]
     rec["nvml_peak_delta_mib"] = (peak - base) / 2**20 if sampler else None
-    rec["gmem_observe"] = observe_counters(p.stderr) if gmem else None
+    rec["gmem_observe"] = verbose_counters(p.stderr, "observe") if gmem else None
+    rec["gmem_growth"] = verbose_counters(p.stderr, "trace_growth") if gmem else None
     rec["gmem_lines"] = [line for line in p.stderr.splitlines()
                          if line.startswith(("gmem: barriers", "gmem: pool device=0 kind=device",
                                              "gmem: vmm device=0", "gmem: host_time device=0",
@@ -228,6 +231,10 @@ def main():
             vals = [o[key] for o in obs if key in o]
             if vals:
                 own[key] = spread(vals, 3)
+        # A tail from the trace's growth: the hooks' longest wait, the longest page population.
+        grown = [x["gmem_growth"] for x in rows[n] if x.get("gmem_growth")]
+        growth = {key: spread([g[key] for g in grown if key in g], 3)
+                  for key in ("stalls", "stall_max_ms", "populate_max_ms")} if grown else None
         summary = {
             "summary": args.workload, "config": n, "vs": peer, "runs": len(sps),
             "failed": len(sps) - len(ok),
@@ -243,7 +250,7 @@ def main():
             "losses_identical": same,
             "step_mean_ratio": spread(mean_ratio), "step_p99_ratio": spread(p99_ratio),
             "slowest_steps": slow_steps,
-            "gmem_own": own or None}
+            "gmem_own": own or None, "gmem_growth": growth}
         summaries.append(summary)
         print(json.dumps(summary), flush=True)
     with open(os.path.join(args.out, "summary.json"), "a") as f:

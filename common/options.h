@@ -95,8 +95,8 @@
     "TESTING ONLY: 0 lets a freed block be reused while earlier GPU work may still use it")        \
   X(verbose, "GMEM_VERBOSE", count, diagnosis, "0", "",                                            \
     "1 = print each pool's counters, its lock's contention, its host time in fences and segment "  \
-    "calls, its event and barrier driver calls, the substitution counts and gmem's own time "      \
-    "observing a framework's tensors at exit")                                                     \
+    "calls, its event and barrier driver calls, the substitution counts, gmem's own time "         \
+    "observing a framework's tensors and how the trace's file grew at exit")                       \
   X(oom_report, "GMEM_OOM_REPORT", flag, diagnosis, "1", "",                                       \
     "1 = when a pooled allocation fails with out of memory, print to stderr the request, device "  \
     "free and limit, the pool's state and the 5 call sites holding the most (the first failure, "  \

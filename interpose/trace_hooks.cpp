@@ -89,6 +89,10 @@ observe_cost observed_cost() noexcept {
   return w != nullptr ? w->observed_cost() : observe_cost{};
 }
 
+trace_growth growth() noexcept {
+  return recorder_growth();
+}
+
 std::uint32_t wait_begin(wait_kind kind, unsigned skip) noexcept {
   // Only into a trace that exists: a program that has allocated nothing on the GPU yet (a
   // CPU-only backward) gets no trace for it.

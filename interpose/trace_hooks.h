@@ -53,6 +53,8 @@ bool mark_observed(observed_framework framework, bool observed = true) noexcept;
 void observed(bool alloc, std::uint64_t since) noexcept;
 // What observing cost so far (all zero when not recording).
 observe_cost observed_cost() noexcept;
+// How the trace's file grew so far: the page helper's growths and the hooks' stalls.
+trace_growth growth() noexcept;
 // A Python thread starts (ends) waiting in an engine whose worker threads allocate for it: they
 // record its Python frames, marked (profiler/recorder/waiting_frames.h). Token 0: not registered.
 std::uint32_t wait_begin(wait_kind kind, unsigned skip) noexcept;

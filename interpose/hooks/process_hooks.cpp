@@ -49,6 +49,22 @@ void print_observe_cost() {
                wall_ns / 1e6, wall_ns > 0 ? 100.0 * own_ns / wall_ns : 0.0);
 }
 
+// How the trace's file grew: the page helper's growths (made ahead of the hooks; populate_max_ms
+// is the longest the address-space lock was held for reading) and the hooks' stalls for bytes
+// not made yet. Nothing without a trace.
+void print_trace_growth() {
+  const trace::trace_growth g = trace::growth();
+  if (g.ahead + g.stalls == 0) return;
+  auto ms = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+  std::fprintf(stderr,
+               "gmem: trace_growth ahead=%llu ahead_mib=%.1f ahead_ms=%.3f ahead_max_ms=%.3f "
+               "populate_max_ms=%.3f stalls=%llu stall_ms=%.3f stall_max_ms=%.3f\n",
+               static_cast<unsigned long long>(g.ahead),
+               static_cast<double>(g.ahead_bytes) / (1 << 20), ms(g.ahead_ns), ms(g.ahead_max_ns),
+               ms(g.populate_max_ns), static_cast<unsigned long long>(g.stalls), ms(g.stall_ns),
+               ms(g.stall_max_ns));
+}
+
 void print_counters() {
   pools().for_each([](const context_entry& e) {
     auto print = [&](const char* kind, const pool& p) {
@@ -134,6 +150,7 @@ void print_counters() {
   // tracked=0: a capture begin the shim cannot see was handed out, so every stream-ordered
   // hook asks the driver whether its stream captures (interpose/capture_tracker.h).
   print_observe_cost();
+  print_trace_growth();
   std::fprintf(stderr, "gmem: captures open=%llu tracked=%d%s%s\n",
                static_cast<unsigned long long>(captures().open()), captures().tracked() ? 1 : 0,
                captures().tracked() ? "" : " untracked_by=", captures().untracked_by());

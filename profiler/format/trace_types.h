@@ -75,6 +75,16 @@ struct observe_cost {
   std::uint64_t frees = 0, free_ns = 0;
 };
 
+// How the trace's shared-memory file grew (GMEM_VERBOSE's "gmem: trace_growth" line): the page
+// helper's growths, made ahead of the writer (each holds the process's address-space lock for
+// reading while it maps the pages in: populate_max_ns is the longest hold), and the growths an
+// allocating thread waited for (stalls: the helper had not made the bytes yet, or was making
+// them). All 0 without a trace.
+struct trace_growth {
+  std::uint64_t ahead = 0, ahead_bytes = 0, ahead_ns = 0, ahead_max_ns = 0, populate_max_ns = 0;
+  std::uint64_t stalls = 0, stall_ns = 0, stall_max_ns = 0;
+};
+
 // One pool's counters, as the interposer's stats_source hands them to the recorder.
 struct device_stats {
   int device; // CUdevice ordinal; host pools use -1

@@ -41,6 +41,8 @@ std::atomic<stats_source> g_source{nullptr};
 std::mutex g_mu; // creation, shutdown and the sampler's wake-ups; never held by a hook's fast path
 recorder_options* g_options = nullptr;
 std::string* g_name = nullptr;
+class shm_backing;
+std::atomic<shm_backing*> g_backing{nullptr}; // the object's, once created (leaked with it)
 std::condition_variable* g_wake = nullptr;
 bool g_stop = false;      // under g_mu
 bool g_stopped = true;    // under g_mu: the sampler thread is not running
@@ -116,10 +118,24 @@ public:
   shm_backing(int fd, std::string name, size_or_percent max) noexcept
       : fd_(fd), name_(std::move(name)), max_(max) {}
   void set_mapping(std::byte* base) noexcept { base_ = base; }
+  // The writer is made: from now on a growth the hooks wait for counts as a stall.
+  void set_created() noexcept { created_.store(true, std::memory_order_relaxed); }
 
   bool grow(std::uint64_t new_total) noexcept override {
+    // A hook that needs bytes not made yet waits here (for the helper, or for its own growth):
+    // a stall. Creating the object and its writer's sections is not one.
+    const bool pending = created_.load(std::memory_order_relaxed) &&
+                         new_total > backed_.load(std::memory_order_acquire);
+    const std::uint64_t t0 = pending ? monotonic_ns() : 0;
     std::lock_guard lock(grow_mu_);
-    return grow_locked(new_total, true);
+    const bool ok = grow_locked(new_total, true);
+    if (pending) {
+      const std::uint64_t ns = monotonic_ns() - t0;
+      ++growth_.stalls;
+      growth_.stall_ns += ns;
+      growth_.stall_max_ns = std::max(growth_.stall_max_ns, ns);
+    }
+    return ok;
   }
 
   void prepare(std::uint64_t total) noexcept override {
@@ -153,6 +169,11 @@ public:
     return total <= backed_.load(std::memory_order_acquire);
   }
 
+  trace_growth growth() const noexcept {
+    std::lock_guard lock(grow_mu_);
+    return growth_;
+  }
+
 private:
   // The helper: grows the file to what was announced, quietly (a refusal here is no loss;
   // the grow() that needs the bytes tries again and says so).
@@ -164,7 +185,15 @@ private:
       lock.unlock();
       {
         std::lock_guard grow_lock(grow_mu_);
-        if (!trimmed_) (void)grow_locked(want, false);
+        const std::uint64_t before = backed_.load(std::memory_order_relaxed);
+        const std::uint64_t t0 = monotonic_ns();
+        if (!trimmed_ && grow_locked(want, false) && want > before) {
+          const std::uint64_t ns = monotonic_ns() - t0;
+          ++growth_.ahead;
+          growth_.ahead_bytes += want - before;
+          growth_.ahead_ns += ns;
+          growth_.ahead_max_ns = std::max(growth_.ahead_max_ns, ns);
+        }
       }
       lock.lock();
       ahead_done_ = want;
@@ -190,7 +219,11 @@ private:
       (void)::ftruncate(fd_, static_cast<off_t>(backed));
       return warn && refuse(new_total, std::strerror(err));
     }
-    if (base_ != nullptr) populate(backed, new_total);
+    if (base_ != nullptr) {
+      const std::uint64_t t0 = monotonic_ns();
+      populate(backed, new_total);
+      growth_.populate_max_ns = std::max(growth_.populate_max_ns, monotonic_ns() - t0);
+    }
     backed_.store(new_total, std::memory_order_release);
     return true;
   }
@@ -218,8 +251,10 @@ private:
   std::string name_;
   size_or_percent max_;
   std::byte* base_ = nullptr;
-  std::mutex grow_mu_; // the file's growth: grow() (under the space's mutex) and the helper
+  std::atomic<bool> created_{false};
+  mutable std::mutex grow_mu_; // the file's growth: grow() (under the space's mutex), the helper
   std::atomic<std::uint64_t> backed_{0}; // written under grow_mu_; backed() reads it without
+  trace_growth growth_;                  // under grow_mu_
   bool warned_ = false;                  // under grow_mu_
   bool trimmed_ = false;                 // under grow_mu_: trim() ran (shutdown)
   std::mutex ahead_mu_;                  // never held across a growth
@@ -276,6 +311,8 @@ trace_writer* create_locked() {
       return fail("no room in /dev/shm for its first " + format_bytes(w->total_bytes()));
     }
     *g_name = name;
+    backing->set_created();
+    g_backing.store(backing, std::memory_order_release);
     return w;
   } catch (const std::exception& e) {
     ::shm_unlink(path.c_str());
@@ -429,6 +466,11 @@ void recorder_shutdown() noexcept {
 std::string recorder_object_name() {
   std::lock_guard lock(g_mu);
   return g_name ? *g_name : std::string();
+}
+
+trace_growth recorder_growth() noexcept {
+  const shm_backing* b = g_backing.load(std::memory_order_acquire);
+  return b != nullptr ? b->growth() : trace_growth{};
 }
 
 } // namespace gmem::trace

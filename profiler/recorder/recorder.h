@@ -68,5 +68,7 @@ void recorder_sample_now() noexcept;
 void recorder_shutdown() noexcept;
 // "gmem.<pid>.<ticks>.<nonce>" once created, "" before.
 std::string recorder_object_name();
+// How the object's file grew so far (all 0 before it exists or with the trace off).
+trace_growth recorder_growth() noexcept;
 
 } // namespace gmem::trace

@@ -565,7 +565,8 @@ void wait_for_file_bytes(std::uint64_t bytes) {
 
 // An event lane's next chunk is grown by the recorder's helper thread once the lane announces
 // it (three quarters through its last chunk): the object grows while the writing thread
-// records nothing more, and the chunk is then allocated without growing it again.
+// records nothing more, and the chunk is then allocated without growing it again. The growth
+// counters (GMEM_VERBOSE's trace_growth line) say so.
 TEST(shm_trace, the_next_event_chunk_is_grown_ahead_off_the_writing_thread) {
   const auto [status, err] = in_child([] {
     recorder_options o = small_recorder(); // lanes of 512, then 1024 events
@@ -573,17 +574,28 @@ TEST(shm_trace, the_next_event_chunk_is_grown_ahead_off_the_writing_thread) {
     recorder_init(o);
     trace_writer* w = recorder_writer();
     if (!w) _exit(3);
-    for (int i = 0; i < 384; ++i)
+    // Making the object and its sections is no stall.
+    if (const trace_growth g = recorder_growth(); g.ahead != 0 || g.stalls != 0) _exit(7);
+    for (int i = 0; i < 384; ++i) // the lane's first chunk: made by the first marker's thread
       w->marker("m");
     const std::uint64_t before = file_bytes();
     if (before != w->total_bytes()) _exit(4); // nothing announced yet
+    const std::uint64_t stalls = recorder_growth().stalls;
+    if (stalls == 0 || recorder_growth().ahead != 0) _exit(9);
     w->marker("m"); // event 385: index 384, the last quarter of the first chunk
     const std::uint64_t chunk = 512 * 64;
     wait_for_file_bytes(before + chunk);
     if (file_bytes() != before + chunk || w->total_bytes() != before) _exit(5);
+    for (int ms = 0; ms < 5000 && recorder_growth().ahead == 0; ++ms) // its pages made too
+      usleep(1000);
     for (int i = 385; i < 513; ++i) // into the second chunk
       w->marker("m");
     if (w->total_bytes() != before + chunk || file_bytes() != before + chunk) _exit(6);
+    // The helper's growth, counted with its page work; the writer found the chunk made.
+    const trace_growth g = recorder_growth();
+    if (g.ahead != 1 || g.ahead_bytes != chunk || g.ahead_max_ns == 0 ||
+        g.ahead_ns != g.ahead_max_ns || g.populate_max_ns == 0 || g.stalls != stalls)
+      _exit(8);
     recorder_shutdown();
     _exit(0);
   });
@@ -604,6 +616,7 @@ TEST(shm_trace, shutdown_gives_back_a_chunk_announced_and_not_reached) {
     for (int i = 0; i < 385; ++i) // the last quarter of the first chunk: the next announced
       w->marker("m");
     const std::uint64_t used = w->total_bytes();
+    const std::uint64_t stalls = recorder_growth().stalls;
     wait_for_file_bytes(used + 512 * 64);
     if (file_bytes() != used + 512 * 64) _exit(4);
     recorder_shutdown();
@@ -611,6 +624,8 @@ TEST(shm_trace, shutdown_gives_back_a_chunk_announced_and_not_reached) {
     for (int i = 385; i < 600; ++i) // a late hook: into the second chunk, grown again
       w->marker("m");
     if (w->total_bytes() != used + 512 * 64 || file_bytes() != used + 512 * 64) _exit(6);
+    // The late hook made the chunk itself: a stall.
+    if (const trace_growth g = recorder_growth(); g.ahead != 1 || g.stalls != stalls + 1) _exit(8);
     for (int i = 600; i < 900; ++i) // past half of it (it came late): the next announced, and
       w->marker("m");               // not grown ahead after shutdown
     usleep(200 * 1000);

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # gmem's own time observing a framework's allocations, end to end without a GPU:
 # tests/python/observe_cost.py observes 1000 allocations and 600 frees as the CuPy bootstrap
-# does; GMEM_VERBOSE=1 prints their count and cost at exit, and `gmem stats` (text and JSON)
-# reads the same counts from the trace. Exit 0 pass, 77 skip (no python3), 1 fail.
+# does; GMEM_VERBOSE=1 prints their count and cost at exit (and how the trace's file grew), and
+# `gmem stats` (text and JSON) reads the same counts from the trace. Exit 0 pass, 77 skip (no python3), 1 fail.
 set -u
 command -v python3 >/dev/null || { echo "observe_cost_test: skipped: python3 not found"; exit 77; }
 B=${GMEM_BUILD:-build}
@@ -24,6 +24,12 @@ echo "$line"
   fail "GMEM_VERBOSE: no 'gmem: observe allocs=1000 ... frees=600 ...' line"
 [ "${BASH_REMATCH[1]:-0}" -gt 0 ] && [ "${BASH_REMATCH[2]:-0}" -gt 0 ] ||
   fail "GMEM_VERBOSE: zero ns per observed event"
+# How the trace's file grew: at least the first event chunk, made by the thread that recorded.
+line=$(grep '^gmem: trace_growth ' "$W/run.err")
+echo "$line"
+[[ "$line" =~ ^gmem:\ trace_growth\ ahead=[0-9]+\ ahead_mib=[0-9.]+\ ahead_ms=[0-9.]+\ ahead_max_ms=[0-9.]+\ populate_max_ms=[0-9.]+\ stalls=([0-9]+)\ stall_ms=[0-9.]+\ stall_max_ms=[0-9.]+$ ]] ||
+  fail "GMEM_VERBOSE: no 'gmem: trace_growth ahead=... stalls=...' line"
+[ "${BASH_REMATCH[1]:-0}" -ge 1 ] || fail "GMEM_VERBOSE: trace_growth counts no stall"
 
 "$GMEM" stats "$PID" >"$W/stats.txt" 2>&1 || fail "gmem stats: exit status $?"
 grep '^observing:' "$W/stats.txt"
