@@ -259,6 +259,20 @@ frag_report build_frag_report(const gmem::trace::trace& trace) {
   return r;
 }
 
+std::string stitching_summary(const device_frag& d) {
+  if (d.stitched_ranges == 0 && d.stitches == 0 && d.kept_ranges == 0) return {};
+  std::string s = format_bytes(d.stitched_bytes) + " served from free arena pages in " +
+                  std::to_string(d.stitched_ranges) + " stitched range" +
+                  (d.stitched_ranges == 1 ? "" : "s") +
+                  " live (mapped over the arena's gaps, no new memory)";
+  if (d.stitches != 0) s += "; " + std::to_string(d.stitches) + " made since start";
+  if (d.kept_ranges != 0 || d.kept_reuses != 0)
+    s += "; " + std::to_string(d.kept_ranges) + " kept mapped for reuse (" +
+         format_bytes(d.kept_range_bytes) + " of address space, no memory), " +
+         std::to_string(d.kept_reuses) + " served again";
+  return s;
+}
+
 std::string segment_map_line(const segment_frag& s, std::size_t width) {
   std::string line(width, '.');
   if (s.bytes == 0 || width == 0) return line;

@@ -89,6 +89,11 @@ frag_report build_frag_report(const gmem::trace::trace& trace);
 // Allocation granularity of the pool: a request is rounded up to a multiple of this.
 inline constexpr std::uint64_t k_pool_rounding = 512;
 
+// What stitching serves on a device ("8.00 MiB served from free arena pages in 1 stitched range
+// live (...); 3 made since start; ..."), for the text and HTML reports; "" when the device has
+// no stitched range, made or kept.
+std::string stitching_summary(const device_frag& d);
+
 // "################....====......" : `width` characters, one per 1/width of the segment:
 // '#' fully used, '=' at least half used, '-' less than half used, '.' free.
 std::string segment_map_line(const segment_frag& s, std::size_t width);

@@ -41,18 +41,8 @@ std::string print_frag(const gmem::trace::trace& t, const frag_report& r, const 
       out += "  after a fence (pending blocks reusable): largest free block " +
              format_bytes(d.largest_free) + ", largest request " +
              format_bytes(d.largest_request_after_fence) + "\n";
-    if (d.stitched_ranges != 0 || d.stitches != 0 || d.kept_ranges != 0)
-      out += "  stitching: " + format_bytes(d.stitched_bytes) +
-             " served from free arena pages in " + std::to_string(d.stitched_ranges) +
-             " stitched range" + (d.stitched_ranges == 1 ? "" : "s") +
-             " live (mapped over the arena's gaps, no new memory)" +
-             (d.stitches != 0 ? "; " + std::to_string(d.stitches) + " made since start" : "") +
-             (d.kept_ranges != 0 || d.kept_reuses != 0
-                  ? "; " + std::to_string(d.kept_ranges) + " kept mapped for reuse (" +
-                        format_bytes(d.kept_range_bytes) + " of address space, no memory), " +
-                        std::to_string(d.kept_reuses) + " served again"
-                  : std::string()) +
-             "\n";
+    if (const std::string stitching = stitching_summary(d); !stitching.empty())
+      out += "  stitching: " + stitching + "\n";
     out += "  limit " + (d.limit_bytes ? format_bytes(d.limit_bytes) : std::string("none")) +
            ", out-of-memory errors " + std::to_string(d.ooms) + "\n";
     if (d.graph_allocations != 0)

@@ -186,18 +186,8 @@ std::string html_report(const gmem::trace::trace& t, symbolizer& symbols, frame_
     h += "<td class=\"n\">" + pct(d.fragmentation()) + "</td><td class=\"n\">" +
          format_bytes(d.largest_request) + "</td><td class=\"n\">" + format_bytes(d.pending_bytes) +
          "</td></tr></table>\n";
-    if (d.stitched_ranges != 0 || d.stitches != 0 || d.kept_ranges != 0)
-      h += "<p class=\"note\">Stitching: " + format_bytes(d.stitched_bytes) +
-           " served from free arena pages in " + std::to_string(d.stitched_ranges) +
-           " stitched range" + (d.stitched_ranges == 1 ? "" : "s") +
-           " live (mapped over the arena's gaps, no new memory)" +
-           (d.stitches != 0 ? "; " + std::to_string(d.stitches) + " made since start" : "") +
-           (d.kept_ranges != 0 || d.kept_reuses != 0
-                ? "; " + std::to_string(d.kept_ranges) + " kept mapped for reuse (" +
-                      format_bytes(d.kept_range_bytes) + " of address space, no memory), " +
-                      std::to_string(d.kept_reuses) + " served again"
-                : std::string()) +
-           ".</p>\n";
+    if (const std::string stitching = stitching_summary(d); !stitching.empty())
+      h += "<p class=\"note\">Stitching: " + html_escape(stitching) + ".</p>\n";
     h += segment_map_svg(d, 1040);
     h += "<ul class=\"advice\">";
     for (const auto& a : d.advice)
