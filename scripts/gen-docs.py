@@ -258,7 +258,7 @@ def man_gmem(help_path, rows, version):
         ".B gmem run",
         "preloads; by default ../lib/libgmem.so relative to the gmem executable.",
         ".SH FILES",
-        ".TP", ".I /dev/shm/gmem.PID.TICKS",
+        ".TP", ".I /dev/shm/gmem.PID.TICKS.NONCE",
         "the trace of each traced process, kept after it exits until",
         ".BR \"gmem clean\" .",
         ".TP", ".I PREFIX/lib/libgmem.so",

@@ -63,8 +63,7 @@ command_fn add_oom(CLI::App& app) {
     bool json = false;
   };
   auto a = std::make_shared<args>();
-  sub->add_option("target", a->target, "PID, trace object (gmem.PID.TICKS) or saved trace FILE")
-      ->required();
+  sub->add_option("target", a->target, k_target_help)->required();
   sub->add_option("--top", a->top, "holders shown per failure (default 5)");
   sub->add_flag("--json", a->json, "one JSON document instead of text");
   return [a]() -> int {

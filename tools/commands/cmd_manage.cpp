@@ -198,7 +198,7 @@ command_fn add_save(CLI::App& app) {
     std::string pid, file;
   };
   auto a = std::make_shared<args>();
-  sub->add_option("pid", a->pid, "PID or trace object name (gmem.PID.TICKS)")->required();
+  sub->add_option("pid", a->pid, "PID or trace object name (gmem.PID.TICKS.NONCE)")->required();
   sub->add_option("file", a->file, "file to write")->required();
   return [a]() -> int {
     std::string name = a->pid, owner_note;

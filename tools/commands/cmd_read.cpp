@@ -56,8 +56,6 @@ frame_view frame_view_of(bool native, bool all_frames) {
 
 namespace {
 
-const char* k_target_help = "PID, trace object (gmem.PID.TICKS) or saved trace FILE";
-
 int leak_growth(const std::string& target, const std::string& window, std::size_t top,
                 std::size_t frames, bool full_paths, bool as_json) {
   const auto ns = parse_duration_ns(window);

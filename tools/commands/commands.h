@@ -31,6 +31,10 @@ command_fn add_exporter(CLI::App& app);
 command_fn add_diff(CLI::App& app);
 command_fn add_oom(CLI::App& app);
 
+// What a TARGET argument may be (a trace object's name is as `gmem ps` shows it).
+inline constexpr const char* k_target_help =
+    "PID, trace object (gmem.PID.TICKS.NONCE) or saved trace FILE";
+
 // --native / --all-frames (mutually exclusive) and the view they select.
 void add_frame_view_flags(CLI::App& sub, bool& native, bool& all_frames);
 frame_view frame_view_of(bool native, bool all_frames);

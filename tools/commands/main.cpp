@@ -14,7 +14,7 @@ namespace {
 
 constexpr const char* k_footer = R"(
 Targets: PID (newest trace of that process, running or not), a trace object name from
-`gmem ps` (gmem.PID.TICKS), or a FILE written by `gmem save` or GMEM_TRACE_SAVE.
+`gmem ps` (gmem.PID.TICKS.NONCE), or a FILE written by `gmem save` or GMEM_TRACE_SAVE.
 
 Exit status: 0 ok; 1 leaks found (gmem leaks); 2 usage error; 3 no such pid, trace or file;
 4 bad trace (corrupt, truncated, other format version); 5 permission denied; 6 I/O error.

@@ -1,6 +1,6 @@
 // Finding and opening the trace a command names: a pid (the newest trace object of that
-// process, live or left by a dead one), an object name ("gmem.<pid>.<ticks>") or a saved file.
-// Every failure becomes a tool_error that names the thing, says what is wrong and what to do.
+// process, live or left by a dead one), an object name ("gmem.<pid>.<ticks>.<nonce>") or a saved
+// file. Every failure becomes a tool_error that names the thing, says what is wrong and what to do.
 #pragma once
 
 #include <string>
