@@ -49,9 +49,8 @@ void print_observe_cost() {
                wall_ns / 1e6, wall_ns > 0 ? 100.0 * own_ns / wall_ns : 0.0);
 }
 
-// How the trace's file grew: the page helper's growths (made ahead of the hooks; populate_max_ms
-// is the longest the address-space lock was held for reading) and the hooks' stalls for bytes
-// not made yet. Nothing without a trace.
+// How the trace's file grew: the page helper's growths (made ahead of the hooks) with the longest
+// page population, and the hooks' stalls for bytes not made yet. Nothing without a trace.
 void print_trace_growth() {
   const trace::trace_growth g = trace::growth();
   if (g.ahead + g.stalls == 0) return;

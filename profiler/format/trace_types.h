@@ -76,10 +76,10 @@ struct observe_cost {
 };
 
 // How the trace's shared-memory file grew (GMEM_VERBOSE's "gmem: trace_growth" line): the page
-// helper's growths, made ahead of the writer (each holds the process's address-space lock for
-// reading while it maps the pages in: populate_max_ns is the longest hold), and the growths an
-// allocating thread waited for (stalls: the helper had not made the bytes yet, or was making
-// them). All 0 without a trace.
+// helper's growths, made ahead of the writer, the longest page population of any growth
+// (populate_max_ns: other threads' mmap and munmap can wait on it), and the growths an
+// allocating thread waited for (stalls: the first chunk of a section, or bytes the helper had
+// not made yet or was making). All 0 without a trace.
 struct trace_growth {
   std::uint64_t ahead = 0, ahead_bytes = 0, ahead_ns = 0, ahead_max_ns = 0, populate_max_ns = 0;
   std::uint64_t stalls = 0, stall_ns = 0, stall_max_ns = 0;
