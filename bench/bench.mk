@@ -96,6 +96,15 @@ $(HOST_COSTS): $(BUILD)/bench/probes/host_costs.o
 	$(CXX) $(GMEM_LDFLAGS) -static-libstdc++ -static-libgcc -o $@ $^ -pthread
 LIBS_ALL += $(HOST_COSTS)
 
+# --- page_prep_wait: what making a trace chunk's pages costs other threads' mmap (no GPU) ----
+PAGE_PREP_WAIT := $(BUILD)/bench/page_prep_wait
+$(PAGE_PREP_WAIT): $(BUILD)/bench/probes/page_prep_wait.o
+	@mkdir -p $(@D)
+	$(CXX) $(GMEM_LDFLAGS) -static-libstdc++ -static-libgcc -o $@ $^ -pthread
+LIBS_ALL += $(PAGE_PREP_WAIT)
+TEST_SCRIPTS += tests/bench/page_prep_wait_test.sh
+TEST_SCRIPT_DEPS += $(PAGE_PREP_WAIT)
+
 # --- leak benchmark (bench/leaks/) -----------------------------------------------------------
 # Programs with known verdicts and the runner that checks gmem's (bench/leaks/run_leaks.py).
 # The native ones reach the driver through dlopen (examples/cuda_driver.h), so `make test` runs

@@ -93,8 +93,8 @@ for w in sorted({r["summary"] for r in rows}):
         print(f"{w}: cost gmem {100 * cg:+.2f}% (own share {f(own, 2)}%), PyTorch's recorder "
               f"{100 * ct:+.2f}%" + (f", {ct / cg:.1f}x gmem's" if cg > 0 else ""))
 # Where the p99 comes from: each round's two slowest steps (counted from the warm-up's end).
-# The trace's growth as a cause: the hooks' longest wait for it and the longest page population
-# (another thread's mmap or munmap may wait that long), median (max) of the rounds, in ms.
+# The trace's growth as a cause: the hooks' longest wait for it and the longest page population,
+# median (max) of the rounds, in ms.
 for r in rows:
     if r.get("slowest_steps"):
         print(f"{r['summary']} {r['config']}: slowest steps {r['slowest_steps']}")

@@ -26,6 +26,7 @@ cp "$BUILD/tests/api/api_probe" "$DEST/tests/api/"
 cp "$BUILD/tests/tools/leak_sites" "$DEST/tests/tools/"               # tests/gpu/oom_growth_test.sh
 cp "$BUILD/tests/exporter/steady_service" "$DEST/tests/exporter/"
 cp "$BUILD/bench/trace_bench" "$DEST/bench/"
+cp "$BUILD/bench/page_prep_wait" "$DEST/bench/"   # the host kernel's page-mapping waits (no GPU use)
 mkdir -p "$DEST/bench/leaks" && cp "$BUILD/bench/leaks/native_programs" "$DEST/bench/leaks/"   # tests/gpu/leak_bench_test.sh
 nv() { "$NVCC" -O2 -std=c++17 -arch=sm_90 "$@"; }
 nv tests/gpu/mixed_alloc.cu -o "$DEST/tests/gpu/mixed_alloc" &

@@ -49,7 +49,7 @@ void print_observe_cost() {
                wall_ns / 1e6, wall_ns > 0 ? 100.0 * own_ns / wall_ns : 0.0);
 }
 
-// How the trace's file grew: the page helper's growths (made ahead of the hooks) with the longest
+// How the trace's file grew: the page helper's growths (made ahead of the hooks), the longest
 // page population, and the hooks' stalls for bytes not made yet. Nothing without a trace.
 void print_trace_growth() {
   const trace::trace_growth g = trace::growth();

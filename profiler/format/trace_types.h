@@ -76,8 +76,8 @@ struct observe_cost {
 };
 
 // How the trace's shared-memory file grew (GMEM_VERBOSE's "gmem: trace_growth" line): the page
-// helper's growths, made ahead of the writer, the longest page population of any growth
-// (populate_max_ns: other threads' mmap and munmap can wait on it), and the growths an
+// helper's growths, made ahead of the writer, the longest time any growth spent mapping its pages
+// in (populate_max_ns), and the growths an
 // allocating thread waited for (stalls: the first chunk of a section, or bytes the helper had
 // not made yet or was making). All 0 without a trace.
 struct trace_growth {

@@ -563,6 +563,23 @@ void wait_for_file_bytes(std::uint64_t bytes) {
     usleep(1000);
 }
 
+// Whether every page of [p, p + bytes) is in this process's page tables (/proc/self/pagemap's
+// present bit), i.e. a store there takes no page fault.
+bool mapped_in(const void* p, std::uint64_t bytes) {
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const auto first = reinterpret_cast<std::uintptr_t>(p) / 4096;
+  bool all = true;
+  for (std::uint64_t i = 0; all && i < (bytes + 4095) / 4096; ++i) {
+    std::uint64_t entry = 0;
+    all = ::pread(fd, &entry, sizeof entry, static_cast<off_t>((first + i) * sizeof entry)) ==
+              static_cast<ssize_t>(sizeof entry) &&
+          (entry >> 63) == 1;
+  }
+  ::close(fd);
+  return all;
+}
+
 // An event lane's next chunk is grown by the recorder's helper thread once the lane announces
 // it (three quarters through its last chunk): the object grows while the writing thread
 // records nothing more, and the chunk is then allocated without growing it again. The growth
@@ -588,6 +605,8 @@ TEST(shm_trace, the_next_event_chunk_is_grown_ahead_off_the_writing_thread) {
     if (file_bytes() != before + chunk || w->total_bytes() != before) _exit(5);
     for (int ms = 0; ms < 5000 && recorder_growth().ahead == 0; ++ms) // its pages made too
       usleep(1000);
+    // ... and mapped in by the helper: the writer takes no page fault in the chunk.
+    if (!mapped_in(static_cast<const std::byte*>(w->data()) + before, chunk)) _exit(10);
     for (int i = 385; i < 513; ++i) // into the second chunk
       w->marker("m");
     if (w->total_bytes() != before + chunk || file_bytes() != before + chunk) _exit(6);
