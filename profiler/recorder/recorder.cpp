@@ -230,9 +230,10 @@ private:
   // Maps the new pages in by touching each (the file's pages are reserved already, so no touch
   // can raise SIGBUS). Not MADV_POPULATE_WRITE: it holds the process's mmap lock while the
   // kernel faults the whole range in, and every other thread's mmap and munmap (malloc's large
-  // blocks, Python's arenas) waits that long; a fault taken by a touch holds only its VMA's lock
-  // (kernels with per-VMA locks for shared faults) or the mmap lock for one page. The touches
-  // cost the helper more kernel time: bench/probes/page_prep_wait.cpp measures both.
+  // blocks, Python's arenas) waits that long. A fault taken by a touch holds only its VMA's lock
+  // on kernels that take shared faults under it (Linux 6.7 and later); older kernels take the
+  // mmap lock for each fault, and the waits may stay. The touches cost the helper more kernel
+  // time: bench/probes/page_prep_wait.cpp measures both.
   void populate(std::uint64_t from, std::uint64_t to) noexcept {
     for (std::uint64_t at = from & ~std::uint64_t{4095}; at < to; at += 4096) // the new pages
       if (at >= from) layout::store_word(reinterpret_cast<std::uint64_t*>(base_ + at), 0);
